@@ -1,0 +1,152 @@
+"""Kernel signatures and the KernelCache protocol.
+
+A kernel's key is sha256 over a canonical serialization of: the fused group's
+TE (shapes, dtypes, index maps, attributes; never weight values), the target
+fingerprint, the codegen options, and the compiler's own fingerprint (a hash
+of its source). Each part is also kept on its own so a database can filter by it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from compiler.ir.te import Compute
+
+
+@functools.cache
+def compiler_fingerprint() -> str:
+    """sha256 of the compiler package's own source: any change to it makes old kernels stale."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(b"\0")
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """The parts of a kernel key, each filterable on its own."""
+
+    op_pattern: str
+    shapes: str
+    dtypes: str
+    te_hash: str
+    target_fingerprint: str
+    compiler_fingerprint: str
+    options: str
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def signature_of(compute: Compute, target_fingerprint: str, options: dict | None = None) -> KernelSignature:
+    """The signature of one kernel for one target under the given codegen options."""
+    canonical = compute.canonical()
+    shapes = json.dumps([list(t.shape) for t in compute.inputs] + [list(compute.shape)])
+    dtypes = json.dumps(sorted({t.dtype for t in compute.inputs} | {compute.dtype}))
+    return KernelSignature(
+        op_pattern=compute.label or "Compute",
+        shapes=shapes,
+        dtypes=dtypes,
+        te_hash=hashlib.sha256(canonical.encode()).hexdigest(),
+        target_fingerprint=target_fingerprint,
+        compiler_fingerprint=compiler_fingerprint(),
+        options=json.dumps(options or {}, sort_keys=True, separators=(",", ":")),
+    )
+
+
+@dataclass
+class KernelEntry:
+    """A compiled kernel as the cache stores it."""
+
+    signature: KernelSignature
+    tile_config: dict
+    source: str
+    binary: bytes  # object file (CPU) or cubin (CUDA)
+    te_json: str = ""  # the canonical Compute, for people and tools
+    estimated_us: float | None = None
+    measured_us: float | None = None
+    validation_error: float | None = None
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.signature.key
+
+
+class KernelCache(Protocol):
+    """Where compiled kernels are kept. `put` is idempotent: the first writer of a key wins."""
+
+    def get(self, key: str) -> KernelEntry | None: ...
+
+    def put(self, entry: KernelEntry) -> None: ...
+
+
+class MemoryKernelCache:
+    """A process-local cache (tests, one-off compiles)."""
+
+    def __init__(self) -> None:
+        self._d: dict[str, KernelEntry] = {}
+
+    def get(self, key: str) -> KernelEntry | None:
+        return self._d.get(key)
+
+    def put(self, entry: KernelEntry) -> None:
+        self._d.setdefault(entry.key, entry)
+
+
+class FileKernelCache:
+    """A cache in a folder: one JSON file + one binary per key, written atomically."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+            raise ValueError("kernel keys are sha256 hex digests")
+        d = self.root / key[:2]
+        return d / f"{key}.json", d / f"{key}.bin"
+
+    def get(self, key: str) -> KernelEntry | None:
+        meta, binf = self._paths(key)
+        if not meta.exists() or not binf.exists():
+            return None
+        try:
+            j = json.loads(meta.read_text())
+            j["signature"] = KernelSignature(**j["signature"])
+            return KernelEntry(binary=binf.read_bytes(), **j)
+        except (ValueError, TypeError, KeyError):
+            return None  # a damaged entry is a miss, never an error
+
+    def put(self, entry: KernelEntry) -> None:
+        meta, binf = self._paths(entry.key)
+        if meta.exists():
+            return
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        j = asdict(entry)
+        j.pop("binary")
+        _atomic_write(binf, entry.binary)
+        _atomic_write(meta, json.dumps(j, sort_keys=True).encode())  # meta last: marks completeness
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,96 @@
+"""The scheduler's output: what runs, on which buffers, in which order.
+
+Codegen renders an `ExecutionPlan`, build compiles it, the runtime executes it.
+Kernel ABI (CPU and CUDA alike): one function per kernel named by its cache key,
+`void tf_<key[:20]>(T_out* restrict out, const T_in0* restrict in0, ...)`: the
+output first, then the Compute's inputs in order, each a typed pointer to a
+dense row-major buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from compiler.ir.te import Compute
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """How one kernel is tiled.
+
+    `block`: per spatial axis, the outputs one task computes (an OpenMP
+    iteration on the CPU, a thread block on CUDA). `thread`: per spatial axis,
+    the register tile (outputs per CUDA thread; the CPU micro-kernel's
+    register block). `reduce_step`: per reduce axis, the chunk staged per step
+    (shared-memory / L1 tile depth). `vector`: elements per vector access on
+    the innermost axis.
+    """
+
+    block: tuple[int, ...]
+    thread: tuple[int, ...]
+    reduce_step: tuple[int, ...]
+    vector: int = 1
+
+    def to_json(self) -> dict:
+        return {"block": list(self.block), "thread": list(self.thread),
+                "reduce_step": list(self.reduce_step), "vector": self.vector}
+
+    @staticmethod
+    def from_json(j: dict) -> TileConfig:
+        return TileConfig(tuple(j["block"]), tuple(j["thread"]), tuple(j["reduce_step"]),
+                          int(j.get("vector", 1)))
+
+
+class BufferKind(str, Enum):
+    INPUT = "input"
+    OUTPUT = "output"
+    WEIGHT = "weight"
+    ARENA = "arena"  # an intermediate placed in the arena at `offset`
+
+
+@dataclass
+class Buffer:
+    """A dense tensor's storage. `offset` is into the arena (ARENA) or the weights blob (WEIGHT)."""
+
+    id: int
+    shape: tuple[int, ...]
+    dtype: str
+    kind: BufferKind
+    nbytes: int
+    offset: int = 0
+    name: str = ""  # user-facing name for inputs/outputs: manifest only, never in source
+
+
+@dataclass
+class Kernel:
+    """One generated function: a (fused) Compute, its tiling, and the buffers it runs on."""
+
+    id: int
+    compute: Compute
+    tile: TileConfig
+    args: tuple[int, ...]  # buffer ids: output first, then the Compute's inputs
+    key: str = ""  # kernel cache key (sha256 hex)
+    ops: tuple[str, ...] = ()  # ONNX op types fused into it, for people
+    estimated_us: float | None = None
+    measured_us: float | None = None
+    cache_hit: bool = False
+
+    @property
+    def symbol(self) -> str:
+        """The generated function name: derived from the key, never from model strings."""
+        return f"tf_{self.key[:20]}" if self.key else f"tf_k{self.id}"
+
+
+@dataclass
+class ExecutionPlan:
+    """Buffers, kernels and the launch order (Rammer waves of mutually independent kernels)."""
+
+    target: str  # target fingerprint
+    buffers: dict[int, Buffer] = field(default_factory=dict)
+    kernels: list[Kernel] = field(default_factory=list)
+    waves: list[list[int]] = field(default_factory=list)  # kernel ids
+    inputs: list[int] = field(default_factory=list)  # buffer ids, in the model's input order
+    outputs: list[int] = field(default_factory=list)  # buffer ids, in the model's output order
+    arena_bytes: int = 0
+    weights_bytes: int = 0

@@ -1,0 +1,69 @@
+"""The hardware description every scheduling decision reads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    """One level of the memory hierarchy, outermost (DRAM) first in `Target.levels`.
+
+    `capacity` is bytes per unit (per SM / per core; the whole device for DRAM),
+    `bandwidth` bytes/s summed over the device, `transaction` the smallest
+    granule moved (cache line / memory transaction).
+    """
+
+    name: str
+    capacity: int
+    bandwidth: float
+    transaction: int
+
+
+@dataclass(frozen=True)
+class Target:
+    """A compilation target: a GPU model or this machine's CPU.
+
+    `lanes` is the lockstep width (warp of 32, or fp32 SIMD lanes); `units` the
+    parallel units (SMs or cores). `extras` holds kind-specific numbers
+    (e.g. `max_threads_per_block`, `smem_per_block`, `compute_capability`).
+    """
+
+    name: str
+    kind: Literal["cpu", "cuda"]
+    arch: str
+    levels: tuple[MemoryLevel, ...]
+    units: int
+    lanes: int
+    banks: int
+    registers: int
+    peak_flops: dict[str, float]
+    features: tuple[str, ...] = ()
+    toolchain: str = ""
+    extras: dict[str, int | float | str] = field(default_factory=dict)
+
+    def level(self, name: str) -> MemoryLevel:
+        """The memory level called `name` (KeyError names it)."""
+        for lv in self.levels:
+            if lv.name == name:
+                return lv
+        raise KeyError(f"target {self.name} has no memory level {name!r}")
+
+    def fingerprint(self) -> str:
+        """What generated code depends on: arch, ISA features and toolchain version.
+
+        Two machines with the same fingerprint can share compiled kernels.
+        """
+        ident = {"kind": self.kind, "arch": self.arch, "features": sorted(self.features),
+                 "toolchain": self.toolchain}
+        digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+        return f"{self.kind}:{self.arch}:{digest}"
+
+    def describe(self) -> dict:
+        """A JSON-able description (for `tileforge targets` and the API)."""
+        d = asdict(self)
+        d["fingerprint"] = self.fingerprint()
+        return d

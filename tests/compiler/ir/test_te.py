@@ -1,0 +1,84 @@
+"""The IR's analyses and its numpy meaning."""
+
+import numpy as np
+import pytest
+
+from compiler.ir import te
+from compiler.ir.interp import evaluate
+from compiler.ir.te import Axis, Compute, Load, TensorType, Tile, Var
+
+
+def matmul(m: int, n: int, k: int) -> Compute:
+    i, j, r = Var("i0"), Var("i1"), Var("r0")
+    body = Load(0, (i, r), "float32") * Load(1, (r, j), "float32")
+    return Compute(
+        axes=(Axis("i0", m), Axis("i1", n)), body=body,
+        inputs=(TensorType((m, k), "float32"), TensorType((k, n), "float32")),
+        dtype="float32", reduce_axes=(Axis("r0", k),), reduce_op="sum", label="MatMul",
+    )
+
+
+def conv1d_padded(n: int, w: int, k: int, pad: int) -> Compute:
+    o, r = Var("i0"), Var("r0")
+    body = Load(0, (o + r - pad,), "float32", pad=0.0) * Load(1, (r,), "float32")
+    return Compute(
+        axes=(Axis("i0", w + 2 * pad - k + 1),), body=body,
+        inputs=(TensorType((w,), "float32"), TensorType((k,), "float32")),
+        dtype="float32", reduce_axes=(Axis("r0", k),), reduce_op="sum",
+    )
+
+
+def test_matmul_evaluates_like_numpy():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((5, 7), np.float32), rng.standard_normal((7, 3), np.float32)
+    np.testing.assert_allclose(evaluate(matmul(5, 3, 7), [a, b]), a @ b, rtol=1e-5)
+
+
+def test_padded_load_reads_pad_value():
+    x, w = np.arange(6, dtype=np.float32), np.ones(3, np.float32)
+    out = evaluate(conv1d_padded(1, 6, 3, 1), [x, w])
+    np.testing.assert_allclose(out, np.convolve(x, w, mode="same"))
+
+
+def test_region_is_clipped_interval_of_index_expressions():
+    c = conv1d_padded(1, 16, 3, 1)
+    box_x, box_w = te.region_of(c, Tile({"i0": 4, "r0": 3}))
+    assert box_x == [(0, 4)]  # -1..4 clipped at 0
+    assert box_w == [(0, 2)]
+
+
+def test_region_of_matmul_tile():
+    c = matmul(64, 64, 32)
+    a, b = te.region_of(c, Tile({"i0": 8, "i1": 16, "r0": 32}, {"i0": 8}))
+    assert a == [(8, 15), (0, 31)] and b == [(0, 31), (0, 15)]
+
+
+def test_bigger_tiles_move_fewer_bytes_in_total():
+    c = matmul(256, 256, 256)
+    small = te.traffic(c, Tile({"i0": 8, "i1": 8, "r0": 256}))
+    big = te.traffic(c, Tile({"i0": 64, "i1": 64, "r0": 256}))
+    assert big.total < small.total
+    assert te.footprint(c, Tile({"i0": 64, "i1": 64, "r0": 256})) > te.footprint(
+        c, Tile({"i0": 8, "i1": 8, "r0": 256}))
+
+
+def test_canonical_serialization_round_trips_and_is_stable():
+    c = conv1d_padded(1, 16, 3, 1)
+    assert te.from_json(te.to_json(c)) == c
+    assert c.canonical() == conv1d_padded(1, 16, 3, 1).canonical()
+    assert c.canonical() != conv1d_padded(1, 16, 3, 2).canonical()
+
+
+def test_mixed_dtypes_are_refused():
+    with pytest.raises(TypeError):
+        Load(0, (), "float32") + Load(1, (), "int64")
+
+
+def test_reduce_with_post_expression_computes_mean():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    c = Compute(
+        axes=(Axis("i0", 3),), body=Load(0, (Var("i0"), Var("r0")), "float32"),
+        inputs=(TensorType((3, 4), "float32"),), dtype="float32",
+        reduce_axes=(Axis("r0", 4),), reduce_op="sum", post=Var(te.ACC, "float32") / 4.0,
+    )
+    np.testing.assert_allclose(evaluate(c, [x]), x.mean(axis=1))
