@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 
 
-class TensorKind(str, Enum):
+class TensorKind(StrEnum):
     INPUT = "input"
     WEIGHT = "weight"
     INTERMEDIATE = "intermediate"

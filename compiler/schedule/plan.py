@@ -10,7 +10,7 @@ dense row-major buffer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from compiler.ir.te import Compute
 
@@ -42,7 +42,7 @@ class TileConfig:
                           int(j.get("vector", 1)))
 
 
-class BufferKind(str, Enum):
+class BufferKind(StrEnum):
     INPUT = "input"
     OUTPUT = "output"
     WEIGHT = "weight"
