@@ -1,0 +1,117 @@
+"""Graph -> ExecutionPlan: one kernel per node, buffers per storage, Rammer waves, arena layout.
+
+Fusion runs before planning and rewrites the Graph, so a fused group is simply
+a node with a bigger Compute. Buffer ids are the ids of the storage tensors
+they hold (views resolved), so a plan can always be traced back to its graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from compiler.cache import signature_of
+from compiler.codegen.memory import Lifetime, align_up, place
+from compiler.ir.dtypes import dtype
+from compiler.ir.graph import Graph, TensorKind
+from compiler.ir.te import Compute
+from compiler.schedule.plan import Buffer, BufferKind, ExecutionPlan, Kernel, TileConfig
+from compiler.schedule.waves import wavefronts
+
+
+def build_plan(
+    graph: Graph,
+    target_fingerprint: str,
+    tiles: Callable[[Compute], TileConfig],
+    keys: Callable[[Compute], str] | None = None,
+) -> ExecutionPlan:
+    """Plan `graph` for a target: `tiles` picks each kernel's tiling, `keys` its cache key.
+
+    `keys` defaults to the cache signature with no codegen options. Graph
+    outputs must be distinct storages written by nodes (the frontend inserts
+    copies otherwise); a violation is a compiler bug and raises ValueError.
+    """
+    key_of = keys or (lambda c: signature_of(c, target_fingerprint).key)
+    plan = ExecutionPlan(target=target_fingerprint)
+    _add_io_buffers(graph, plan)
+
+    producer = {n.output: n.id for n in graph.nodes}
+    deps: dict[int, set[int]] = {}
+    for node in graph.nodes:
+        if node.id in deps:
+            raise ValueError(f"node id {node.id} appears twice")
+        args = (graph.storage_of(node.output), *(graph.storage_of(t) for t in node.inputs))
+        deps[node.id] = {producer[s] for s in args[1:] if s in producer}
+        plan.kernels.append(Kernel(id=node.id, compute=node.compute, tile=tiles(node.compute),
+                                   args=args, key=key_of(node.compute),
+                                   ops=tuple(node.op.split("+"))))
+    plan.waves = wavefronts(deps)
+
+    step = {k: w for w, wave in enumerate(plan.waves) for k in wave}
+    lifetimes: dict[int, Lifetime] = {}
+    for k in plan.kernels:  # kernels are in topological order: a storage's producer comes first
+        for pos, s in enumerate(k.args):
+            if s in plan.buffers or _kind(graph, s) == TensorKind.WEIGHT:
+                continue
+            if pos == 0:
+                lifetimes[s] = Lifetime(graph.tensors[s].nbytes, step[k.id], step[k.id])
+            elif s in lifetimes:
+                lt = lifetimes[s]
+                lifetimes[s] = Lifetime(lt.nbytes, lt.first, max(lt.last, step[k.id]))
+            else:
+                raise ValueError(f"kernel {k.id} reads tensor {s}, which nothing writes")
+    _add_weight_buffers(graph, plan)
+    layout = place(lifetimes)
+    for s, offset in layout.offsets.items():
+        t = graph.tensors[s]
+        plan.buffers[s] = Buffer(s, t.shape, t.dtype, BufferKind.ARENA, t.nbytes, offset)
+    plan.arena_bytes = layout.total
+    return plan
+
+
+def _kind(graph: Graph, storage: int) -> TensorKind:
+    return graph.tensors[storage].kind
+
+
+def _add_io_buffers(graph: Graph, plan: ExecutionPlan) -> None:
+    """INPUT and OUTPUT buffers, with the user's names and, for outputs, the output's shape."""
+    for tid in graph.inputs:
+        t = graph.tensors[tid]
+        plan.buffers[tid] = Buffer(tid, t.shape, t.dtype, BufferKind.INPUT, t.nbytes, name=t.name)
+        plan.inputs.append(tid)
+    written = {n.output for n in graph.nodes}
+    for tid in graph.outputs:
+        s = graph.storage_of(tid)
+        if s not in written or s in plan.buffers:
+            raise ValueError(f"graph output {tid} must be a distinct storage written by a node")
+        t = graph.tensors[tid]
+        plan.buffers[s] = Buffer(s, t.shape, t.dtype, BufferKind.OUTPUT, t.nbytes, name=t.name)
+        plan.outputs.append(s)
+
+
+def _add_weight_buffers(graph: Graph, plan: ExecutionPlan) -> None:
+    """WEIGHT buffers for the weights some kernel reads, packed in first-use order."""
+    offset = 0
+    for k in plan.kernels:
+        for s in k.args[1:]:
+            t = graph.tensors[s]
+            if t.kind != TensorKind.WEIGHT or s in plan.buffers:
+                continue
+            plan.buffers[s] = Buffer(s, t.shape, t.dtype, BufferKind.WEIGHT, t.nbytes, offset)
+            offset = align_up(offset + t.nbytes)
+    plan.weights_bytes = offset
+
+
+def weights_blob(graph: Graph, plan: ExecutionPlan) -> bytes:
+    """The weights file: every WEIGHT buffer's data, row-major, at its offset."""
+    blob = bytearray(plan.weights_bytes)
+    for b in plan.buffers.values():
+        if b.kind != BufferKind.WEIGHT:
+            continue
+        data = graph.tensors[b.id].data
+        if data is None or tuple(np.shape(data)) != b.shape:
+            raise ValueError(f"weight {b.id} has no data of shape {list(b.shape)}")
+        raw = np.ascontiguousarray(data, dtype=dtype(b.dtype).np_type).tobytes()
+        blob[b.offset:b.offset + len(raw)] = raw
+    return bytes(blob)
