@@ -1,0 +1,84 @@
+"""Latency of a compiled model against onnxruntime, in one process, same thread count."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from compiler.cache import KernelCache
+from compiler.options import CompileOptions
+
+
+def time_call(fn: Callable[[], object], min_runs: int = 10, min_seconds: float = 0.3,
+              warmup: int = 2, max_runs: int = 1000) -> list[float]:
+    """Wall-clock seconds of repeated calls (after warm-up): at least `min_runs` and `min_seconds`."""
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < max_runs and (len(times) < min_runs or time.perf_counter() - start < min_seconds):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+@dataclass
+class BenchResult:
+    """Medians in milliseconds; ratio > 1 means tileforge is faster than onnxruntime."""
+
+    model: str
+    threads: int
+    compile_seconds: float
+    kernels: int
+    cache_hits: int
+    rel_l2_error: float
+    tileforge_ms: float
+    onnxruntime_ms: float
+
+    @property
+    def speedup(self) -> float:
+        return self.onnxruntime_ms / self.tileforge_ms
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "speedup_vs_onnxruntime": round(self.speedup, 3)}
+
+
+def ort_session(model: bytes, threads: int) -> ort.InferenceSession:
+    """An onnxruntime CPU session limited to `threads` threads (the reference everywhere)."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def bench_model(model: bytes | str | Path | onnx.ModelProto, name: str = "model", target: str = "cpu",
+                threads: int = 1, options: dict | None = None,
+                cache: KernelCache | None = None) -> BenchResult:
+    """Compile (validated against onnxruntime), then time both runtimes on the same inputs."""
+    from compiler.pipeline import _model_bytes, compile_model
+    from compiler.runtime import load
+
+    data = _model_bytes(model)
+    opts = CompileOptions.from_dict({**(options or {}), "threads": threads})
+    t0 = time.perf_counter()
+    result = compile_model(data, target, opts, cache=cache)
+    compile_s = time.perf_counter() - t0
+    exe = load(result.artifact_path)
+    exe.set_threads(threads)
+    rng = np.random.default_rng(0)
+    feeds = {s.name: rng.standard_normal(s.shape).astype(s.dtype) for s in exe.input_specs}
+    sess = ort_session(data, threads)
+    tf = statistics.median(time_call(lambda: exe.run(feeds)))
+    ref = statistics.median(time_call(lambda: sess.run(None, feeds)))
+    return BenchResult(name, threads, round(compile_s, 3), len(result.kernels), result.cache_hits,
+                       result.validation.get("rel_l2_error", float("nan")),
+                       tf * 1e3, ref * 1e3)

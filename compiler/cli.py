@@ -1,0 +1,179 @@
+"""The compiler's command line: compile, run, bench, targets.
+
+`add_commands` is shared with the service CLI (server/cli.py), which adds
+serve / worker / db / token on top; `main` runs the compiler commands alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from compiler.errors import TileforgeError
+
+
+def _default_cache_dir() -> Path:
+    home = os.environ.get("TILEFORGE_HOME")
+    return (Path(home) if home else Path.home() / ".cache" / "tileforge") / "kernels"
+
+
+def _input_shapes(items: list[str] | None) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for item in items or []:
+        name, sep, dims = item.rpartition("=")
+        if not sep or not name:
+            raise SystemExit(f"--input-shape expects NAME=D0,D1,...; got {item!r}")
+        try:
+            out[name] = [int(d) for d in dims.split(",") if d.strip()]
+        except ValueError:
+            raise SystemExit(f"--input-shape {item!r}: dims must be integers") from None
+    return out
+
+
+class _ProgressLine:
+    """A one-line progress display on stderr (plain lines when not a terminal)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.perf_counter()
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        bar = "#" * int(fraction * 20)
+        line = f"[{bar:<20}] {fraction * 100:3.0f}%  {stage:<10} {time.perf_counter() - self.t0:6.2f}s"
+        if self.tty:
+            print("\r" + line, end="" if stage != "done" else "\n", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+
+def cmd_compile(a: argparse.Namespace) -> int:
+    from compiler.cache import FileKernelCache, MemoryKernelCache
+    from compiler.pipeline import compile_model
+
+    options = {"input_shapes": _input_shapes(a.input_shape), "validate": not a.no_validate}
+    if a.threads:
+        options["threads"] = a.threads
+    cache = MemoryKernelCache() if a.no_cache else FileKernelCache(a.cache_dir)
+    t0 = time.perf_counter()
+    r = compile_model(Path(a.model), a.target, options, cache=cache, progress=_ProgressLine(),
+                      output=Path(a.output))
+    total = time.perf_counter() - t0
+    v = r.validation
+    print(f"artifact   {a.output}  (sha256 {r.artifact_sha256[:16]}...)")
+    print(f"kernels    {len(r.kernels)}  cache hits {r.cache_hits}, misses {r.cache_misses}")
+    if v:
+        print(f"validation max abs error {v['max_abs_error']:.3g}, relative L2 error "
+              f"{v['rel_l2_error']:.3g} ({'passed' if v['passed'] else 'FAILED'})")
+    print("stages     " + ", ".join(f"{k} {s:.2f}s" for k, s in r.stage_seconds.items())
+          + f"; total {total:.2f}s")
+    return 0
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from compiler.runtime import load
+
+    exe = load(Path(a.artifact))
+    with np.load(a.inputs, allow_pickle=False) as z:
+        feeds = {k: z[k] for k in z.files}
+    outs = exe.run(feeds)
+    np.savez(a.output, **outs)
+    for k, v in outs.items():
+        print(f"{k!r}: {v.dtype}{list(v.shape)}")
+    return 0
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    from compiler.bench.measure import bench_model
+    from compiler.cache import FileKernelCache
+
+    r = bench_model(Path(a.model), Path(a.model).stem, a.target, a.threads,
+                    {"input_shapes": _input_shapes(a.input_shape)}, FileKernelCache(a.cache_dir))
+    if a.json:
+        print(json.dumps(r.to_dict(), indent=2))
+    else:
+        print(f"{r.model}: tileforge {r.tileforge_ms:.3f} ms, onnxruntime {r.onnxruntime_ms:.3f} ms "
+              f"(median, {r.threads} thread{'s' * (r.threads > 1)}); speedup {r.speedup:.2f}x; "
+              f"rel L2 error {r.rel_l2_error:.2g}; compiled in {r.compile_seconds:.2f}s")
+    return 0
+
+
+def cmd_targets(a: argparse.Namespace) -> int:
+    from compiler.target import get_target, list_targets
+
+    if a.measure:
+        from compiler.target import measure_cpu
+
+        print(json.dumps(measure_cpu(), indent=2))
+        return 0
+    rows = [get_target(n).describe() for n in list_targets()]
+    if a.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    for d in rows:
+        print(f"{d['name']:<14} {d['kind']:<5} {d['arch']:<12} units {d['units']:<4} {d['fingerprint']}")
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register compile / run / bench / targets on a subparsers object."""
+    cache_help = "kernel cache folder (default $TILEFORGE_HOME/kernels or ~/.cache/tileforge/kernels)"
+    p = sub.add_parser("compile", help="compile an ONNX model into an artifact")
+    p.add_argument("model")
+    p.add_argument("--target", default="cpu")
+    p.add_argument("-o", "--output", required=True, help="artifact path (.tar.gz)")
+    p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
+                   help="bind an input's symbolic dims (repeatable)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--no-validate", action="store_true", help="skip the onnxruntime check")
+    p.add_argument("--cache-dir", type=Path, default=_default_cache_dir(), help=cache_help)
+    p.add_argument("--no-cache", action="store_true", help="use a throw-away in-memory cache")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("run", help="run an artifact on inputs from an .npz file")
+    p.add_argument("artifact")
+    p.add_argument("--inputs", required=True)
+    p.add_argument("--output", required=True)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("bench", help="compile, validate, and time against onnxruntime")
+    p.add_argument("model")
+    p.add_argument("--target", default="cpu")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--cache-dir", type=Path, default=_default_cache_dir(), help=cache_help)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("targets", help="list known hardware targets")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--measure", action="store_true",
+                   help="measure this machine's DRAM bandwidth and peak FLOP/s and store them")
+    p.set_defaults(func=cmd_targets)
+
+
+def run_parsed(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Dispatch a parsed command; compiler errors become one clear line and exit 2."""
+    if not hasattr(a, "func"):
+        parser.print_help()
+        return 2
+    try:
+        return a.func(a)
+    except TileforgeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tileforge", description="tileforge compiler")
+    add_commands(parser.add_subparsers(dest="command"))
+    return run_parsed(parser.parse_args(argv), parser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Register-level connection of operators (Welder's cheapest edge, TVM's inlining).
+
+Two rewrites, applied to a fixed point:
+
+- **producer inlining**: an injective producer (no reduce axes) whose output
+  is read by a single consumer is substituted into that consumer's body, so
+  its values live in registers and never touch memory. Into a reduction it is
+  inlined only when cheap (no transcendental work), because the reduction
+  re-evaluates it once per reduce step.
+- **epilogue fusion**: an injective consumer that reads a reduction's output
+  at exactly its own index (bias add, activation, residual add after MatMul
+  or Conv) becomes the reduction's `post` expression.
+
+Only edges through the same tensor (not through a reshape view) connect:
+a view changes the index map and would need div/mod arithmetic per element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from compiler.ir.graph import Graph, Node, TensorKind
+from compiler.ir.te import (
+    ACC,
+    Call,
+    Compute,
+    Const,
+    Expr,
+    Load,
+    TensorType,
+    Var,
+    call,
+    cast,
+    const,
+    rename_vars,
+    select,
+    substitute,
+    walk,
+)
+
+# Ops whose repeated evaluation inside a reduction loop would cost more than the memory saved.
+_EXPENSIVE = {"exp", "log", "tanh", "erf", "pow", "sqrt", "div", "sin", "cos", "tan", "asin",
+              "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod", "mod",
+              "reciprocal"}
+
+_MAX_INPUTS = 16  # keep argument lists (and register pressure) sane
+
+
+def _is_cheap(c: Compute) -> bool:
+    return not any(isinstance(x, Call) and x.op in _EXPENSIVE for x in walk(c.body))
+
+
+def _merge_inputs(
+    consumer: Node, slot: int, producer: Node
+) -> tuple[tuple[int, ...], tuple[TensorType, ...], dict[int, int], dict[int, int]]:
+    """Input list of the fused node: the consumer's minus `slot`, plus the producer's.
+
+    Returns (tensor ids, types, consumer slot -> new slot, producer slot -> new slot).
+    """
+    ids: list[int] = []
+    types: list[TensorType] = []
+    cmap: dict[int, int] = {}
+    pmap: dict[int, int] = {}
+
+    def add(tid: int, tt: TensorType) -> int:
+        if tid in ids:
+            return ids.index(tid)
+        ids.append(tid)
+        types.append(tt)
+        return len(ids) - 1
+
+    for i, (tid, tt) in enumerate(zip(consumer.inputs, consumer.compute.inputs, strict=True)):
+        if i != slot:
+            cmap[i] = add(tid, tt)
+    for i, (tid, tt) in enumerate(zip(producer.inputs, producer.compute.inputs, strict=True)):
+        pmap[i] = add(tid, tt)
+    return tuple(ids), tuple(types), cmap, pmap
+
+
+def _remap_loads(e: Expr, mapping: dict[int, int]) -> Expr:
+    def fn(x: Expr) -> Expr | None:
+        if isinstance(x, Load):
+            return Load(mapping[x.input], tuple(_remap_loads(i, mapping) for i in x.indices),
+                        x.dtype, x.pad)
+        return None
+
+    return substitute(e, fn)
+
+
+def _guard_loads(e: Expr) -> Expr:
+    """Give every unguarded load a pad, so evaluating `e` at out-of-range indices is safe."""
+
+    def fn(x: Expr) -> Expr | None:
+        if isinstance(x, Load) and x.pad is None:
+            return Load(x.input, tuple(substitute(i, fn) for i in x.indices), x.dtype, 0)
+        return None
+
+    return substitute(e, fn)
+
+
+def _inline(consumer: Node, slot: int, producer: Node) -> tuple[Compute, tuple[int, ...]]:
+    """The consumer's Compute with producer values substituted for loads of `slot`."""
+    ids, types, cmap, pmap = _merge_inputs(consumer, slot, producer)
+    p = producer.compute
+    pbody = _remap_loads(p.body, pmap)
+
+    def fn(x: Expr) -> Expr | None:
+        if isinstance(x, Load) and x.input == slot:
+            idx = tuple(substitute(i, fn) for i in x.indices)
+            value = rename_vars(pbody, {a.name: i for a, i in zip(p.axes, idx, strict=True)})
+            if x.pad is None or not p.axes:
+                return value
+            # A padded read: out-of-range indices yield the pad; the producer's own
+            # loads are guarded so that evaluating them out of range is harmless.
+            inside: Expr = Const(True, "bool")
+            for i, a in zip(idx, p.axes, strict=True):
+                inside = call("and", inside, call("and", call("ge", i, 0), call("lt", i, a.extent)))
+            return select(inside, _guard_loads(value), const(x.pad, x.dtype))
+        if isinstance(x, Load):
+            return Load(cmap[x.input], tuple(substitute(i, fn) for i in x.indices), x.dtype, x.pad)
+        return None
+
+    c = consumer.compute
+    body = substitute(c.body, fn)
+    post = None if c.post is None else substitute(c.post, fn)
+    return replace(c, body=body, post=post, inputs=types,
+                   label=f"{p.label}+{c.label}" if p.label and c.label else c.label or p.label), ids
+
+
+def _reads_at_own_index(c: Compute, slot: int) -> bool:
+    """Every load of `slot` in c's body indexes with exactly c's axes, in order."""
+    own = tuple(Var(a.name) for a in c.axes)
+    loads = [x for x in walk(c.body) if isinstance(x, Load) and x.input == slot]
+    return bool(loads) and all(ld.indices == own and ld.pad is None for ld in loads)
+
+
+def _epilogue(producer: Node, consumer: Node, slot: int) -> tuple[Compute, tuple[int, ...]]:
+    """The reduction `producer` with the element-wise `consumer` folded into its post."""
+    p, c = producer.compute, consumer.compute
+    # consumer's inputs except the reduction output, appended after the producer's own inputs
+    ids = list(producer.inputs)
+    types = list(p.inputs)
+    cmap: dict[int, int] = {}
+    for i, (tid, tt) in enumerate(zip(consumer.inputs, c.inputs, strict=True)):
+        if i == slot:
+            continue
+        if tid in ids:
+            cmap[i] = ids.index(tid)
+        else:
+            ids.append(tid)
+            types.append(tt)
+            cmap[i] = len(ids) - 1
+    rename = {a.name: Var(b.name) for a, b in zip(c.axes, p.axes, strict=True)}
+    acc_value = p.post if p.post is not None else cast(Var(ACC, p.acc_dtype), p.dtype)
+
+    def fn(x: Expr) -> Expr | None:
+        if isinstance(x, Load) and x.input == slot:
+            return acc_value
+        if isinstance(x, Load):
+            return Load(cmap[x.input], tuple(substitute(i, fn) for i in x.indices), x.dtype, x.pad)
+        return None
+
+    # rename the consumer's axes to the producer's first, then splice in the accumulator
+    post = substitute(rename_vars(c.body, rename), fn)
+    fused = replace(p, post=post, inputs=tuple(types), dtype=c.dtype,
+                    label=f"{p.label}+{c.label}" if p.label and c.label else p.label or c.label)
+    return fused, tuple(ids)
+
+
+def fuse(graph: Graph) -> Graph:
+    """Connect injective producers and epilogues at register level, in place; returns graph."""
+    protected = {graph.storage_of(t) for t in graph.outputs}
+    changed = True
+    while changed:
+        changed = False
+        producers = {n.output: n for n in graph.nodes}
+        readers: dict[int, list[Node]] = {}
+        for n in graph.nodes:
+            for t in n.inputs:
+                readers.setdefault(graph.storage_of(t), []).append(n)
+        for n in graph.nodes:
+            if changed:
+                break
+            for slot, tid in enumerate(n.inputs):
+                p = producers.get(tid)
+                if p is None or p is n or tid in protected:
+                    continue
+                if graph.tensors[tid].kind != TensorKind.INTERMEDIATE:
+                    continue
+                if len({id(r) for r in readers.get(tid, [])}) != 1:
+                    continue
+                new = _try_connect(p, n, slot)
+                if new is None:
+                    continue
+                compute, ids = new
+                if len(ids) > _MAX_INPUTS:
+                    continue
+                merged = Node(n.id, f"{p.op}+{n.op}", compute, ids, n.output, n.name or p.name)
+                # the fused node takes the consumer's place: all its inputs are ready there
+                graph.nodes = [merged if x is n else x for x in graph.nodes if x is not p]
+                del graph.tensors[tid]
+                changed = True
+                break
+    for i, node in enumerate(graph.nodes):
+        node.id = i
+    return graph
+
+
+def _try_connect(p: Node, n: Node, slot: int) -> tuple[Compute, tuple[int, ...]] | None:
+    """The fused (Compute, input ids) for edge p -> n through n's input `slot`, or None."""
+    pc, nc = p.compute, n.compute
+    if not pc.is_reduction:
+        if nc.is_reduction and not _is_cheap(pc):
+            return None
+        if pc.dtype != nc.inputs[slot].dtype:
+            return None
+        return _inline(n, slot, p)
+    if not nc.is_reduction and nc.shape == pc.shape and _reads_at_own_index(nc, slot):
+        if nc.post is not None:
+            return None
+        return _epilogue(p, n, slot)
+    return None
