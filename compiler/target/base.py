@@ -14,13 +14,15 @@ class MemoryLevel:
 
     `capacity` is bytes per unit (per SM / per core; the whole device for DRAM),
     `bandwidth` bytes/s summed over the device, `transaction` the smallest
-    granule moved (cache line / memory transaction).
+    granule moved (cache line / memory transaction). `shared` marks a level whose
+    capacity is for the whole device rather than per unit (DRAM, GPU L2, CPU L3).
     """
 
     name: str
     capacity: int
     bandwidth: float
     transaction: int
+    shared: bool = False
 
 
 @dataclass(frozen=True)

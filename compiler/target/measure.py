@@ -1,0 +1,121 @@
+"""Measured CPU numbers (`tileforge targets --measure`): DRAM bandwidth and matmul FLOP/s.
+
+Measured once and stored as JSON under `$TILEFORGE_HOME/targets/`; the CPU
+target reads them back when they were taken on a CPU of the same model and
+core count. Run as a module (`python -m compiler.target.measure N REPEATS`)
+it prints one matmul rate: that is how the single-thread rate is taken, in a
+child whose BLAS thread count is fixed before numpy loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+MEASUREMENTS_FILE = "cpu-measured.json"
+_BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                     "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
+def tileforge_home() -> Path:
+    """$TILEFORGE_HOME, or ~/.tileforge."""
+    env = os.environ.get("TILEFORGE_HOME")
+    return Path(env) if env else Path.home() / ".tileforge"
+
+
+def targets_dir() -> Path:
+    """Where measured target numbers live: $TILEFORGE_HOME/targets."""
+    return tileforge_home() / "targets"
+
+
+def matmul_rate(n: int, repeats: int) -> float:
+    """Best FLOP/s of an n x n float32 numpy matmul over `repeats` runs (threads as configured)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    a @ b  # warm-up: thread pool start, page faults
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2.0 * n**3 / best
+
+
+def copy_bandwidth(nbytes: int, repeats: int) -> float:
+    """Best bytes/s of a numpy array copy of `nbytes` (read + write counted)."""
+    src = np.ones(nbytes // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # warm-up: touch every page
+    best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(repeats))
+    return 2.0 * src.nbytes / best
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return max(time.perf_counter() - start, 1e-9)
+
+
+def _single_thread_rate(n: int, repeats: int) -> float:
+    """The matmul rate measured in a child process whose BLAS uses one thread."""
+    env = dict(os.environ)
+    env.update(dict.fromkeys(_BLAS_THREAD_VARS, "1"))
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-m", "compiler.target.measure", str(n), str(repeats)],
+                          capture_output=True, text=True, timeout=300, env=env, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def measure_cpu(directory: Path | None = None, copy_bytes: int = 512 << 20,
+                matmul_n: int = 1024, repeats: int = 5) -> dict:
+    """Measure this machine's DRAM bandwidth and matmul FLOP/s and store them as JSON.
+
+    `directory` defaults to `$TILEFORGE_HOME/targets`. Returns what was stored.
+    The copy should be several times the last-level cache so it measures DRAM.
+    """
+    from compiler.target.cpu import read_cpu_facts  # cpu imports this module for loading
+
+    facts = read_cpu_facts()
+    result = {
+        "cpu_model": facts.model,
+        "cores": facts.cores,
+        "dram_bandwidth": copy_bandwidth(copy_bytes, repeats),
+        "flops_1thread": _single_thread_rate(matmul_n, repeats),
+        "flops_all_threads": matmul_rate(matmul_n, repeats),
+        "numpy": np.__version__,
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    folder = directory or targets_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{MEASUREMENTS_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(result, indent=2))
+    tmp.replace(folder / MEASUREMENTS_FILE)  # atomic: readers never see half a file
+    return result
+
+
+def load_cpu_measurements(model: str, cores: int, directory: Path | None = None) -> dict | None:
+    """Stored measurements for this CPU model and core count, or None (absent, stale or corrupt).
+
+    `directory` defaults to `$TILEFORGE_HOME/targets`.
+    """
+    path = (directory or targets_dir()) / MEASUREMENTS_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("cpu_model") != model or data.get("cores") != cores:
+        return None
+    try:
+        numbers = [float(data[k]) for k in ("dram_bandwidth", "flops_1thread", "flops_all_threads")]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return data if all(x > 0 for x in numbers) else None
+
+
+if __name__ == "__main__":
+    print(matmul_rate(int(sys.argv[1]), int(sys.argv[2])))

@@ -1,0 +1,37 @@
+"""Target lookup by name: `cpu`, the CUDA presets and their arch aliases, or a file."""
+
+from __future__ import annotations
+
+from compiler.errors import TargetError
+from compiler.target.base import Target
+from compiler.target.cpu import detect_cpu
+from compiler.target.cuda import CANONICAL_BY_ARCH, cuda_presets, cuda_target
+from compiler.target.custom import is_target_file, load_target_file
+
+
+def list_targets() -> list[str]:
+    """The canonical names of every built-in target ("cpu" first, then the CUDA presets)."""
+    return ["cpu", *cuda_presets()]
+
+
+def target_aliases() -> dict[str, str]:
+    """Accepted alternative names -> the canonical target they stand for."""
+    return {f"cuda:{arch}": f"cuda:{key}" for arch, key in CANONICAL_BY_ARCH.items()}
+
+
+def get_target(name: str) -> Target:
+    """The target called `name`: "cpu" (this machine), "cuda:h100", "cuda:sm_90", or a
+    path to a .json / .yaml target file. TargetError names unknown targets."""
+    if not isinstance(name, str) or not name.strip():
+        raise TargetError(f"a target name is required; known targets: {', '.join(list_targets())}")
+    key = name.strip()
+    if is_target_file(key):
+        return load_target_file(key)
+    if key.lower() == "cpu":
+        return detect_cpu()
+    if key.lower().startswith("cuda:"):
+        target = cuda_target(key)
+        if target is not None:
+            return target
+    raise TargetError(f"unknown target {name!r}; known targets: {', '.join(list_targets())} "
+                      f"(or arch aliases {', '.join(target_aliases())}, or a .json/.yaml file)")
