@@ -25,7 +25,7 @@ from compiler.ir.graph import Graph
 from compiler.options import CompileOptions
 from compiler.schedule.fuse import fuse
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
-from compiler.schedule.planner import build_plan
+from compiler.schedule.planner import build_plan, weights_blob
 from compiler.target import get_target
 from compiler.target.base import Target
 
@@ -118,7 +118,7 @@ def compile_model(
                   "cache_hits": sum(k.cache_hit for k in plan.kernels),
                   "cache_misses": sum(not k.cache_hit for k in plan.kernels),
                   "options": opts.to_dict(), "io_names": io_names}
-        files = _artifact_files(plan, entries, sources, binary)
+        files = _artifact_files(graph, plan, entries, binary)
         with st.stage("package"):
             sha = _package(out, plan, files, tgt, model_sha, report)
         validation: dict = {}
@@ -230,15 +230,14 @@ def _build(
 
 
 def _artifact_files(
-    plan: ExecutionPlan, entries: dict[str, KernelEntry], sources: dict[str, str], binary: bytes
+    graph: Graph, plan: ExecutionPlan, entries: dict[str, KernelEntry], binary: bytes
 ) -> dict[str, bytes]:
     from compiler.codegen.c_entry import render_entry
-    from compiler.runtime.artifact import weights_blob
 
     files = {f"src/{k.symbol}.c": entries[k.key].source.encode() for k in plan.kernels}
     files["src/entry.c"] = render_entry(plan).encode()
     files["model.so"] = binary
-    files["weights.bin"] = weights_blob(plan)
+    files["weights.bin"] = weights_blob(graph, plan)
     return files
 
 
