@@ -60,25 +60,32 @@ def ort_session(model: bytes, threads: int) -> ort.InferenceSession:
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
+def compare_latency(artifact: Path, model: bytes, threads: int, seed: int = 0) -> tuple[float, float]:
+    """Median seconds per run of (the artifact, onnxruntime) on the same random inputs."""
+    from compiler.runtime import load
+
+    exe = load(artifact)
+    exe.set_threads(threads)
+    rng = np.random.default_rng(seed)
+    feeds = {s.name: rng.standard_normal(s.shape).astype(s.dtype) for s in exe.input_specs}
+    sess = ort_session(model, threads)
+    ours = statistics.median(time_call(lambda: exe.run(feeds)))
+    ref = statistics.median(time_call(lambda: sess.run(None, feeds)))
+    return ours, ref
+
+
 def bench_model(model: bytes | str | Path | onnx.ModelProto, name: str = "model", target: str = "cpu",
                 threads: int = 1, options: dict | None = None,
                 cache: KernelCache | None = None) -> BenchResult:
     """Compile (validated against onnxruntime), then time both runtimes on the same inputs."""
     from compiler.pipeline import _model_bytes, compile_model
-    from compiler.runtime import load
 
     data = _model_bytes(model)
     opts = CompileOptions.from_dict({**(options or {}), "threads": threads})
     t0 = time.perf_counter()
     result = compile_model(data, target, opts, cache=cache)
     compile_s = time.perf_counter() - t0
-    exe = load(result.artifact_path)
-    exe.set_threads(threads)
-    rng = np.random.default_rng(0)
-    feeds = {s.name: rng.standard_normal(s.shape).astype(s.dtype) for s in exe.input_specs}
-    sess = ort_session(data, threads)
-    tf = statistics.median(time_call(lambda: exe.run(feeds)))
-    ref = statistics.median(time_call(lambda: sess.run(None, feeds)))
+    tf, ref = compare_latency(result.artifact_path, data, threads)
     return BenchResult(name, threads, round(compile_s, 3), len(result.kernels), result.cache_hits,
                        result.validation.get("rel_l2_error", float("nan")),
                        tf * 1e3, ref * 1e3)

@@ -1,0 +1,89 @@
+"""`make bench`: run the zoo (and the operator table) through tileforge and onnxruntime,
+write docs/BENCHMARKS.md with medians, ratios, and the command that produced them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from compiler.bench.measure import BenchResult, bench_model
+from compiler.bench.models import ZOO
+from compiler.cache import FileKernelCache
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
+
+
+def model_table(results: list[BenchResult]) -> list[str]:
+    rows = ["| model | threads | kernels | compile (cold) s | rel L2 error | tileforge ms | onnxruntime ms | speedup |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        rows.append(f"| {r.model} | {r.threads} | {r.kernels} | {r.compile_seconds:.2f} | "
+                    f"{r.rel_l2_error:.1e} | {r.tileforge_ms:.3f} | {r.onnxruntime_ms:.3f} | "
+                    f"{r.speedup:.2f}x |")
+    return rows
+
+
+def run(out: Path, threads: list[int], models: list[str]) -> dict:
+    results: list[BenchResult] = []
+    with tempfile.TemporaryDirectory() as d:
+        cache = FileKernelCache(Path(d) / "kernels")
+        for t in threads:
+            for name in models:
+                r = bench_model(ZOO[name](), name, "cpu", t, cache=cache)
+                print(f"{name} threads={t}: {r.tileforge_ms:.3f} ms vs onnxruntime "
+                      f"{r.onnxruntime_ms:.3f} ms ({r.speedup:.2f}x)", file=sys.stderr)
+                results.append(r)
+    from compiler.bench.operators import operator_section
+
+    ops_lines, ops_json = operator_section(threads[0])
+    cmd = "make bench  (python -m compiler.bench.report --out docs/BENCHMARKS.md)"
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Produced by `{cmd}` on {time.strftime('%Y-%m-%d')} ({_machine()}).",
+        "Medians of repeated runs after warm-up; onnxruntime runs in the same process on the",
+        "same inputs with the same thread count (intra-op threads = N, sequential execution).",
+        "Speedup > 1 means tileforge is faster. CPU only: no GPU was available to this run.",
+        "Compile times are cold (empty kernel cache) for the first thread count and warm after.",
+        "",
+        "## Models",
+        "",
+        *model_table(results),
+        "",
+        *ops_lines,
+    ]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    data = {"models": [r.to_dict() for r in results], "operators": ops_json}
+    out.with_suffix(".json").write_text(json.dumps(data, indent=2))
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
+    p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    p.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo model names")
+    a = p.parse_args(argv)
+    run(a.out, [int(t) for t in a.threads.split(",")], a.models.split(","))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
