@@ -1,0 +1,47 @@
+"""Loading and running artifacts: `load(path).run({name: array}) -> {name: array}`.
+
+CPU artifacts run in-process through ctypes (runtime/cpu.py); CUDA artifacts
+through runtime/cuda.py, imported only when needed, whose
+`load_extracted(manifest, folder)` must read all it needs from the verified,
+extracted folder before returning (the folder is removed afterwards).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from compiler.errors import ArtifactError
+from compiler.runtime.artifact import read_artifact
+from compiler.runtime.executable import Executable, TensorSpec
+
+__all__ = ["Executable", "TensorSpec", "load"]
+
+
+def load(path: str | Path, threads: int | None = None) -> Executable:
+    """Verify, extract and load an artifact; `threads` sets the CPU thread count."""
+    with tempfile.TemporaryDirectory(prefix="tileforge-load-") as tmp:
+        manifest, folder = read_artifact(path, tmp)
+        kind = manifest.get("target_kind")
+        if kind == "cpu":
+            from compiler.runtime.cpu import CpuExecutable
+
+            exe: Executable = CpuExecutable(manifest, folder)
+        elif kind == "cuda":
+            exe = _load_cuda(manifest, folder)
+        else:
+            raise ArtifactError(f"artifact targets unknown device kind {kind!r}")
+    if threads is not None:
+        exe.set_threads(threads)
+    return exe
+
+
+def _load_cuda(manifest: dict[str, Any], folder: Path) -> Executable:
+    try:
+        from compiler.runtime import cuda
+    except ImportError as e:
+        raise ArtifactError(
+            f"this artifact is for a CUDA GPU; running it needs pycuda and an NVIDIA GPU ({e})"
+        ) from e
+    return cuda.load_extracted(manifest, folder)

@@ -1,0 +1,100 @@
+"""Runs a CPU artifact in-process: model.so via ctypes, weights and arena in aligned memory.
+
+Threads: the kernels are OpenMP loops. `set_threads(n)` (or `load(path,
+threads=n)`) makes every later `run` use n threads; without it OpenMP's
+default applies, which the OMP_NUM_THREADS environment variable sets as long
+as it is exported before the first OpenMP library is loaded in the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.codegen.c_entry import ABI_VERSION, RUN_NULL_POINTER
+from compiler.errors import ArtifactError
+from compiler.runtime.executable import TensorSpec, aligned_empty, check_inputs, specs_from_manifest
+
+LIBRARY = "model.so"
+WEIGHTS = "weights.bin"
+
+
+class CpuExecutable:
+    """A loaded CPU artifact. Keeps no files open: everything is in memory once constructed."""
+
+    def __init__(self, manifest: Mapping[str, Any], folder: Path) -> None:
+        self._inputs = specs_from_manifest(manifest, "inputs")
+        self._outputs = specs_from_manifest(manifest, "outputs")
+        arena_bytes = _byte_count(manifest, "arena_bytes")
+        self._weights = _read_weights(folder / WEIGHTS, _byte_count(manifest, "weights_bytes"))
+        self._arena = aligned_empty((max(arena_bytes, 1),), np.uint8)  # allocated once, reused
+        self._lib = _open_library(folder / LIBRARY)
+        self._lock = threading.Lock()  # one arena: runs of one executable take turns
+
+    @property
+    def input_specs(self) -> list[TensorSpec]:
+        return list(self._inputs)
+
+    @property
+    def output_specs(self) -> list[TensorSpec]:
+        return list(self._outputs)
+
+    def set_threads(self, n: int) -> None:
+        """Run later calls on `n` OpenMP threads (n >= 1)."""
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"thread count must be a positive integer, got {n!r}")
+        self._lib.tf_set_num_threads(n)
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Execute the model on `{input name: array}`; returns fresh `{output name: array}`."""
+        arrays = check_inputs(self._inputs, inputs)
+        outputs = [aligned_empty(s.shape, s.np_dtype) for s in self._outputs]
+        in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[a.ctypes.data for a in outputs])
+        with self._lock:
+            rc = self._lib.tf_run(in_ptrs, out_ptrs, self._weights.ctypes.data, self._arena.ctypes.data)
+        if rc != 0:
+            why = "a buffer pointer was null" if rc == RUN_NULL_POINTER else "unknown error"
+            raise ArtifactError(f"model entry point failed with code {rc} ({why})")
+        return {s.name: a for s, a in zip(self._outputs, outputs, strict=True)}
+
+
+def _byte_count(manifest: Mapping[str, Any], key: str) -> int:
+    value = manifest.get(key)
+    if not isinstance(value, int) or value < 0:
+        raise ArtifactError(f"artifact manifest has a bad {key}: {value!r}")
+    return value
+
+
+def _read_weights(path: Path, nbytes: int) -> np.ndarray:
+    if not path.exists() or path.stat().st_size != nbytes:
+        raise ArtifactError(f"artifact's {WEIGHTS} must hold {nbytes} bytes")
+    blob = aligned_empty((max(nbytes, 1),), np.uint8)
+    with path.open("rb") as f:
+        f.readinto(memoryview(blob)[:nbytes])
+    return blob
+
+
+def _open_library(path: Path) -> ctypes.CDLL:
+    """dlopen the model and check its entry points and ABI version."""
+    if not path.exists():
+        raise ArtifactError(f"artifact has no {LIBRARY}")
+    try:
+        lib = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL)
+        run, version, threads = lib.tf_run, lib.tf_abi_version, lib.tf_set_num_threads
+    except (OSError, AttributeError) as e:
+        raise ArtifactError(f"artifact's {LIBRARY} cannot be loaded: {e}") from e
+    version.argtypes, version.restype = [], ctypes.c_int
+    if version() != ABI_VERSION:
+        raise ArtifactError(f"artifact's entry ABI is version {version()}, this runtime runs {ABI_VERSION}")
+    run.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
+                    ctypes.c_void_p, ctypes.c_void_p]
+    run.restype = ctypes.c_int
+    threads.argtypes, threads.restype = [ctypes.c_int], ctypes.c_int
+    return lib

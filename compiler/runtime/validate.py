@@ -1,0 +1,138 @@
+"""Check a loaded artifact against onnxruntime on the same random inputs.
+
+Inputs are drawn with a fixed seed: floats standard normal, booleans fair
+coins, integers small and non-negative (in [0, 4), or below the size of the
+axis they index when the model feeds them to a Gather), so index inputs stay
+in range. Every output is compared: relative L2 error ||ours - ref|| /
+max(||ref||, tiny) and the largest absolute difference, with NaN positions
+required to match (equal infinities count as equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from compiler.runtime.executable import Executable, TensorSpec
+
+INT_HIGH = 4  # integer inputs are drawn from [0, INT_HIGH) unless an index bound is smaller
+TINY = 1e-30
+GATHER_OPS = {"Gather", "GatherElements"}
+
+
+def validate(
+    model: onnx.ModelProto | bytes,
+    executable: Executable,
+    seed: int = 0,
+    tolerance: float = 1e-4,
+    inputs: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """Run `executable` and onnxruntime (CPU) on the same inputs and compare every output.
+
+    `inputs` overrides the random ones. Returns max_abs_error, rel_l2_error
+    (the worst over outputs), passed, tolerance, seed and per-output details.
+    """
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load_from_string(model)
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    feeds = dict(inputs) if inputs is not None else random_inputs(executable.input_specs, proto, seed)
+    ours = executable.run(feeds)
+    session = reference_session(proto, data)
+    names = [s.name for s in executable.output_specs]
+    reference = dict(zip(names, session.run(names, feeds), strict=True))
+    per_output = {n: compare(ours[n], np.asarray(reference[n])) for n in names}
+    max_abs = max((r["max_abs_error"] for r in per_output.values()), default=0.0)
+    rel_l2 = max((r["rel_l2_error"] for r in per_output.values()), default=0.0)
+    passed = all(r["nan_match"] and r["shape_match"] for r in per_output.values()) and rel_l2 <= tolerance
+    return {"max_abs_error": max_abs, "rel_l2_error": rel_l2, "passed": passed,
+            "tolerance": tolerance, "seed": seed, "outputs": per_output}
+
+
+def reference_session(proto: onnx.ModelProto, data: bytes) -> ort.InferenceSession:
+    """An onnxruntime CPU session for the model.
+
+    A model saved by a newer onnx than onnxruntime reads is stamped with an IR
+    version onnxruntime refuses although its operators are fine; it is retried
+    stamped with the lowest IR version that its opsets need.
+    """
+    providers = ["CPUExecutionProvider"]
+    try:
+        return ort.InferenceSession(data, providers=providers)
+    except Exception as e:  # onnxruntime raises its own exception types
+        if "IR version" not in str(e):
+            raise
+        older = onnx.ModelProto()
+        older.CopyFrom(proto)
+        older.ir_version = min(proto.ir_version,
+                               onnx.helper.find_min_ir_version_for(proto.opset_import, ignore_unknown=True))
+        return ort.InferenceSession(older.SerializeToString(), providers=providers)
+
+
+def compare(ours: np.ndarray, ref: np.ndarray) -> dict[str, Any]:
+    """Errors of one output against its reference."""
+    if ours.shape != ref.shape:
+        return {"max_abs_error": float("inf"), "rel_l2_error": float("inf"),
+                "nan_match": True, "shape_match": False}
+    a, b = ours.astype(np.float64), ref.astype(np.float64)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    with np.errstate(invalid="ignore"):
+        agree = (a == b) | nan_a | nan_b  # equal values (infinities included); NaNs judged apart
+        diff = np.where(agree, 0.0, a - b)
+    ref_norm = float(np.linalg.norm(np.where(np.isfinite(b), b, 0.0)))
+    return {
+        "max_abs_error": float(np.max(np.abs(diff), initial=0.0)),
+        "rel_l2_error": float(np.linalg.norm(diff) / max(ref_norm, TINY)),
+        "nan_match": bool(np.array_equal(nan_a, nan_b)),
+        "shape_match": True,
+    }
+
+
+def random_inputs(specs: list[TensorSpec], model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
+    """Seeded inputs for every spec, integer ones kept valid as indices."""
+    rng = np.random.default_rng(seed)
+    bounds = index_bounds(model)
+    feeds = {}
+    for s in specs:
+        dt = s.np_dtype
+        if dt == np.bool_:
+            feeds[s.name] = rng.random(s.shape) < 0.5
+        elif dt.kind in "iu":
+            feeds[s.name] = rng.integers(0, bounds.get(s.name, INT_HIGH), s.shape).astype(dt)
+        else:
+            feeds[s.name] = rng.standard_normal(s.shape).astype(dt)
+    return feeds
+
+
+def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
+    """Graph inputs used as Gather indices -> the smallest extent (at most INT_HIGH) they index."""
+    shapes = _static_shapes(model)
+    graph_inputs = {i.name for i in model.graph.input}
+    bounds: dict[str, int] = {}
+    for node in model.graph.node:
+        if node.op_type not in GATHER_OPS or len(node.input) < 2 or node.input[1] not in graph_inputs:
+            continue
+        shape = shapes.get(node.input[0])
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if shape is None or not -len(shape) <= axis < len(shape) or shape[axis] is None:
+            continue
+        extent = max(1, shape[axis])
+        bounds[node.input[1]] = min(bounds.get(node.input[1], INT_HIGH), extent)
+    return bounds
+
+
+def _static_shapes(model: onnx.ModelProto) -> dict[str, list[int | None]]:
+    """Known shapes of initializers, inputs and (after shape inference) intermediates."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # inference is a best-effort hint; the default bound still applies
+        inferred = model.graph
+    shapes: dict[str, list[int | None]] = {}
+    for vi in [*inferred.input, *inferred.value_info, *inferred.output]:
+        dims = vi.type.tensor_type.shape.dim
+        shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    for init in model.graph.initializer:
+        shapes[init.name] = list(init.dims)
+    return shapes

@@ -1,0 +1,113 @@
+"""Loading and running a CPU artifact: results, input checks, threads, device routing."""
+
+import importlib.util
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from handbuilt import EXTRA, X_NAME, Y_NAME, Z_NAME, graph, reference, whole
+
+from compiler.errors import ArtifactError
+from compiler.runtime import TensorSpec, load
+from compiler.runtime.artifact import write_artifact
+from compiler.schedule.planner import build_plan, weights_blob
+
+
+def x(seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((2, 8)).astype(np.float32)
+
+
+def test_runs_and_matches_numpy(artifact: Path):
+    exe = load(artifact)
+    out = exe.run({X_NAME: x()})
+    assert list(out) == [Y_NAME, Z_NAME]
+    for name, ref in reference(x()).items():
+        np.testing.assert_allclose(out[name], ref, rtol=1e-5, atol=1e-6)
+    assert exe.input_specs == [TensorSpec(X_NAME, (2, 8), "float32")]
+    assert [(s.name, s.shape) for s in exe.output_specs] == [(Y_NAME, (2, 4)), (Z_NAME, (8,))]
+
+
+def test_outputs_are_fresh_and_inputs_untouched(artifact: Path):
+    exe = load(artifact)
+    a, b = x(1), x(2)
+    a_copy = a.copy()
+    first = exe.run({X_NAME: a})
+    second = exe.run({X_NAME: b})
+    assert first[Y_NAME] is not second[Y_NAME]
+    np.testing.assert_array_equal(a, a_copy)
+    np.testing.assert_allclose(first[Z_NAME], reference(a)[Z_NAME], rtol=1e-5)
+    np.testing.assert_allclose(second[Z_NAME], reference(b)[Z_NAME], rtol=1e-5)
+
+
+def test_non_contiguous_and_unaligned_inputs_are_copied(artifact: Path):
+    exe = load(artifact)
+    fortran = np.asfortranarray(x(3))
+    raw = np.zeros(2 * 8 * 4 + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64 + 4  # 4 bytes past a 64-byte boundary
+    unaligned = raw[start:start + 64].view(np.float32).reshape(2, 8)
+    unaligned[...] = x(4)
+    for arr in (fortran, unaligned):
+        np.testing.assert_allclose(exe.run({X_NAME: arr})[Y_NAME], reference(arr)[Y_NAME], rtol=1e-5)
+
+
+@pytest.mark.parametrize(("feeds", "message"), [
+    ({}, r"missing \['x'\]"),
+    ({X_NAME: np.zeros((2, 8), np.float32), "w": np.zeros(1)}, r"unexpected \['w'\]"),
+    ({X_NAME: np.zeros((8, 2), np.float32)}, r"shape \[2, 8\], got \[8, 2\]"),
+    ({X_NAME: np.zeros((2, 8), np.float64)}, "must be float32, got float64"),
+    ({X_NAME: [[0.0] * 8] * 2}, "must be float32, got float64"),
+])
+def test_wrong_inputs_get_clear_errors(artifact: Path, feeds, message):
+    with pytest.raises(ArtifactError, match=message):
+        load(artifact).run(feeds)
+
+
+def test_thread_count_is_settable_and_results_do_not_depend_on_it(artifact: Path):
+    exe = load(artifact, threads=1)
+    one = exe.run({X_NAME: x()})
+    exe.set_threads(2)
+    two = exe.run({X_NAME: x()})
+    np.testing.assert_array_equal(one[Y_NAME], two[Y_NAME])
+    with pytest.raises(ValueError, match="positive"):
+        exe.set_threads(0)
+
+
+def test_concurrent_runs_share_the_arena_safely(artifact: Path):
+    exe = load(artifact)
+    errors = []
+
+    def worker(seed: int) -> None:
+        for _ in range(50):
+            out = exe.run({X_NAME: x(seed)})
+            if not np.allclose(out[Z_NAME], reference(x(seed))[Z_NAME], rtol=1e-5):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def rebuilt(tmp_path: Path, kind: str) -> Path:
+    """An artifact for another device kind (routing happens before its binary is touched)."""
+    g = graph()
+    plan = build_plan(g, "cpu:test:0", whole)
+    files = {"model.so": b"not a library", "weights.bin": weights_blob(g, plan)}
+    path = tmp_path / f"{kind}.tar.gz"
+    write_artifact(path, plan, files, {**EXTRA, "target_kind": kind}, {})
+    return path
+
+
+def test_unknown_device_kind_is_refused(tmp_path: Path):
+    with pytest.raises(ArtifactError, match="unknown device kind 'tpu'"):
+        load(rebuilt(tmp_path, "tpu"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None, reason="pycuda is installed here")
+def test_cuda_artifact_without_pycuda_names_what_is_missing(tmp_path: Path):
+    with pytest.raises(ArtifactError, match="pycuda"):
+        load(rebuilt(tmp_path, "cuda"))
+

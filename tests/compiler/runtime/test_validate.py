@@ -1,0 +1,101 @@
+"""Validation against onnxruntime: real artifact, perturbed results, NaNs, index inputs."""
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from handbuilt import X_NAME, onnx_model
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.runtime import TensorSpec, load
+from compiler.runtime.validate import compare, index_bounds, random_inputs, validate
+
+
+class NumpyExecutable:
+    """A stand-in executable: a numpy function, optionally perturbed."""
+
+    def __init__(self, inputs, outputs, fn):
+        self.input_specs, self.output_specs, self.fn = inputs, outputs, fn
+        self.seen = None
+
+    def set_threads(self, n: int) -> None:
+        pass
+
+    def run(self, feeds):
+        self.seen = feeds
+        return self.fn(**feeds)
+
+
+def unary_model(op: str, name_in: str = "in", name_out: str = "out") -> onnx.ModelProto:
+    f = TensorProto.FLOAT
+    g = helper.make_graph([helper.make_node(op, [name_in], [name_out])], "g",
+                          [helper.make_tensor_value_info(name_in, f, [3, 5])],
+                          [helper.make_tensor_value_info(name_out, f, [3, 5])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def unary_exe(fn, name_in: str = "in", name_out: str = "out") -> NumpyExecutable:
+    return NumpyExecutable([TensorSpec(name_in, (3, 5), "float32")], [TensorSpec(name_out, (3, 5), "float32")],
+                           lambda **f: {name_out: fn(f[name_in])})
+
+
+def test_real_artifact_passes(artifact: Path):
+    model = onnx_model()
+    for m in (model, model.SerializeToString()):
+        r = validate(m, load(artifact), seed=1)
+        assert r["passed"] is True and r["rel_l2_error"] < 1e-6
+        assert set(r["outputs"]) == {o.name for o in model.graph.output}
+
+
+def test_errors_are_measured_and_judged_against_the_tolerance():
+    exact = validate(unary_model("Neg"), unary_exe(np.negative))
+    assert exact["passed"] and exact["max_abs_error"] == 0.0 and exact["tolerance"] == 1e-4
+    off = validate(unary_model("Neg"), unary_exe(lambda a: -a * np.float32(1.01)))
+    assert not off["passed"]
+    assert abs(off["rel_l2_error"] - 0.01) < 1e-5
+    assert validate(unary_model("Neg"), unary_exe(lambda a: -a * np.float32(1.01)), tolerance=0.02)["passed"]
+
+
+def test_same_seed_same_inputs_and_weird_names_work():
+    name_in, name_out = 'x"; /* */\n', "y/ü:0"
+    a = unary_exe(np.abs, name_in, name_out)
+    b = unary_exe(np.abs, name_in, name_out)
+    assert validate(unary_model("Abs", name_in, name_out), a, seed=5)["passed"]
+    validate(unary_model("Abs", name_in, name_out), b, seed=5)
+    np.testing.assert_array_equal(a.seen[name_in], b.seen[name_in])
+
+
+def test_nan_positions_must_match():
+    ours, ref = np.array([1.0, np.nan, np.inf]), np.array([1.0, np.nan, np.inf])
+    assert compare(ours, ref) == {"max_abs_error": 0.0, "rel_l2_error": 0.0, "nan_match": True,
+                                  "shape_match": True}
+    assert not compare(np.array([1.0, 2.0, np.inf]), ref)["nan_match"]
+    sqrt = validate(unary_model("Sqrt"), unary_exe(lambda a: np.sqrt(np.abs(a))))
+    assert not sqrt["passed"] and not sqrt["outputs"]["out"]["nan_match"]
+    assert not compare(np.zeros(3), np.zeros(4))["shape_match"]
+
+
+def gather_model() -> onnx.ModelProto:
+    data = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(3, 2), "data")
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["data", "idx"], ["out"], axis=0)], "g",
+        [helper.make_tensor_value_info("idx", TensorProto.INT64, [4]),
+         helper.make_tensor_value_info("flag", TensorProto.BOOL, [4])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [4, 2])], [data])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_index_inputs_stay_in_range_and_other_inputs_are_typed():
+    model = gather_model()
+    assert index_bounds(model) == {"idx": 3}
+    specs = [TensorSpec("idx", (1000,), "int64"), TensorSpec("flag", (4,), "bool"),
+             TensorSpec(X_NAME, (2,), "int32"), TensorSpec("f", (2,), "float16")]
+    feeds = random_inputs(specs, model, seed=0)
+    assert feeds["idx"].dtype == np.int64 and set(np.unique(feeds["idx"])) == {0, 1, 2}
+    assert feeds["flag"].dtype == np.bool_
+    assert feeds[X_NAME].dtype == np.int32 and feeds[X_NAME].min() >= 0 and feeds[X_NAME].max() < 4
+    assert feeds["f"].dtype == np.float16
+    table = np.arange(6, dtype=np.float32).reshape(3, 2)
+    exe = NumpyExecutable([TensorSpec("idx", (4,), "int64"), TensorSpec("flag", (4,), "bool")],
+                          [TensorSpec("out", (4, 2), "float32")], lambda idx, flag: {"out": table[idx]})
+    assert validate(model, exe)["passed"]
