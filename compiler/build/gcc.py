@@ -1,0 +1,73 @@
+"""The C toolchain: kernels to object files, objects to one shared library.
+
+Flags come from the target through `c_flags` only, so everything that shapes
+the machine code is covered by the target fingerprint (ISA features plus the
+gcc version, read once in the target layer and re-exported here).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from compiler.build.sandbox import run_tool
+from compiler.errors import BuildError
+from compiler.target.base import Target
+from compiler.target.toolchain import gcc_version
+
+__all__ = ["c_flags", "compile_objects", "gcc_version", "link_shared"]
+
+GCC = "gcc"
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_MARCH = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# Not -ffast-math: kernels must keep IEEE NaN / inf semantics (the interpreter's).
+BASE_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno", "-fPIC", "-fwrapv", "-std=gnu11")
+COMPILE_JOBS = 2
+
+
+def c_flags(target: Target | None = None) -> tuple[str, ...]:
+    """gcc flags for kernels of `target` (`extras["march"]`, default the build machine's)."""
+    march = str(target.extras.get("march", "native")) if target is not None else "native"
+    if not _MARCH.fullmatch(march):
+        raise BuildError(f"bad -march value {march!r} in target")
+    return (*BASE_FLAGS, f"-march={march}")
+
+
+def _checked_names(names: Sequence[str], what: str) -> None:
+    for n in names:
+        if not _IDENT.fullmatch(n):
+            raise BuildError(f"{what} name {n!r} is not a C identifier")
+
+
+def _compile_batch(batch: Sequence[tuple[str, str]], flags: Sequence[str]) -> dict[str, bytes]:
+    files = {f"k{i}.c": src for i, (_, src) in enumerate(batch)}
+    objs = [f"k{i}.o" for i in range(len(batch))]
+    run = run_tool([GCC, "-c", *flags, *files], files, objs)
+    return {name: run.files[f"k{i}.o"] for i, (name, _) in enumerate(batch)}
+
+
+def compile_objects(sources: Mapping[str, str], flags: Sequence[str]) -> dict[str, bytes]:
+    """Compile C translation units (symbol -> source) to object files (symbol -> bytes).
+
+    Sources are split into a few batches, each one gcc run, run side by side.
+    """
+    _checked_names(list(sources), "kernel")
+    items = sorted(sources.items())
+    if not items:
+        return {}
+    jobs = min(COMPILE_JOBS, len(items))
+    batches = [items[i::jobs] for i in range(jobs)]
+    with ThreadPoolExecutor(jobs) as pool:
+        parts = list(pool.map(lambda b: _compile_batch(b, flags), batches))
+    return {k: v for part in parts for k, v in part.items()}
+
+
+def link_shared(objects: Sequence[bytes], extra_sources: Mapping[str, str],
+                flags: Sequence[str]) -> bytes:
+    """Link object files and extra C sources (name -> source) into one shared library's bytes."""
+    _checked_names(list(extra_sources), "source")
+    files: dict[str, str | bytes] = {f"o{i}.o": obj for i, obj in enumerate(objects)}
+    files.update({f"{name}.c": src for name, src in extra_sources.items()})
+    argv = [GCC, "-shared", *flags, "-o", "lib.so", *files, "-fopenmp", "-lm"]
+    return run_tool(argv, files, ["lib.so"]).files["lib.so"]
