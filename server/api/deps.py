@@ -1,0 +1,90 @@
+"""Request dependencies (Annotated): settings, database session, storage, job queue, current tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Annotated, TypeVar
+
+from fastapi import Depends, HTTPException, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from server.core.config import Settings
+from server.core.security import tenant_of_token
+from server.db.models import Tenant
+from server.storage import Storage
+from worker.queue import JobQueue
+
+bearer = HTTPBearer(auto_error=False, description="a token from `tileforge token create --tenant NAME`")
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with request.app.state.sessions() as session:
+        yield session
+
+
+def get_storage(request: Request) -> Storage:
+    return request.app.state.storage
+
+
+def get_job_queue(request: Request) -> JobQueue:
+    return request.app.state.job_queue
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+SessionDep = Annotated[Session, Depends(get_session)]
+StorageDep = Annotated[Storage, Depends(get_storage)]
+JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
+
+
+def get_current_tenant(
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Tenant:
+    """The tenant of the bearer token; 401 naming what is wrong otherwise."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise HTTPException(401, "missing bearer token: send 'Authorization: Bearer <token>'",
+                            headers={"WWW-Authenticate": "Bearer"})
+    tenant = tenant_of_token(session, credentials.credentials)
+    if tenant is None:
+        raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
+    return tenant
+
+
+TenantDep = Annotated[Tenant, Depends(get_current_tenant)]
+
+
+Row = TypeVar("Row")
+
+
+def owned_or_404(session: Session, kind: type[Row], row_id: str, tenant: Tenant, noun: str) -> Row:
+    """The tenant's row `row_id`; another tenant's rows are as absent as missing ones."""
+    row = session.get(kind, row_id)
+    if row is None or row.tenant_id != tenant.id:
+        raise HTTPException(404, f"{noun} {row_id!r} not found")
+    return row
+
+
+@dataclass(frozen=True)
+class PageParams:
+    """`limit` and `offset` of a list endpoint."""
+
+    limit: int
+    offset: int
+
+    def of(self, items: Sequence, total: int) -> dict:
+        """A page body for `items` out of `total`."""
+        return {"items": list(items), "total": total, "limit": self.limit, "offset": self.offset}
+
+
+def page_params(limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                offset: Annotated[int, Query(ge=0)] = 0) -> PageParams:
+    return PageParams(limit, offset)
+
+
+PageDep = Annotated[PageParams, Depends(page_params)]

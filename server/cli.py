@@ -1,0 +1,141 @@
+"""`tileforge`: the compiler's commands plus serve, worker, db upgrade and token create.
+
+Every command reads the same settings (DATABASE_URL, CELERY_BROKER_URL / REDIS_URL,
+TILEFORGE_HOME, ...), so a token created here works against a server started with
+the same environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from compiler.cli import add_commands, run_parsed
+from server.core.config import Settings, get_settings
+
+
+def cmd_db_upgrade(a: argparse.Namespace) -> int:
+    from server.db.migrate import upgrade
+
+    settings = get_settings()
+    upgrade(settings.db_url, a.revision)
+    print(f"database migrated to {a.revision}")
+    return 0
+
+
+def cmd_token_create(a: argparse.Namespace) -> int:
+    print(new_token(get_settings(), a.tenant))
+    return 0
+
+
+def new_token(settings: Settings, tenant: str) -> str:
+    """Migrate if needed, then create and return a token for `tenant` (created if new)."""
+    from server.core.security import create_token
+    from server.db.migrate import upgrade
+    from server.db.session import make_engine, make_sessionmaker, transaction
+
+    upgrade(settings.db_url)
+    engine = make_engine(settings.db_url)
+    try:
+        with transaction(make_sessionmaker(engine)) as s:
+            return create_token(s, tenant)
+    finally:
+        engine.dispose()
+
+
+def cmd_worker(a: argparse.Namespace) -> int:
+    settings = get_settings()
+    if a.queues:
+        os.environ["TILEFORGE_WORKER_QUEUES"] = a.queues
+        get_settings.cache_clear()
+        settings = get_settings()
+    from worker.celery_app import app
+
+    argv = ["worker", "--loglevel", a.loglevel, "--concurrency", str(a.concurrency),
+            "--queues", ",".join(settings.consumed_queues())]
+    if a.hostname:
+        argv += ["--hostname", a.hostname]
+    if settings.is_embedded_broker:
+        argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    app.worker_main(argv)
+    return 0
+
+
+def cmd_serve(a: argparse.Namespace) -> int:
+    import uvicorn
+
+    from server.main import create_app
+    from worker.celery_app import create_celery
+
+    settings = get_settings()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    token = new_token(settings, a.tenant)
+    with create_celery(settings).connection_for_write() as conn:
+        conn.ensure_connection(max_retries=3)  # creates the embedded broker's tables before the worker races for them
+        conn.default_channel  # noqa: B018
+    worker = None
+    if a.with_worker:
+        worker = subprocess.Popen([sys.executable, "-m", "server.cli", "worker"],
+                                  env=os.environ | settings.to_env())
+    url = f"http://{a.host}:{a.port}"
+    print(f"tileforge serving on {url}  (API docs: {url}/docs)")
+    print(f"token for tenant {a.tenant!r}: {token}")
+    print(f"try: curl -H 'Authorization: Bearer {token}' {url}/v1/models", flush=True)
+    try:
+        uvicorn.run(create_app(settings), host=a.host, port=a.port, log_level="info")
+    finally:
+        if worker is not None:
+            worker.terminate()
+            try:
+                worker.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+    return 0
+
+
+def add_service_commands(sub: argparse._SubParsersAction) -> None:
+    """Register serve / worker / db / token."""
+    p = sub.add_parser("serve", help="migrate, then run the API (and a worker with --with-worker)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--with-worker", action="store_true", help="also start a compile worker")
+    p.add_argument("--tenant", default="local", help="tenant of the token printed at start")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("worker", help="run a Celery compile worker")
+    p.add_argument("--queues", help="target kinds to take, e.g. 'cuda' (default TILEFORGE_WORKER_QUEUES)")
+    p.add_argument("--concurrency", type=int, default=1, help="jobs run at once")
+    p.add_argument("--hostname", help="worker name (Celery's -n)")
+    p.add_argument("--loglevel", default="INFO")
+    p.set_defaults(func=cmd_worker)
+
+    db = sub.add_parser("db", help="database commands").add_subparsers(dest="db_command", required=True)
+    p = db.add_parser("upgrade", help="apply migrations")
+    p.add_argument("revision", nargs="?", default="head")
+    p.set_defaults(func=cmd_db_upgrade)
+
+    token = sub.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
+    p = token.add_parser("create", help="create a token for a tenant and print it (only the token)")
+    p.add_argument("--tenant", required=True)
+    p.set_defaults(func=cmd_token_create)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `tileforge` parser: the compiler's commands and the service's."""
+    parser = argparse.ArgumentParser(prog="tileforge", description="tileforge: ONNX in, tiled kernels out")
+    sub = parser.add_subparsers(dest="command")
+    add_commands(sub)
+    add_service_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse and run one command; compiler errors become one line and exit status 2."""
+    parser = build_parser()
+    return run_parsed(parser.parse_args(argv), parser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

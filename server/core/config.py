@@ -1,0 +1,113 @@
+"""Settings from environment variables (pydantic-settings).
+
+Unset, everything lives under TILEFORGE_HOME: an SQLite database, the artifact
+folder and a broker that needs no server (kombu's SQLAlchemy transport). Set
+DATABASE_URL and CELERY_BROKER_URL (or REDIS_URL) and the same code runs on
+PostgreSQL and Redis.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MiB = 1024 * 1024
+TARGET_KINDS = ("cpu", "cuda")
+
+
+class Settings(BaseSettings):
+    """Every knob of the service and its workers."""
+
+    model_config = SettingsConfigDict(env_prefix="TILEFORGE_", populate_by_name=True, extra="ignore")
+
+    home: Path = Field(Path(".tileforge"), description="folder of the embedded database, artifacts and broker")
+    database_url: str | None = Field(None, validation_alias=AliasChoices("DATABASE_URL", "database_url"))
+    celery_broker_url: str | None = Field(
+        None, validation_alias=AliasChoices("CELERY_BROKER_URL", "celery_broker_url"))
+    celery_result_backend: str | None = Field(
+        None, validation_alias=AliasChoices("CELERY_RESULT_BACKEND", "celery_result_backend"))
+    redis_url: str | None = Field(None, validation_alias=AliasChoices("REDIS_URL", "redis_url"))
+    storage_dir: Path | None = Field(None, description="artifact and model folder (default HOME/storage)")
+    max_upload_bytes: int = Field(256 * MiB, gt=0, description="largest model upload accepted")
+    queue_prefix: str = Field("tileforge", pattern=r"^[A-Za-z0-9_.-]+$", description="Celery queue names are PREFIX.KIND")
+    worker_queues: str = Field("cpu,cuda", description="target kinds a `tileforge worker` takes")
+    job_lease_seconds: float = Field(60.0, gt=0, description="a running job whose worker is silent this long is reaped")
+    job_max_attempts: int = Field(3, ge=1, description="times a job is started before it fails for good")
+    job_soft_time_limit: int = Field(1800, gt=0, description="seconds before a compile is asked to stop")
+    job_hard_time_limit: int = Field(1900, gt=0, description="seconds before a compile's process is killed")
+    transient_retries: int = Field(3, ge=0, description="retries of a job after a transient fault")
+    reaper_interval_seconds: float = Field(15.0, gt=0, description="how often expired leases are looked for")
+    sse_poll_seconds: float = Field(0.5, gt=0, description="how often the events stream looks at the job")
+
+    @property
+    def db_url(self) -> str:
+        """The SQLAlchemy URL: DATABASE_URL (PostgreSQL via psycopg 3) or HOME/tileforge.sqlite."""
+        if not self.database_url:
+            return f"sqlite:///{(self.home / 'tileforge.sqlite').resolve()}"
+        url = self.database_url
+        for plain in ("postgres://", "postgresql://"):
+            if url.startswith(plain):
+                return "postgresql+psycopg://" + url[len(plain):]
+        return url
+
+    @property
+    def broker_url(self) -> str:
+        """CELERY_BROKER_URL, else REDIS_URL, else an SQLite broker file under HOME."""
+        return (self.celery_broker_url or self.redis_url
+                or f"sqla+sqlite:///{(self.home / 'broker.sqlite').resolve()}")
+
+    @property
+    def result_backend(self) -> str:
+        """CELERY_RESULT_BACKEND, else Redis when there is one, else an SQLite file under HOME."""
+        if self.celery_result_backend:
+            return self.celery_result_backend
+        broker = self.broker_url
+        if broker.startswith(("redis://", "rediss://")):
+            return broker
+        return f"db+sqlite:///{(self.home / 'results.sqlite').resolve()}"
+
+    @property
+    def storage_root(self) -> Path:
+        """Where uploaded models and built artifacts are kept."""
+        return (self.storage_dir or self.home / "storage").resolve()
+
+    @property
+    def is_embedded_broker(self) -> bool:
+        """True when the broker is a database table rather than a server (no fan-out, no events)."""
+        return self.broker_url.startswith("sqla+")
+
+    def queue_for(self, kind: str) -> str:
+        """The Celery queue of jobs for targets of one kind (`cpu`, `cuda`)."""
+        return f"{self.queue_prefix}.{kind}"
+
+    def consumed_queues(self) -> list[str]:
+        """The queues a worker started with these settings takes jobs from."""
+        kinds = [k.strip() for k in self.worker_queues.split(",") if k.strip()]
+        unknown = sorted(set(kinds) - set(TARGET_KINDS))
+        if unknown:
+            raise ValueError(f"TILEFORGE_WORKER_QUEUES names unknown target kinds {unknown}; known: {list(TARGET_KINDS)}")
+        return [self.queue_for(k) for k in kinds]
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as environment variables, for a child process (a worker) to share them."""
+        env = {
+            "TILEFORGE_HOME": str(self.home.resolve()),
+            "DATABASE_URL": self.db_url,
+            "CELERY_BROKER_URL": self.broker_url,
+            "CELERY_RESULT_BACKEND": self.result_backend,
+            "TILEFORGE_STORAGE_DIR": str(self.storage_root),
+        }
+        for name in ("max_upload_bytes", "queue_prefix", "worker_queues", "job_lease_seconds",
+                     "job_max_attempts", "job_soft_time_limit", "job_hard_time_limit",
+                     "transient_retries", "reaper_interval_seconds", "sse_poll_seconds"):
+            env[f"TILEFORGE_{name.upper()}"] = str(getattr(self, name))
+        return env
+
+
+@functools.cache
+def get_settings() -> Settings:
+    """The process's settings, read once from the environment."""
+    return Settings()

@@ -1,0 +1,78 @@
+"""create_app(): the FastAPI application (OpenAPI at /docs)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from server.api.errors import install_error_handlers
+from server.api.main import api_router
+from server.api.routes import health
+from server.api.upload_limit import UploadLimitMiddleware
+from server.core.config import Settings, get_settings
+from server.db.kernel_cache import mark_stale_kernels
+from server.db.session import make_engine, make_sessionmaker, transaction
+from server.jobs.reaper import reap_expired_jobs
+from server.storage import LocalStorage
+from worker.celery_app import create_celery
+from worker.queue import JobQueue
+
+log = logging.getLogger(__name__)
+
+DASHBOARD_MODULE = "server.dashboard"  # exposes `router`; mounted when present
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API wired to `settings` (default: from the environment)."""
+    settings = settings or get_settings()
+    engine = make_engine(settings.db_url)
+    sessions = make_sessionmaker(engine)
+    celery = create_celery(settings)
+    job_queue = JobQueue(celery, settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        def mark_stale() -> None:
+            with transaction(sessions) as s:
+                mark_stale_kernels(s)
+
+        await run_in_threadpool(mark_stale)
+        reaper = asyncio.create_task(_reap_forever(settings, sessions, job_queue))
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            engine.dispose()
+
+    app = FastAPI(title="tileforge", version="0.1.0", lifespan=lifespan,
+                  description="ONNX in, tiled C / CUDA C kernels out: upload a model, compile it for a "
+                              "target on a worker, download an artifact that runs.")
+    app.state.settings = settings
+    app.state.sessions = sessions
+    app.state.storage = LocalStorage(settings.storage_root)
+    app.state.celery = celery
+    app.state.job_queue = job_queue
+    install_error_handlers(app)
+    app.add_middleware(UploadLimitMiddleware, paths=("/v1/models",), max_bytes=settings.max_upload_bytes)
+    app.include_router(health.router)
+    app.include_router(api_router)
+    if importlib.util.find_spec(DASHBOARD_MODULE) is not None:
+        app.include_router(importlib.import_module(DASHBOARD_MODULE).router)
+    return app
+
+
+async def _reap_forever(settings: Settings, sessions, job_queue: JobQueue) -> None:
+    """Re-queue or fail jobs whose worker went silent, every reaper interval."""
+    while True:
+        await asyncio.sleep(settings.reaper_interval_seconds)
+        try:
+            await run_in_threadpool(reap_expired_jobs, sessions, job_queue.enqueue, settings.job_max_attempts)
+        except Exception as e:  # keep reaping; the database may come back
+            log.warning("reaper pass failed: %s", e)

@@ -1,0 +1,209 @@
+"""Shared fixtures. The service part: a fresh PostgreSQL database and Redis DB per test
+session, an SQLite home per test, settings pointing at them, and real `celery worker`
+subprocesses. Tests needing the real services are marked `services` and skip with a
+reason when PostgreSQL or Redis is unreachable."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_ADMIN_URL = os.environ.get("TILEFORGE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+
+# Short leases and fast polling so recovery paths run in seconds, not minutes.
+FAST_JOB_SETTINGS = {
+    "job_lease_seconds": 3.0,
+    "reaper_interval_seconds": 1.0,
+    "sse_poll_seconds": 0.1,
+    "job_max_attempts": 3,
+}
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test session (dropped at the end)."""
+    if not _reachable("127.0.0.1", 5432):
+        pytest.skip("PostgreSQL is not reachable on 127.0.0.1:5432")
+    from sqlalchemy import create_engine, text
+
+    name = f"tileforge_test_{os.getpid()}_{secrets.token_hex(3)}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as c:
+            c.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as e:
+        admin.dispose()
+        pytest.skip(f"cannot create a PostgreSQL test database: {e}")
+    yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    with admin.connect() as c:
+        for db in c.execute(text("SELECT datname FROM pg_database WHERE datname LIKE :p"),
+                            {"p": f"{name}%"}).scalars().all():
+            c.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A Redis URL on a DB number picked for this session (queue names are unique too)."""
+    if not _reachable(REDIS_HOST, REDIS_PORT):
+        pytest.skip(f"Redis is not reachable on {REDIS_HOST}:{REDIS_PORT}")
+    return f"redis://{REDIS_HOST}:{REDIS_PORT}/{1 + os.getpid() % 15}"
+
+
+def migrated(url: str) -> str:
+    """`url` after `alembic upgrade head`."""
+    from server.db.migrate import upgrade
+
+    upgrade(url)
+    return url
+
+
+@pytest.fixture
+def embedded_settings(tmp_path: Path):
+    """Settings of the embedded default (SQLite, local folder, SQLite broker) in a fresh home."""
+    from server.core.config import Settings
+
+    settings = Settings(home=tmp_path / "home", queue_prefix=f"t{secrets.token_hex(4)}", **FAST_JOB_SETTINGS)
+    settings.home.mkdir()
+    migrated(settings.db_url)
+    return settings
+
+
+@pytest.fixture(scope="module")
+def pg_redis_settings(postgres_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory):
+    """Settings on the session's PostgreSQL database and Redis, with this module's own queues."""
+    from server.core.config import Settings
+
+    home = tmp_path_factory.mktemp("pg-home")
+    settings = Settings(home=home, database_url=postgres_url, redis_url=redis_url,
+                        queue_prefix=f"t{secrets.token_hex(4)}", **FAST_JOB_SETTINGS)
+    migrated(settings.db_url)
+    return settings
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def make_token(settings, tenant: str) -> str:
+    """A new token for `tenant` in the database of `settings`."""
+    from server.cli import new_token
+
+    return new_token(settings, tenant)
+
+
+@dataclass
+class WorkerProcess:
+    """A real `tileforge worker` (celery worker) subprocess."""
+
+    process: subprocess.Popen
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool children at once (a machine dying)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="module")
+def start_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start workers on given settings; all are stopped when the module ends."""
+    started: list[WorkerProcess] = []
+
+    def start(settings, name: str = "w1", queues: str = "cpu") -> WorkerProcess:
+        log = tmp_path_factory.mktemp("worker") / f"{name}.log"
+        env = os.environ | settings.to_env() | {"PYTHONUNBUFFERED": "1"}
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "server.cli", "worker", "--queues", queues,
+                 "--hostname", f"{name}@{settings.queue_prefix}", "--loglevel", "INFO"],
+                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        worker = WorkerProcess(process, log)
+        started.append(worker)
+        deadline = time.monotonic() + 60
+        while " ready." not in worker.output():
+            if process.poll() is not None or time.monotonic() > deadline:
+                worker.stop()
+                raise RuntimeError(f"worker {name} did not start:\n{worker.output()[-3000:]}")
+            time.sleep(0.2)
+        return worker
+
+    yield start
+    for w in started:
+        w.stop()
+
+
+def _create_database(base_url: str, suffix: str) -> str:
+    from sqlalchemy import create_engine, text
+
+    name = f"{base_url.rsplit('/', 1)[1]}_{suffix}"
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return base_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture
+def empty_postgres_url(postgres_url: str) -> str:
+    """A new, empty PostgreSQL database (no migrations applied)."""
+    return _create_database(postgres_url, secrets.token_hex(3))
+
+
+@pytest.fixture(scope="session")
+def postgres_unit_url(postgres_url: str) -> str:
+    """A migrated PostgreSQL database for unit tests, emptied after each (dropped with the session's)."""
+    return migrated(_create_database(postgres_url, "unit"))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def db_sessions(request: pytest.FixtureRequest, tmp_path: Path):
+    """A sessionmaker on a migrated, empty database: SQLite, and PostgreSQL when reachable."""
+    from sqlalchemy import text
+
+    from server.db.models import Base
+    from server.db.session import make_engine, make_sessionmaker
+
+    if request.param == "sqlite":
+        engine = make_engine(migrated(f"sqlite:///{tmp_path}/db.sqlite"))
+        yield make_sessionmaker(engine)
+        engine.dispose()
+        return
+    engine = make_engine(request.getfixturevalue("postgres_unit_url"))
+    yield make_sessionmaker(engine)
+    with engine.begin() as c:
+        tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+        c.execute(text(f"TRUNCATE {tables} CASCADE"))
+    engine.dispose()

@@ -1,0 +1,64 @@
+"""The database kernel cache: exact round trip, hit counting, insert-or-ignore under concurrency."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+from sqlalchemy import func, select
+
+from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
+from server.db.kernel_cache import DatabaseKernelCache, mark_stale_kernels
+from server.db.models import Kernel
+from server.db.session import transaction
+
+
+def entry(op: str = "MatMul", source: str = "void k0(void) {}", fingerprint: str | None = None) -> KernelEntry:
+    sig = KernelSignature(op_pattern=op, shapes="[[4, 8], [8, 2], [4, 2]]", dtypes='["float32"]',
+                          te_hash="ab" * 32, target_fingerprint="cpu:x86_64:0123456789abcdef",
+                          compiler_fingerprint=fingerprint or compiler_fingerprint(), options="{}")
+    return KernelEntry(signature=sig, tile_config={"tile": [4, 2]}, source=source,
+                       binary=b"\x7fELF\x00\x01binary", te_json='{"op":"matmul"}', estimated_us=1.5,
+                       measured_us=2.0, validation_error=1e-7, extras={"threads": 2})
+
+
+def test_round_trip_and_hit_count(db_sessions):
+    cache = DatabaseKernelCache(db_sessions)
+    e = entry()
+    assert cache.get(e.key) is None
+    cache.put(e)
+    got = cache.get(e.key)
+    assert got == e and got.key == e.key
+    cache.get(e.key)
+    with db_sessions() as s:
+        row = s.get(Kernel, e.key)
+        assert row.hit_count == 2 and not row.stale
+        assert row.op_pattern == "MatMul" and row.target_fingerprint.startswith("cpu:")
+
+
+def test_put_is_insert_or_ignore(db_sessions):
+    cache = DatabaseKernelCache(db_sessions)
+    first, second = entry(source="first"), entry(source="second")
+    assert first.key == second.key
+    cache.put(first)
+    cache.put(second)
+    assert cache.get(first.key).source == "first"
+
+
+def test_concurrent_writers_store_each_kernel_once(db_sessions):
+    cache = DatabaseKernelCache(db_sessions)
+    entries = [entry(op=f"Op{i % 3}", source=f"writer {i}") for i in range(24)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(cache.put, entries))
+    with db_sessions() as s:
+        assert s.scalar(select(func.count()).select_from(Kernel)) == 3
+
+
+def test_old_compiler_rows_are_marked_stale_and_never_served(db_sessions):
+    cache = DatabaseKernelCache(db_sessions)
+    old = entry(fingerprint="0" * 16)
+    cache.put(old)
+    with db_sessions() as s:
+        assert s.get(Kernel, old.key).stale  # stale from birth: not this compiler's
+        s.execute(Kernel.__table__.update().values(stale=False))
+        s.commit()
+    with transaction(db_sessions) as s:
+        assert mark_stale_kernels(s) == 1
+    assert cache.get(old.key) is None

@@ -1,0 +1,137 @@
+"""One attempt at one compile job: claim it, compile with the database kernel cache while
+reporting progress and renewing the lease, store the artifact, record the outcome."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+from pathlib import Path
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from compiler.errors import ModelError
+from compiler.pipeline import CompileResult, compile_model
+from server.db.models import Job, JobStatus, Model
+from server.db.session import transaction
+from server.jobs import state
+from worker.context import WorkerContext
+from worker.transient import TRANSIENT_ERRORS
+
+log = logging.getLogger(__name__)
+
+
+class JobCancelled(Exception):
+    """The user cancelled the job; raised from the progress callback between stages."""
+
+
+class JobReporter:
+    """The progress callback: writes stage and progress, renews the lease, notices cancellation.
+
+    A background thread also renews the lease, so a long stage does not look like a
+    dead worker.
+    """
+
+    def __init__(self, ctx: WorkerContext, job_id: str, attempt: int) -> None:
+        self.ctx, self.job_id, self.attempt = ctx, job_id, attempt
+        self.lease = ctx.settings.job_lease_seconds
+        self.cancelled = False
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._heartbeat, daemon=True, name=f"lease-{job_id}")
+
+    def __enter__(self) -> JobReporter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _renew(self, **values) -> None:
+        try:
+            with transaction(self.ctx.sessions) as s:
+                self.cancelled = state.renew(s, self.job_id, self.attempt, self.lease, **values) or self.cancelled
+        except state.LeaseLost:
+            self.lost = True
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.lease / 4):
+            try:
+                self._renew()
+            except Exception as e:  # a missed beat is survivable; the next one may work
+                log.warning("lease renewal of job %s failed: %s", self.job_id, e)
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        if stage != "done":
+            self._renew(stage=stage, progress=round(min(max(fraction, 0.0), 1.0), 4))
+        if self.lost:
+            raise state.LeaseLost(self.job_id)
+        if self.cancelled:
+            raise JobCancelled(self.job_id)
+
+
+def run_job(ctx: WorkerContext, job_id: str, worker: str, task_id: str) -> str:
+    """Run one attempt of `job_id`; returns the outcome. Transient faults propagate (to be retried)."""
+    with transaction(ctx.sessions) as s:
+        attempt = state.claim(s, job_id, worker, task_id, ctx.settings.job_lease_seconds)
+    if attempt is None:
+        return "skipped: not queued (finished, cancelled, or running elsewhere)"
+    with ctx.sessions() as s:
+        job = s.get(Job, job_id)
+        model = s.get(Model, job.model_id)
+    try:
+        with JobReporter(ctx, job_id, attempt) as reporter, \
+                tempfile.TemporaryDirectory(prefix="tileforge-job-") as tmp:
+            data = ctx.storage.open(model.sha256).read()
+            result = compile_model(data, job.target, job.options, cache=ctx.kernel_cache,
+                                   progress=reporter, output=Path(tmp) / "artifact.tar.gz")
+            _store(ctx, job, attempt, result)
+        return "succeeded"
+    except state.LeaseLost:
+        return "abandoned: the job was taken over after this worker's lease ran out"
+    except JobCancelled:
+        _end(ctx, job_id, attempt, JobStatus.cancelled, error=None)
+        return "cancelled"
+    except ModelError as e:
+        _end(ctx, job_id, attempt, JobStatus.failed, error=str(e))
+        return "failed: the model"
+    except SoftTimeLimitExceeded:
+        limit = ctx.settings.job_soft_time_limit
+        _end(ctx, job_id, attempt, JobStatus.failed, error=f"compilation exceeded the time limit of {limit} s")
+        return "failed: time limit"
+    except TRANSIENT_ERRORS as e:
+        _release(ctx, job_id, attempt, e)
+        raise
+    except Exception as e:  # ours and not transient: fail with the reason, do not retry
+        log.exception("job %s failed", job_id)
+        _end(ctx, job_id, attempt, JobStatus.failed, error=f"compiler error: {type(e).__name__}: {e}")
+        return "failed: internal"
+
+
+def _store(ctx: WorkerContext, job: Job, attempt: int, result: CompileResult) -> None:
+    """Put the artifact in storage first (atomically), then make it visible in one transaction."""
+    with result.artifact_path.open("rb") as f:
+        blob = ctx.storage.put(f)
+    if blob.sha256 != result.artifact_sha256:
+        raise RuntimeError(f"artifact changed on its way to storage ({blob.sha256} != {result.artifact_sha256})")
+    with transaction(ctx.sessions) as s:
+        state.succeed(s, job.id, attempt, job.tenant_id, blob, result.report,
+                      stage_seconds=result.stage_seconds, cache_hits=result.cache_hits,
+                      cache_misses=result.cache_misses, validation=result.validation or None)
+
+
+def _end(ctx: WorkerContext, job_id: str, attempt: int, status: JobStatus, error: str | None) -> None:
+    try:
+        with transaction(ctx.sessions) as s:
+            state.finish(s, job_id, attempt, status, error=error)
+    except state.LeaseLost:
+        log.warning("job %s was taken over before it could be marked %s", job_id, status)
+
+
+def _release(ctx: WorkerContext, job_id: str, attempt: int, error: BaseException) -> None:
+    try:
+        with transaction(ctx.sessions) as s:
+            state.release(s, job_id, attempt, f"retrying after a transient fault: {type(error).__name__}: {error}")
+    except Exception as e:  # the database may be the fault; the reaper recovers the job
+        log.warning("could not release job %s for retry: %s", job_id, e)

@@ -1,0 +1,72 @@
+"""The `compile` task: late-acknowledged, time-limited, retried with backoff for
+transient faults only, and idempotent by job id (see worker/runner.py)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from celery import Task
+from celery.signals import worker_ready, worker_shutdown
+
+from server.core.config import get_settings
+from server.db.kernel_cache import mark_stale_kernels
+from server.db.session import transaction
+from server.jobs import state
+from server.jobs.reaper import reap_expired_jobs
+from worker.celery_app import COMPILE_TASK, app
+from worker.context import worker_context
+from worker.queue import JobQueue
+from worker.runner import run_job
+from worker.transient import TRANSIENT_ERRORS
+
+log = logging.getLogger(__name__)
+
+
+class CompileTask(Task):
+    """Fails the job with the reason when the task itself gives up (retries exhausted)."""
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
+        reason = f"gave up after {self.request.retries} retries: {type(exc).__name__}: {exc}"
+        try:
+            with transaction(worker_context().sessions) as s:
+                state.fail_unfinished(s, args[0], task_id, reason)
+        except Exception as e:  # the reaper will fail it once its lease runs out
+            log.error("could not record the failure of job %s: %s", args[0], e)
+
+
+@app.task(name=COMPILE_TASK, bind=True, base=CompileTask, acks_late=True, reject_on_worker_lost=True,
+          autoretry_for=TRANSIENT_ERRORS, retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
+          max_retries=get_settings().transient_retries, ignore_result=True)
+def compile_job(self: Task, job_id: str) -> str:
+    """Compile one job's model for its target (does nothing if the job is not queued)."""
+    outcome = run_job(worker_context(), job_id, worker=self.request.hostname or "worker",
+                      task_id=self.request.id)
+    log.info("job %s: %s", job_id, outcome)
+    return outcome
+
+
+_reaper_stop = threading.Event()
+
+
+@worker_ready.connect
+def _start_reaper(**_: object) -> None:
+    """Flag stale kernels, then reap expired job leases every few seconds in the main process."""
+    ctx = worker_context()
+    with transaction(ctx.sessions) as s:
+        mark_stale_kernels(s)
+    queue = JobQueue(app, ctx.settings)
+
+    def loop() -> None:
+        while not _reaper_stop.wait(ctx.settings.reaper_interval_seconds):
+            try:
+                reap_expired_jobs(ctx.sessions, queue.enqueue, ctx.settings.job_max_attempts)
+            except Exception as e:  # keep reaping; the database may come back
+                log.warning("reaper pass failed: %s", e)
+
+    threading.Thread(target=loop, daemon=True, name="tileforge-reaper").start()
+
+
+@worker_shutdown.connect
+def _stop_reaper(**_: object) -> None:
+    _reaper_stop.set()
