@@ -3,6 +3,8 @@
 Fusion runs before planning and rewrites the Graph, so a fused group is simply
 a node with a bigger Compute. Buffer ids are the ids of the storage tensors
 they hold (views resolved), so a plan can always be traced back to its graph.
+Arena lifetimes are counted in waves, not kernels: kernels of one wave may run
+concurrently, so none of them may reuse bytes another one of them still reads.
 """
 
 from __future__ import annotations
