@@ -37,8 +37,9 @@ REPORT = "report.json"
 MEMBER_NAME = re.compile(r"manifest\.json|report\.json|weights\.bin|model\.(so|cubin|ptx|fatbin)"
                          r"|src/[A-Za-z0-9_]{1,64}\.(c|cu|h)")
 MAX_MEMBERS = 10_000
-MAX_MEMBER_BYTES = 8 << 30
-MAX_TOTAL_BYTES = 16 << 30
+# ONNX models without external data stay under 2 GiB, and so do their weights.
+MAX_MEMBER_BYTES = 4 << 30
+MAX_TOTAL_BYTES = 6 << 30
 MAX_JSON_BYTES = 64 << 20
 # Keys the caller supplies (pipeline): what the plan does not know.
 REQUIRED_EXTRA = ("target", "target_kind", "toolchain", "model_sha256")
@@ -54,11 +55,10 @@ def write_artifact(
     `files` maps member names (src/*.c, model.so, weights.bin, ...) to bytes;
     `manifest_extra` must hold REQUIRED_EXTRA and may add other JSON-able keys.
     """
-    members = dict(files)
-    members[REPORT] = _json_bytes(report)
-    for name in members:
-        if name == MANIFEST or not MEMBER_NAME.fullmatch(name):
+    for name in files:
+        if name in (MANIFEST, REPORT) or not MEMBER_NAME.fullmatch(name):
             raise ValueError(f"not an artifact member name: {name!r}")
+    members = {**files, REPORT: _json_bytes(report)}
     manifest = manifest_of(plan, manifest_extra)
     manifest["files"] = {n: hashlib.sha256(d).hexdigest() for n, d in sorted(members.items())}
     members[MANIFEST] = _json_bytes(manifest)

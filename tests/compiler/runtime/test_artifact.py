@@ -11,6 +11,7 @@ from handbuilt import EXTRA, graph, whole
 
 from compiler.cache import compiler_fingerprint
 from compiler.errors import ArtifactError
+from compiler.runtime import artifact
 from compiler.runtime.artifact import FORMAT_VERSION, read_artifact, write_artifact
 from compiler.schedule.planner import build_plan, weights_blob
 
@@ -74,6 +75,8 @@ def test_writes_are_reproducible_and_leave_no_temporaries(tmp_path: Path):
 def test_bad_member_names_and_missing_manifest_keys_are_refused_on_write(tmp_path: Path):
     with pytest.raises(ValueError, match="member name"):
         write(tmp_path / "a.tar.gz", files={**FILES, "../evil.c": b""})
+    with pytest.raises(ValueError, match="member name"):
+        write(tmp_path / "a.tar.gz", files={**FILES, "report.json": b"{}"})
     with pytest.raises(ValueError, match="lacks"):
         write(tmp_path / "a.tar.gz", manifest_extra={"target": "cpu"})
     assert list(tmp_path.iterdir()) == []
@@ -126,6 +129,19 @@ def test_unsafe_members_are_refused_before_extraction(tmp_path: Path, entry, mes
     with pytest.raises(ArtifactError, match=message):
         read_artifact(bad, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tar.gz"]
+
+
+def test_size_caps_are_enforced_from_the_headers(tmp_path: Path, monkeypatch):
+    good = tmp_path / "good.tar.gz"
+    write(good)
+    monkeypatch.setattr(artifact, "MAX_MEMBER_BYTES", 100)
+    with pytest.raises(ArtifactError, match="size limits"):
+        read_artifact(good, tmp_path)
+    monkeypatch.setattr(artifact, "MAX_MEMBER_BYTES", 1 << 20)
+    monkeypatch.setattr(artifact, "MAX_TOTAL_BYTES", 1000)
+    with pytest.raises(ArtifactError, match="size limits"):
+        read_artifact(good, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.tar.gz"]
 
 
 def test_duplicate_members_and_garbage_are_refused(tmp_path: Path):
