@@ -95,7 +95,7 @@ _MATH = {
     "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "floor": "floor",
     "ceil": "ceil", "round": "rint", "pow": "pow", "fmod": "fmod",
 }
-_INT_IDENTITY = {"floor", "ceil", "round"}
+_INT_IDENTITY = {"floor", "ceil"}  # numpy keeps ints; its rint goes through float64
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BIT = {"bitand": "&", "bitor": "|", "bitxor": "^"}
 
@@ -171,7 +171,7 @@ def _float_call(op: str, a: list[str], dt: str) -> str | None:
 def _int_call(op: str, a: list[str], dt: str) -> str | None:
     """Integer (and bool) renderings; narrow types are promoted to 64 bits and truncated back."""
     x, y = a[0], a[-1]
-    if op in _MATH and op not in _INT_IDENTITY | {"pow", "fmod"}:  # through double, like numpy
+    if op in _MATH and op not in _INT_IDENTITY | {"pow", "fmod"}:  # through float64, like numpy
         args = ", ".join(f"(double){v}" for v in a)
         return f"{_MATH[op]}({args})"
     if op in _INT_IDENTITY:
