@@ -49,12 +49,22 @@ def build_plan(
                                    args=args, key=key_of(node.compute),
                                    ops=tuple(node.op.split("+"))))
     plan.waves = wavefronts(deps)
+    _add_weight_buffers(graph, plan)
+    layout = place(_arena_lifetimes(graph, plan))
+    for s, offset in layout.offsets.items():
+        t = graph.tensors[s]
+        plan.buffers[s] = Buffer(s, t.shape, t.dtype, BufferKind.ARENA, t.nbytes, offset)
+    plan.arena_bytes = layout.total
+    return plan
 
+
+def _arena_lifetimes(graph: Graph, plan: ExecutionPlan) -> dict[int, Lifetime]:
+    """Each intermediate storage's lifetime, in waves: from its producer's to its last reader's."""
     step = {k: w for w, wave in enumerate(plan.waves) for k in wave}
     lifetimes: dict[int, Lifetime] = {}
     for k in plan.kernels:  # kernels are in topological order: a storage's producer comes first
         for pos, s in enumerate(k.args):
-            if s in plan.buffers or _kind(graph, s) == TensorKind.WEIGHT:
+            if s in plan.buffers:  # inputs, outputs and weights live outside the arena
                 continue
             if pos == 0:
                 lifetimes[s] = Lifetime(graph.tensors[s].nbytes, step[k.id], step[k.id])
@@ -63,17 +73,7 @@ def build_plan(
                 lifetimes[s] = Lifetime(lt.nbytes, lt.first, max(lt.last, step[k.id]))
             else:
                 raise ValueError(f"kernel {k.id} reads tensor {s}, which nothing writes")
-    _add_weight_buffers(graph, plan)
-    layout = place(lifetimes)
-    for s, offset in layout.offsets.items():
-        t = graph.tensors[s]
-        plan.buffers[s] = Buffer(s, t.shape, t.dtype, BufferKind.ARENA, t.nbytes, offset)
-    plan.arena_bytes = layout.total
-    return plan
-
-
-def _kind(graph: Graph, storage: int) -> TensorKind:
-    return graph.tensors[storage].kind
+    return lifetimes
 
 
 def _add_io_buffers(graph: Graph, plan: ExecutionPlan) -> None:
