@@ -1,0 +1,134 @@
+"""The TE analyses (region, footprint, traffic, tile count) of one Compute, memoised by tile.
+
+Every number the cost model and the tile constructor use comes from
+`compiler.ir.te`; this class only names tiles by their per-axis sizes and
+remembers answers, because construction asks about the same tiles many times.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from compiler.ir import te
+from compiler.ir.dtypes import dtype
+
+Sizes = tuple[int, ...]
+
+
+class TileAnalysis:
+    """Region / footprint / traffic of `compute` for tiles given as sizes per axis.
+
+    `spatial` sizes follow `compute.axes`; `reduce` sizes follow
+    `compute.reduce_axes`, and `None` means the whole reduction (what one
+    output tile reads over its lifetime).
+
+    An input's region is capped by the elements its loads can touch (one per
+    load per iteration point): a data-dependent index (gather) has a region of
+    the whole tensor, but a tile of 8 rows reads 8 rows of it, not all.
+    """
+
+    def __init__(self, compute: te.Compute) -> None:
+        self.compute = compute
+        self.extents: Sizes = tuple(a.extent for a in compute.axes)
+        self.reduce_extents: Sizes = tuple(a.extent for a in compute.reduce_axes)
+        self.out_bytes = dtype(compute.dtype).nbytes
+        self.in_bytes = tuple(dtype(t.dtype).nbytes for t in compute.inputs)
+        body = [x for x in te.walk(compute.body) if isinstance(x, te.Load)]
+        post = [] if compute.post is None else [
+            x for x in te.walk(compute.post) if isinstance(x, te.Load)]
+        self._body_loads = [sum(ld.input == i for ld in body) for i in range(len(compute.inputs))]
+        self._post_loads = [sum(ld.input == i for ld in post) for i in range(len(compute.inputs))]
+        self._memo: dict[tuple, object] = {}
+
+    def tile(self, spatial: Sequence[int], reduce: Sequence[int] | None = None) -> te.Tile:
+        """The te.Tile of these sizes (reduce None = full reduce extents)."""
+        sizes = {a.name: s for a, s in zip(self.compute.axes, spatial, strict=True)}
+        if reduce is not None:
+            sizes |= {a.name: s for a, s in zip(self.compute.reduce_axes, reduce, strict=True)}
+        return te.Tile(sizes)
+
+    def _cached(self, key: tuple, fn):
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
+
+    def _outputs(self, spatial: Sequence[int]) -> int:
+        return math.prod(min(s, e) for s, e in zip(spatial, self.extents, strict=True))
+
+    def _touch_caps(self, spatial: Sequence[int], reduce: Sequence[int] | None) -> list[int]:
+        """Per input, the most elements its loads can touch over the tile's iteration points."""
+        outputs = self._outputs(spatial)
+        sizes = self.reduce_extents if reduce is None else reduce
+        points = outputs * math.prod(min(r, e) for r, e in zip(sizes, self.reduce_extents,
+                                                                strict=True))
+        return [b * points + p * outputs for b, p in zip(self._body_loads, self._post_loads,
+                                                         strict=True)]
+
+    def regions(self, spatial: Sequence[int],
+                reduce: Sequence[int] | None = None) -> list[list[te.Interval]]:
+        """te.region_of: per input, the box of elements one tile reads."""
+        key = ("rg", tuple(spatial), None if reduce is None else tuple(reduce))
+        return self._cached(key, lambda: te.region_of(self.compute, self.tile(spatial, reduce)))
+
+    def region_extents(self, spatial: Sequence[int],
+                       reduce: Sequence[int] | None = None) -> list[list[int]]:
+        """Per input, the extent of each dim of the box one tile reads."""
+        return [[max(0, hi - lo + 1) for lo, hi in box] for box in self.regions(spatial, reduce)]
+
+    def input_elems(self, spatial: Sequence[int], reduce: Sequence[int] | None = None) -> list[int]:
+        """Per input, the elements of its region a tile holds (capped by what its loads touch)."""
+        key = ("el", tuple(spatial), None if reduce is None else tuple(reduce))
+        return self._cached(key, lambda: [
+            min(math.prod(ext), cap) for ext, cap in zip(
+                self.region_extents(spatial, reduce), self._touch_caps(spatial, reduce), strict=True)])
+
+    def input_bytes(self, spatial: Sequence[int], reduce: Sequence[int] | None = None) -> int:
+        """Bytes of the input regions a tile holds (each capped by what its loads touch)."""
+        return sum(n * nb for n, nb in zip(self.input_elems(spatial, reduce), self.in_bytes,
+                                           strict=True))
+
+    def output_bytes(self, spatial: Sequence[int]) -> int:
+        """Bytes of the output tile (sizes clipped to the extents)."""
+        return self._outputs(spatial) * self.out_bytes
+
+    def footprint(self, spatial: Sequence[int], reduce: Sequence[int] | None = None) -> int:
+        """Bytes a tile holds at one level: its input regions plus its output tile (te.footprint,
+        with the touch cap)."""
+        return self.input_bytes(spatial, reduce) + self.output_bytes(spatial)
+
+    def traffic(self, spatial: Sequence[int], transaction: int,
+                reduce: Sequence[int] | None = None) -> te.Traffic:
+        """Whole-transaction bytes per tile (te.box_bytes of each region and of the output
+        tile; a capped input costs at most one transaction per touched element) and the
+        tile count."""
+        key = ("tr", tuple(spatial), transaction, None if reduce is None else tuple(reduce))
+
+        def measure() -> te.Traffic:
+            per = 0
+            caps = self._touch_caps(spatial, reduce)
+            boxes = self.regions(spatial, reduce)
+            for t, box, cap, nb in zip(self.compute.inputs, boxes, caps, self.in_bytes, strict=True):
+                per += min(te.box_bytes(t.shape, box, nb, transaction),
+                           cap * -(-nb // transaction) * transaction)
+            out_box = [self.tile(spatial).interval(a) for a in self.compute.axes]
+            per += te.box_bytes(self.extents, out_box, self.out_bytes, transaction)
+            return te.Traffic(per, self.tiles(spatial))
+
+        return self._cached(key, measure)
+
+    def tiles(self, spatial: Sequence[int]) -> int:
+        """te.num_tiles: tiles covering the spatial index space."""
+        return te.num_tiles(self.compute, self.tile(spatial))
+
+    def compulsory(self, transaction: int) -> int:
+        """Bytes moved by one tile covering everything: each input read once, the output written once."""
+        return self.traffic(self.extents, transaction).per_tile
+
+    def flops(self) -> int:
+        """The Compute's FLOP estimate (memoised: it walks the body)."""
+        return self._cached(("flops",), self.compute.flops)
+
+    def working_set(self) -> int:
+        """Bytes of everything the kernel touches (the footprint of the full tile)."""
+        return self.footprint(self.extents)

@@ -1,0 +1,248 @@
+"""Roller's micro-performance model: every memory level is a pipeline stage.
+
+A stage's time is the bytes moved out of that level for the whole kernel
+divided by its bandwidth; compute is FLOPs over peak x utilisation; the
+kernel takes as long as its slowest stage. Bytes come only from the TE
+analyses (via `TileAnalysis`). Utilisation counts wave quantisation (the last
+wave of tiles leaves units idle), lanes left empty (a partial warp, a register
+tile narrower than the SIMD width) and too little independent work per unit to
+hide arithmetic latency.
+
+Stages per kind:
+- CUDA: dram (block tiles, after L2 hits), l2 (every block tile's loads),
+  smem (register tiles read from shared memory, times bank conflicts), compute.
+- CPU: dram (after last-level-cache hits), l3 (block tiles), l2 (register
+  tiles), l1 (register loads per reduce step), compute.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from compiler.cost.analysis import TileAnalysis
+from compiler.cost.banks import conflict_ways
+from compiler.cost.resources import (
+    cpu_resources,
+    cuda_resources,
+    stages_inputs,
+    unit_step,
+    violations,
+    warp_tile,
+)
+from compiler.cost.tiling import Tiling
+from compiler.ir.dtypes import dtype
+from compiler.ir.te import Compute
+from compiler.target.base import Target
+
+# Independent FMA streams a unit needs in flight to keep its pipes busy:
+# 4 CUDA sub-partitions x ~4 cycles latency; 2 CPU FMA pipes x 4 cycles.
+CUDA_LATENCY_STREAMS = 16
+CPU_LATENCY_STREAMS = 8
+# A shared level (DRAM, L2, L3) saturates once this fraction of the units pulls from it.
+SATURATING_UNITS = 0.5
+# Cycles a CUDA block waits per reduce step (two barriers and a global load round trip),
+# hidden only by the other blocks resident on its SM: why Roller grows reduce steps.
+STEP_LATENCY_CYCLES = 800
+# Fixed cost of starting a tile: CUDA block scheduling and prologue; a CPU task's
+# dispatch, bounds and accumulator set-up. Small, but it stops tiles from shrinking
+# to nothing when memory-bound tiles all tie.
+BLOCK_OVERHEAD_CYCLES = 500
+TASK_OVERHEAD_CYCLES = 200
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Predicted time of one tiling: `stages` in microseconds per pipeline stage
+    (level names and "compute"), `bound` the slowest, `waves` of concurrently
+    resident tiles, `violations` the target limits the tile breaks (empty = fits)."""
+
+    time_us: float
+    stages: dict[str, float]
+    bound: str
+    tiles: int
+    waves: int
+    violations: tuple[str, ...] = field(default=())
+
+    @property
+    def fits(self) -> bool:
+        return not self.violations
+
+
+def estimate(compute: Compute, tile: Tiling, target: Target,
+             analysis: TileAnalysis | None = None, padded_smem: bool = True) -> Estimate:
+    """Predict the time of `compute` tiled as `tile` on `target`.
+
+    Pass the `analysis` of `compute` to share memoised TE analyses across many
+    estimates; `padded_smem=False` models shared-memory rows without the
+    bank-conflict padding.
+    """
+    an = analysis or TileAnalysis(compute)
+    if 0 in an.extents:
+        return Estimate(0.0, {"compute": 0.0}, "compute", 0, 0)
+    if target.kind == "cuda":
+        return _cuda(an, tile, target, padded_smem)
+    return _cpu(an, tile, target)
+
+
+def _finish(stages_s: dict[str, float], tiles: int, waves: int,
+            broken: tuple[str, ...]) -> Estimate:
+    stages = {k: v * 1e6 for k, v in stages_s.items()}
+    bound = max(stages, key=lambda k: stages[k])
+    return Estimate(stages[bound], stages, bound, tiles, waves, broken)
+
+
+def _padded_flops(an: TileAnalysis, tile: Tiling) -> float:
+    """FLOPs including the padding of the last, partial block on every axis."""
+    ratio = math.prod(-(-e // b) * b / e for e, b in zip(an.extents, tile.block, strict=True))
+    return an.flops() * ratio
+
+
+def _peak(target: Target, compute: Compute) -> float:
+    return target.peak_flops.get(compute.acc_dtype, target.peak_flops["float32"])
+
+
+def _wave_utilisation(tiles: int, units: int) -> float:
+    """Fraction of unit-time doing work when `tiles` run in waves of `units`."""
+    return tiles / (-(-tiles // units) * units)
+
+
+def _shared_level_efficiency(tiles: int, units: int) -> float:
+    """Fraction of a shared level's bandwidth that min(tiles, units) active units draw."""
+    return min(1.0, min(tiles, units) / (SATURATING_UNITS * units))
+
+
+def wave_tile(an: TileAnalysis, block: tuple[int, ...], concurrent: int) -> tuple[int, ...]:
+    """The outputs `concurrent` tiles launched together cover: consecutive tiles in
+    row-major grid order (innermost grid dim fastest), as one bigger tile."""
+    grid = [-(-e // b) for e, b in zip(an.extents, block, strict=True)]
+    left, counts = max(1, concurrent), []
+    for n in reversed(grid):
+        take = min(n, left)
+        counts.append(take)
+        left = -(-left // take)
+    return tuple(b * c for b, c in zip(block, reversed(counts), strict=True))
+
+
+def _dram_seconds(an: TileAnalysis, tile: Tiling, target: Target, tiles: int,
+                  concurrent: int) -> float:
+    """Bytes that miss the outermost cache, over DRAM bandwidth.
+
+    Tiles resident together walk the reduction roughly in step, so what one
+    wave of them reads is fetched from DRAM once when one reduce step of the
+    whole wave fits the cache (L2 on CUDA, L3 on CPU); the more it overflows,
+    the closer DRAM traffic gets to every tile's own traffic.
+    """
+    dram = target.levels[0]
+    per_tiles = an.traffic(tile.block, dram.transaction).total
+    wave = wave_tile(an, tile.block, concurrent)
+    per_waves = an.traffic(wave, dram.transaction).per_tile * -(-tiles // max(1, concurrent))
+    shared = [lv for lv in target.levels[1:] if lv.shared]
+    cache = shared[0].capacity if shared else 0
+    miss = max(0.0, 1.0 - cache / max(1, an.footprint(wave, tile.reduce_step)))
+    moved = min(per_waves, per_tiles) + max(0, per_tiles - per_waves) * miss
+    dram_bytes = max(an.compulsory(dram.transaction), moved)
+    return dram_bytes / (dram.bandwidth * _shared_level_efficiency(tiles, target.units))
+
+
+def _cuda(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) -> Estimate:
+    res = cuda_resources(an, tile, target, padded)
+    broken = violations(res, target)
+    units, x = target.units, target.extras
+    tiles = an.tiles(tile.block)
+    per_sm = [int(x.get("max_blocks_per_sm", 32)),
+              int(x.get("max_threads_per_sm", 2048)) // max(1, res.threads),
+              target.registers // max(1, res.registers * _round_up(res.threads, target.lanes))]
+    if res.smem_bytes:
+        per_sm.append(target.level("smem").capacity // res.smem_bytes)
+    blocks_per_sm = max(1, min(per_sm))
+    waves = -(-tiles // (units * blocks_per_sm))
+    sm_util = _wave_utilisation(tiles, units)
+
+    concurrent = min(tiles, units * blocks_per_sm)
+    stages = {"dram": _dram_seconds(an, tile, target, tiles, concurrent)}
+    if "l2" in {lv.name for lv in target.levels}:
+        l2 = target.level("l2")
+        stages["l2"] = an.traffic(tile.block, l2.transaction).total / (
+            l2.bandwidth * _shared_level_efficiency(tiles, units))
+    if stages_inputs(an):
+        smem = target.level("smem")
+        warp = warp_tile(tile, target.lanes)
+        reads = an.input_bytes(warp) * an.tiles(warp)
+        stages["smem"] = reads * _bank_penalty(an, tile, target, padded) / (smem.bandwidth * sm_util)
+
+    per_sm = -(-tiles // units)  # blocks each SM runs, one after another or side by side
+    resident = min(blocks_per_sm, per_sm)
+    resident_warps = resident * -(-res.threads // target.lanes)
+    ilp = math.prod(tile.thread) if stages_inputs(an) else CUDA_LATENCY_STREAMS
+    latency_eff = min(1.0, resident_warps * ilp / CUDA_LATENCY_STREAMS)
+    lane_eff = res.threads / _round_up(res.threads, target.lanes)
+    steps = _reduce_steps(an, tile)
+    step_cycles = steps * STEP_LATENCY_CYCLES if steps > 1 else 0
+    exposed = per_sm / resident * (step_cycles + BLOCK_OVERHEAD_CYCLES) / _clock_hz(target)
+    stages["compute"] = _padded_flops(an, tile) / (
+        _peak(target, an.compute) * sm_util * latency_eff * lane_eff) + exposed
+    return _finish(stages, tiles, waves, broken)
+
+
+def _clock_hz(target: Target) -> float:
+    return float(target.extras.get("clock_ghz", 1.5)) * 1e9
+
+
+def _reduce_steps(an: TileAnalysis, tile: Tiling) -> int:
+    """Reduce steps one tile takes (the staging loop's trip count)."""
+    return math.prod(-(-e // max(1, s)) for e, s in zip(an.reduce_extents, tile.reduce_step,
+                                                          strict=True))
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _bank_penalty(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) -> float:
+    """Serialisation of shared-memory reads: 1 when rows are padded, else the worst input's."""
+    if padded:
+        return 1.0
+    ways = [conflict_ways(ext[-1], dtype(t.dtype).nbytes, target.banks)
+            for t, ext in zip(an.compute.inputs, an.region_extents(tile.block, tile.reduce_step),
+                              strict=True) if ext and math.prod(ext)]
+    return float(max(ways, default=1))
+
+
+def _cpu(an: TileAnalysis, tile: Tiling, target: Target) -> Estimate:
+    res = cpu_resources(an, tile, target)
+    broken = violations(res, target)
+    units, lanes = target.units, target.lanes
+    tiles = an.tiles(tile.block)
+    core_util = _wave_utilisation(tiles, units)
+    names = [lv.name for lv in target.levels]
+
+    stages = {"dram": _dram_seconds(an, tile, target, tiles, min(tiles, units))}
+    if "l3" in names:
+        l3 = target.level("l3")
+        stages["l3"] = an.traffic(tile.block, l3.transaction).total / (l3.bandwidth * core_util)
+    l2, l1 = target.level("l2"), target.level("l1")
+    micro_tiles = an.tiles(tile.thread)
+    stages["l2"] = an.traffic(tile.thread, l2.transaction).per_tile * micro_tiles / (
+        l2.bandwidth * core_util)
+    # Per reduce element the register tile loads one step of inputs; between reduce
+    # steps its accumulators are stored and reloaded.
+    loads = an.input_bytes(tile.thread, unit_step(an)) * math.prod(an.reduce_extents)
+    steps = _reduce_steps(an, tile)
+    spills = 2 * an.output_bytes(tile.thread) * (steps - 1)
+    stages["l1"] = (loads + spills) * micro_tiles / (l1.bandwidth * core_util)
+
+    inner = tile.thread[-1] if tile.thread else 1
+    # A reduction with no vector of outputs vectorises along its reduce axis and pays
+    # horizontal sums at the end.
+    simd_eff = inner / _round_up(inner, lanes) if inner > 1 or not stages_inputs(an) else 0.5
+    if stages_inputs(an):
+        acc_vectors = math.prod(tile.thread[:-1]) * -(-inner // lanes) if tile.thread else 1
+        latency_eff = min(1.0, acc_vectors / CPU_LATENCY_STREAMS)
+    else:
+        latency_eff = 1.0
+    waves = -(-tiles // units)
+    stages["compute"] = _padded_flops(an, tile) / (
+        _peak(target, an.compute) * core_util * simd_eff * latency_eff
+    ) + waves * TASK_OVERHEAD_CYCLES / _clock_hz(target)
+    return _finish(stages, tiles, waves, broken)

@@ -1,0 +1,133 @@
+"""What one tile of a kernel occupies on chip, and whether that fits the target.
+
+CUDA: a block stages its input regions (block x reduce step) in shared memory,
+rows padded against bank conflicts, and each thread keeps its register tile's
+accumulators plus one reduce step of inputs in registers. CPU: a task's block
+x reduce step must fit L2, the register tile x reduce step L1, and the register
+tile's accumulators plus one step of inputs the vector registers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from compiler.cost.analysis import TileAnalysis
+from compiler.cost.banks import row_padding
+from compiler.cost.tiling import Tiling
+from compiler.ir.dtypes import dtype
+from compiler.target.base import Target
+
+# Registers a CUDA thread needs besides its tile: indices, pointers, loop counters.
+THREAD_OVERHEAD_REGISTERS = 16
+
+
+@dataclass(frozen=True)
+class TileResources:
+    """On-chip usage of one tile. CUDA: `threads`, `smem_bytes` (padded, 0 when nothing is
+    staged), `registers` per thread (32-bit). CPU: `registers` (vector registers),
+    `block_bytes` (block x reduce step, for L2), `micro_bytes` (register tile x step, for L1)."""
+
+    threads: int
+    registers: int
+    smem_bytes: int = 0
+    block_bytes: int = 0
+    micro_bytes: int = 0
+
+
+def threads_per_block(tile: Tiling) -> int:
+    """CUDA threads in one block: the block divided into register tiles."""
+    return math.prod(-(-b // t) for b, t in zip(tile.block, tile.thread, strict=True))
+
+
+def warp_tile(tile: Tiling, lanes: int) -> tuple[int, ...]:
+    """Outputs one CUDA warp covers: `lanes` consecutive threads of the block's thread grid
+    (innermost dim fastest), each with its register tile. Threads of a warp reading the
+    same shared-memory word get it broadcast, so shared-memory traffic is per warp tile."""
+    grid = [-(-b // t) for b, t in zip(tile.block, tile.thread, strict=True)]
+    left, extents = lanes, []
+    for n in reversed(grid):
+        take = min(n, left)
+        extents.append(take)
+        left = max(1, left // take)
+    return tuple(t * w for t, w in zip(tile.thread, reversed(extents), strict=True))
+
+
+def stages_inputs(an: TileAnalysis) -> bool:
+    """Whether a kernel stages inputs on chip: only reductions reuse an input across outputs."""
+    return bool(an.reduce_extents)
+
+
+def unit_step(an: TileAnalysis) -> tuple[int, ...]:
+    """A reduce step of one element on every reduce axis (one register-level step)."""
+    return (1,) * len(an.reduce_extents)
+
+
+def smem_bytes(an: TileAnalysis, tile: Tiling, banks: int, padded: bool = True) -> int:
+    """Shared memory of one block's staged inputs (block x reduce step), rows padded."""
+    if not stages_inputs(an):
+        return 0
+    total = 0
+    regions = an.region_extents(tile.block, tile.reduce_step)
+    for ext, elems, nb in zip(regions, an.input_elems(tile.block, tile.reduce_step), an.in_bytes,
+                              strict=True):
+        if ext and padded and elems == math.prod(ext):
+            elems = math.prod(ext[:-1]) * (ext[-1] + row_padding(ext[-1], nb, banks))
+        total += elems * nb
+    return total
+
+
+def cuda_resources(an: TileAnalysis, tile: Tiling, target: Target,
+                   padded: bool = True) -> TileResources:
+    """Threads, padded shared memory and registers per thread of a CUDA tiling."""
+    acc = dtype(an.compute.acc_dtype).nbytes
+    outputs = math.prod(tile.thread)
+    words = -(-outputs * acc // 4) + -(-an.input_bytes(tile.thread, unit_step(an)) // 4)
+    return TileResources(threads=threads_per_block(tile),
+                         registers=words + THREAD_OVERHEAD_REGISTERS,
+                         smem_bytes=smem_bytes(an, tile, target.banks, padded))
+
+
+def cpu_vector_registers(an: TileAnalysis, thread: tuple[int, ...], lanes: int) -> int:
+    """Vector registers of a CPU register tile: accumulators plus one step of inputs."""
+    acc = math.prod(thread[:-1]) * -(-thread[-1] // lanes) if thread else 1
+    inputs = sum(-(-(n * nb // 4) // lanes)
+                 for n, nb in zip(an.input_elems(thread, unit_step(an)), an.in_bytes, strict=True))
+    return acc + inputs
+
+
+def cpu_resources(an: TileAnalysis, tile: Tiling, target: Target) -> TileResources:
+    """Vector registers, L2 block bytes and L1 register-tile bytes of a CPU tiling."""
+    return TileResources(threads=1,
+                         registers=cpu_vector_registers(an, tile.thread, target.lanes),
+                         block_bytes=an.footprint(tile.block, tile.reduce_step),
+                         micro_bytes=an.footprint(tile.thread, tile.reduce_step))
+
+
+def resources(an: TileAnalysis, tile: Tiling, target: Target) -> TileResources:
+    """The on-chip usage of `tile` on `target`."""
+    return cuda_resources(an, tile, target) if target.kind == "cuda" else cpu_resources(an, tile, target)
+
+
+def violations(res: TileResources, target: Target) -> tuple[str, ...]:
+    """Every limit of `target` the tile breaks, in words (empty when it fits)."""
+    out = []
+    if target.kind == "cuda":
+        x = target.extras
+        limits = [
+            ("threads per block", res.threads, int(x.get("max_threads_per_block", 1024))),
+            ("shared memory per block", res.smem_bytes,
+             int(x.get("smem_per_block", target.level("smem").capacity))),
+            ("registers per thread", res.registers, int(x.get("max_registers_per_thread", 255))),
+            ("registers per block", res.registers * res.threads, target.registers),
+        ]
+    else:
+        limits = [
+            ("vector registers", res.registers, target.registers),
+            ("L1 bytes (register tile x reduce step)", res.micro_bytes, target.level("l1").capacity),
+            ("L2 bytes (block x reduce step)", res.block_bytes, target.level("l2").capacity),
+        ]
+    for what, used, limit in limits:
+        if used > limit:
+            out.append(f"{what}: {used} > {limit}")
+    return tuple(out)

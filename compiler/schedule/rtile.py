@@ -1,0 +1,324 @@
+"""Roller's rTile construction: hardware-aligned tiles built, not searched.
+
+Only aligned shapes are ever considered (Roller's rules, mapped per kind):
+- register tile (`TileConfig.thread`): sizes from {1, 2, 4, 8, 16, 32} (CPU:
+  the innermost dim a multiple of the SIMD lanes), small extents taken whole;
+- block (`TileConfig.block`): the register tile times powers of two; the
+  innermost dim a multiple of the transaction (CUDA 32 B, CPU one 64 B line)
+  unless it spans the whole axis; CUDA threads per block a multiple of
+  warp x 4, at most 512;
+- reduce steps lcm(1, 8) growing x4 (CUDA up to 32, CPU up to 512); reduce
+  axes of at most 8 are staged whole;
+- shared-memory rows padded against bank conflicts (see compiler.cost.banks);
+- padding waste of the last block on each axis bounded, the bound relaxed
+  step by step when nothing fits.
+
+Construction: grow the register tile from its smallest aligned size, one
+dim at a time, always the dim whose next size saves the most traffic per
+byte of footprint added, while it fits the registers; on that base grow the
+block the same way while it fits shared memory (CPU: L2); scale out by
+shrinking the dims whose shrinking costs least traffic until there are as many
+tiles as units; rank what was built with the micro-performance model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from compiler.cost.analysis import TileAnalysis
+from compiler.cost.model import Estimate, estimate
+from compiler.cost.resources import (
+    cpu_vector_registers,
+    cuda_resources,
+    smem_bytes,
+    stages_inputs,
+    threads_per_block,
+    unit_step,
+)
+from compiler.ir.dtypes import dtype
+from compiler.ir.te import Compute
+from compiler.schedule.plan import TileConfig
+from compiler.target.base import Target
+
+REGISTER_SIZES = (1, 2, 4, 8, 16, 32)
+WARP_PARTITIONS = 4  # threads per block: a multiple of warp x 4 ...
+MAX_BLOCK_THREADS = 512  # ... and at most 512
+CUDA_THREAD_REGISTERS = 128  # register-tile budget: leaves room for two 256-thread blocks
+CUDA_TRANSACTION = 32  # bytes: the innermost block dim covers whole sectors
+REDUCE_BASE = 8
+REDUCE_GROWTH = 4
+MAX_REDUCE_STEP = {"cuda": 32, "cpu": 512}
+# Relaxation when nothing fits: (padding-waste bound, CUDA threads per block a multiple
+# of this many warps). Axes like 7, 14 or 55 cannot make warp x 4 threads with
+# power-of-two tiles; whole warps come next, then any count (0).
+RELAXATION = ((0.1, WARP_PARTITIONS), (0.25, WARP_PARTITIONS), (0.25, 1), (0.5, 1),
+              (math.inf, 0))
+PATH_TAIL = 3  # register tiles from the end of the growth path that seed blocks
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A constructed tiling and what the model predicts for it."""
+
+    tile: TileConfig
+    estimate: Estimate
+
+
+Sizes = tuple[int, ...]
+
+
+def construct(compute: Compute, target: Target, top_k: int = 5) -> list[Candidate]:
+    """The best `top_k` aligned tilings of `compute` on `target`, fastest predicted first."""
+    an = TileAnalysis(compute)
+    if 0 in an.extents:
+        return [_trivial(an, target)]
+    builder = _Builder(an, target)
+    for waste, warps in RELAXATION:
+        builder.thread_multiple = target.lanes * warps if warps else 1
+        ranked = builder.ranked(waste)
+        if ranked:
+            return ranked[:max(1, top_k)]
+    return [_trivial(an, target)]
+
+
+def _trivial(an: TileAnalysis, target: Target) -> Candidate:
+    """One output per task and thread: always fits (and is the only tiling of an empty output)."""
+    ones = (1,) * len(an.extents)
+    tile = TileConfig(ones, ones, tuple(max(1, min(REDUCE_BASE, e)) for e in an.reduce_extents))
+    return Candidate(tile, estimate(an.compute, tile, target, an))
+
+
+def _waste(extent: int, size: int) -> float:
+    """Fraction of extra work from padding `extent` up to whole tiles of `size`."""
+    return (-(-extent // size) * size - extent) / extent
+
+
+def _ladder(base: Sequence[int], extent: int) -> list[int]:
+    """Aligned sizes from `base` that fit `extent`, plus the extent itself when it is smaller
+    than the largest (a small axis is taken whole rather than padded)."""
+    sizes = [s for s in base if s <= extent]
+    if extent < base[-1] and extent not in sizes:
+        sizes.append(extent)
+    return sorted(sizes) or [extent]
+
+
+class _Builder:
+    """Construction state for one Compute on one target."""
+
+    def __init__(self, an: TileAnalysis, target: Target) -> None:
+        self.an, self.target = an, target
+        self.cuda = target.kind == "cuda"
+        self.staged = stages_inputs(an)
+        self.steps = self._reduce_steps()
+        out_elem = dtype(an.compute.dtype).nbytes
+        line = CUDA_TRANSACTION if self.cuda else target.levels[0].transaction
+        self.inner_align = max(1, line // out_elem)
+        self.vector_limit = max(1, 16 // out_elem) if self.cuda else target.lanes
+        self.ladders = [self._thread_ladder(d) for d in range(len(an.extents))]
+        self.dram_tx = target.levels[0].transaction
+        self.thread_multiple = target.lanes * WARP_PARTITIONS
+        self._registers: dict[Sizes, int] = {}
+        self._block_paths: dict[Sizes, list[Sizes]] = {}
+        self._register_path: list[Sizes] | None = None
+
+    # -- alignment rules -------------------------------------------------
+
+    def _thread_ladder(self, d: int) -> list[int]:
+        extent, inner = self.an.extents[d], d == len(self.an.extents) - 1
+        if inner and not self.cuda:
+            base = [self.target.lanes * k for k in (1, 2, 4)]
+        elif inner and not self.staged:
+            base = [self.vector_limit * k for k in (1, 2, 4)]  # element-wise: one vector per thread
+        else:
+            base = list(REGISTER_SIZES)
+        return _ladder(base, extent)
+
+    def _reduce_steps(self) -> list[Sizes]:
+        """Reduce-step tuples, smallest first: small axes whole, the innermost large axis
+        stepped lcm(1, 8) x4^k, other large axes one at a time."""
+        ext = self.an.reduce_extents
+        large = [i for i, e in enumerate(ext) if e > REDUCE_BASE]
+        base = [max(1, e) if e <= REDUCE_BASE else 1 for e in ext]
+        if not large:
+            return [tuple(base)]
+        steps, s = [], REDUCE_BASE
+        while s <= MAX_REDUCE_STEP[self.target.kind]:
+            step = list(base)
+            step[large[-1]] = min(s, ext[large[-1]])
+            if tuple(step) not in steps:
+                steps.append(tuple(step))
+            s *= REDUCE_GROWTH
+        return steps
+
+    def aligned(self, block: Sizes, thread: Sizes) -> bool:
+        """Roller's alignment of a block: whole transactions on the innermost dim, and on
+        CUDA a thread count that is a multiple of `thread_multiple` (warp x 4 unless
+        relaxed; whatever a single tile needs)."""
+        ext = self.an.extents
+        if ext and block[-1] < ext[-1] and block[-1] % self.inner_align:
+            return False
+        if not self.cuda:
+            return True
+        threads = threads_per_block(TileConfig(block, thread, ()))
+        single = all(b >= e for b, e in zip(block, ext, strict=True))
+        return threads <= MAX_BLOCK_THREADS and (single or threads % self.thread_multiple == 0)
+
+    def thread_fits(self, thread: Sizes) -> bool:
+        if self.cuda:
+            return self.thread_registers(thread) <= CUDA_THREAD_REGISTERS
+        return cpu_vector_registers(self.an, thread, self.target.lanes) <= self.target.registers
+
+    def block_fits(self, block: Sizes, thread: Sizes) -> bool:
+        step = self.steps[0]
+        if not self.cuda:
+            return self.an.footprint(block, step) <= self.target.level("l2").capacity
+        tile = TileConfig(block, thread, step)
+        threads = threads_per_block(tile)
+        smem = int(self.target.extras.get("smem_per_block", self.target.level("smem").capacity))
+        return (threads <= MAX_BLOCK_THREADS and smem_bytes(self.an, tile, self.target.banks) <= smem
+                and self.thread_registers(thread) * threads <= self.target.registers)
+
+    def thread_registers(self, thread: Sizes) -> int:
+        """32-bit registers one CUDA thread needs for register tile `thread`."""
+        if thread not in self._registers:
+            tile = TileConfig(thread, thread, unit_step(self.an))
+            self._registers[thread] = cuda_resources(self.an, tile, self.target).registers
+        return self._registers[thread]
+
+    def block_too_small(self, block: Sizes, thread: Sizes) -> bool:
+        """Whether a block must keep growing even without reuse to gain: too few CUDA
+        threads to be aligned, or a CPU task under a quarter of L2 (task overhead)."""
+        if self.cuda:
+            threads = threads_per_block(TileConfig(block, thread, ()))
+            return threads < self.target.lanes * WARP_PARTITIONS
+        return self.an.footprint(block, self.steps[0]) < self.target.level("l2").capacity // 4
+
+    # -- traffic the reuse scores compare ----------------------------------
+
+    def register_traffic(self, thread: Sizes) -> int:
+        """Bytes all register tiles read over the whole reduction (from smem / L1-L2)."""
+        return self.an.input_bytes(thread) * self.an.tiles(thread)
+
+    def block_traffic(self, block: Sizes) -> int:
+        """Bytes all blocks move from DRAM / the outer cache."""
+        return self.an.traffic(block, self.dram_tx).total
+
+    # -- construction ------------------------------------------------------
+
+    def _grow(self, start: Sizes, successors: Callable[[Sizes], Iterator[tuple[int, Sizes]]],
+              traffic: Callable[[Sizes], int], footprint: Callable[[Sizes], int],
+              fits: Callable[[Sizes], bool], keep_going: Callable[[Sizes], bool]) -> list[Sizes]:
+        """Greedy growth: step the dim with the best reuse score (traffic saved / footprint
+        added) while it fits; with no reuse left, keep stepping only while `keep_going`."""
+        path, cur = [start], start
+        while True:
+            best, best_key = None, None
+            for d, nxt in successors(cur):
+                if not fits(nxt):
+                    continue
+                score = (traffic(cur) - traffic(nxt)) / max(1, footprint(nxt) - footprint(cur))
+                # With reuse to gain, ties go to the smaller dim (square-ish tiles); without,
+                # to the innermost dim (longer contiguous rows).
+                key = (score, -nxt[d], d) if score > 0 else (score, 0, d)
+                if best_key is None or key > best_key:
+                    best, best_key = nxt, key
+            if best is None or (best_key[0] <= 0 and not keep_going(cur)):
+                return path
+            path.append(best)
+            cur = best
+
+    def register_tiles(self) -> list[Sizes]:
+        """The register-tile growth path (smallest first; the same in every relaxation)."""
+        if self._register_path is None:
+            self._register_path = self._grow_register_tiles()
+        return self._register_path
+
+    def _grow_register_tiles(self) -> list[Sizes]:
+        start = tuple(ladder[0] for ladder in self.ladders)
+
+        def successors(t: Sizes) -> Iterator[tuple[int, Sizes]]:
+            for d, ladder in enumerate(self.ladders):
+                i = ladder.index(t[d])
+                if i + 1 < len(ladder):
+                    yield d, (*t[:d], ladder[i + 1], *t[d + 1:])
+
+        step = unit_step(self.an)
+        return self._grow(start, successors, self.register_traffic,
+                          lambda t: self.an.footprint(t, step), self.thread_fits, lambda t: False)
+
+    def block_path(self, thread: Sizes) -> list[Sizes]:
+        """The block growth path over register tile `thread` (the same in every relaxation)."""
+        if thread in self._block_paths:
+            return self._block_paths[thread]
+        ext = self.an.extents
+
+        def successors(b: Sizes) -> Iterator[tuple[int, Sizes]]:
+            for d in range(len(b)):
+                if b[d] < ext[d]:  # the last step may take the axis whole instead of doubling
+                    yield d, (*b[:d], min(b[d] * 2, ext[d]), *b[d + 1:])
+
+        path = self._grow(thread, successors, self.block_traffic,
+                          lambda b: self.an.footprint(b, self.steps[0]),
+                          lambda b: self.block_fits(b, thread),
+                          lambda b: self.block_too_small(b, thread))
+        self._block_paths[thread] = path
+        return path
+
+    def blocks(self, thread: Sizes, waste: float) -> list[Sizes]:
+        """Aligned blocks within the waste bound on the growth path over `thread`."""
+        return [b for b in self.block_path(thread) if self.aligned(b, thread)
+                and all(_waste(e, s) <= waste for e, s in zip(self.an.extents, b, strict=True))]
+
+    def scale_out(self, block: Sizes, thread: Sizes) -> tuple[Sizes, Sizes]:
+        """Shrink the dims whose halving adds least traffic until tiles >= units, keeping
+        alignment (CUDA: halve the register tile with the block so the thread count stays)."""
+        while self.an.tiles(block) < self.target.units:
+            options = []
+            for d in range(len(block)):
+                if block[d] <= 1:
+                    continue
+                b = (*block[:d], -(-block[d] // 2), *block[d + 1:])
+                t = thread
+                if (self.cuda and thread[d] > 1) or b[d] < thread[d]:
+                    smaller = [s for s in self.ladders[d] if s < thread[d]]
+                    if not smaller:
+                        continue
+                    t = (*thread[:d], smaller[-1], *thread[d + 1:])
+                    b = (*b[:d], max(b[d], t[d]), *b[d + 1:])
+                if self.aligned(b, t) and self.an.tiles(b) > self.an.tiles(block):
+                    options.append((self.block_traffic(b) - self.block_traffic(block), -d, b, t))
+            if not options:
+                break
+            _, _, block, thread = min(options)
+        return block, thread
+
+    def vector(self, thread: Sizes) -> int:
+        """Elements per innermost access: the widest power of two up to 16 B (CUDA; and
+        dividing the axis) or the SIMD lanes (CPU) that divides the register tile."""
+        if not thread:
+            return 1
+        v = self.vector_limit
+        while v > 1 and (thread[-1] % v or (self.cuda and self.an.extents[-1] % v)):
+            v //= 2
+        return v
+
+    def tiles(self, waste: float) -> Iterator[TileConfig]:
+        """Every constructed tiling under the waste bound (duplicates possible)."""
+        for thread in self.register_tiles()[-PATH_TAIL:]:
+            for block in self.blocks(thread, waste):
+                b, t = self.scale_out(block, thread)
+                for step in self.steps:
+                    yield TileConfig(b, t, step, self.vector(t))
+
+    def ranked(self, waste: float) -> list[Candidate]:
+        """The constructed tilings that fit, fastest predicted first."""
+        seen: dict[TileConfig, Candidate] = {}
+        for tile in self.tiles(waste):
+            if tile not in seen:
+                seen[tile] = Candidate(tile, estimate(self.an.compute, tile, self.target, self.an))
+        fitting = [c for c in seen.values() if c.estimate.fits]
+        # Equal times: the tile that loads its other stages less wins (more slack).
+        return sorted(fitting, key=lambda c: (c.estimate.time_us, sum(c.estimate.stages.values()),
+                                               c.tile.block, c.tile.thread, c.tile.reduce_step))

@@ -1,0 +1,96 @@
+"""The micro-performance model: stages, bounds, waves, bank conflicts and limits."""
+
+import pytest
+from te_operators import add_relu, matmul, row_max
+
+from compiler.cost import TileAnalysis, estimate, resources, violations
+from compiler.schedule.plan import TileConfig
+from compiler.target import get_target
+from compiler.target.cuda import SPECS
+
+GPUS = [f"cuda:{s.key}" for s in SPECS]
+GEMM_TILE = TileConfig((128, 128), (8, 8), (32,), 4)
+
+
+@pytest.mark.parametrize("name", GPUS)
+def test_big_matmul_is_compute_bound_and_elementwise_memory_bound(name):
+    t = get_target(name)
+    assert estimate(matmul(8192, 8192, 8192), GEMM_TILE, t).bound == "compute"
+    e = estimate(add_relu(1 << 26), TileConfig((512,), (4,), (), 4), t)
+    assert e.bound in {"dram", "l2"}
+
+
+def test_cpu_bounds():
+    t = get_target("cpu")
+    gemm = estimate(matmul(2048, 2048, 2048), TileConfig((128, 128), (4, 2 * t.lanes), (128,)), t)
+    assert gemm.bound == "compute"
+    ew = estimate(add_relu(1 << 26), TileConfig((8192,), (t.lanes,), ()), t)
+    assert ew.bound == "dram"
+
+
+def test_time_is_the_slowest_stage_and_stages_are_levels():
+    t = get_target("cuda:a100")
+    e = estimate(matmul(1024, 1024, 1024), GEMM_TILE, t)
+    assert e.time_us == max(e.stages.values()) and e.stages[e.bound] == e.time_us
+    assert set(e.stages) == {"dram", "l2", "smem", "compute"}
+    cpu = estimate(matmul(256, 256, 256), TileConfig((64, 64), (4, 8), (32,)), get_target("cpu"))
+    assert {"dram", "l2", "l1", "compute"} <= set(cpu.stages)
+
+
+def test_bigger_blocks_move_fewer_dram_bytes():
+    t = get_target("cuda:v100")
+    c = matmul(4096, 4096, 4096)
+    small = estimate(c, TileConfig((32, 32), (4, 4), (32,)), t)
+    big = estimate(c, GEMM_TILE, t)
+    assert big.stages["l2"] < small.stages["l2"] / 3
+    assert big.time_us < small.time_us
+
+
+def test_wave_quantisation_penalises_one_tile_too_many():
+    t = get_target("cuda:h100")
+    assert t.units == 132
+    tile = TileConfig((128, 128), (8, 8), (32,))
+    full = estimate(matmul(128 * 132, 128, 4096), tile, t)  # exactly one tile per SM
+    over = estimate(matmul(128 * 133, 128, 4096), tile, t)  # one SM runs two
+    assert (full.tiles, over.tiles) == (132, 133)
+    assert over.stages["compute"] > 1.8 * full.stages["compute"]
+
+
+def test_unpadded_shared_memory_rows_pay_bank_conflicts():
+    t = get_target("cuda:t4")
+    c = matmul(2048, 2048, 2048)
+    tile = TileConfig((64, 64), (4, 4), (32,))  # 32-float rows: every row on bank 0
+    padded = estimate(c, tile, t)
+    unpadded = estimate(c, tile, t, padded_smem=False)
+    assert unpadded.stages["smem"] > 8 * padded.stages["smem"]
+
+
+def test_limits_are_reported():
+    t = get_target("cuda:t4")
+    c = matmul(4096, 4096, 4096)
+    too_big = estimate(c, TileConfig((256, 256), (8, 8), (64,)), t)  # 128 KB of smem
+    assert not too_big.fits
+    assert any("shared memory" in v for v in too_big.violations)
+    cpu = get_target("cpu")
+    huge = TileConfig((2048, 2048), (4, cpu.lanes), (512,))
+    assert any("L2" in v for v in violations(resources(TileAnalysis(c), huge, cpu), cpu))
+
+
+def test_register_budget_counts_accumulators_and_inputs():
+    t = get_target("cuda:a100")
+    an = TileAnalysis(matmul(1024, 1024, 1024))
+    res = resources(an, TileConfig((128, 128), (8, 8), (32,)), t)
+    assert res.threads == 256
+    assert res.registers == 64 + 8 + 8 + 16  # accumulators, a column of A, a row of B, overhead
+    assert res.smem_bytes == (128 * (32 + 1) + 32 * (128 + 1)) * 4  # padded rows
+
+
+def test_zero_size_costs_nothing():
+    e = estimate(add_relu(0, 16), TileConfig((1, 16), (1, 4), ()), get_target("cuda:l4"))
+    assert e.time_us == 0 and e.tiles == 0
+
+
+def test_row_reduction_reads_each_row_once_from_dram():
+    t = get_target("cuda:a10")
+    e = estimate(row_max(4096, 1024), TileConfig((128,), (1,), (32,)), t)
+    assert e.bound in {"dram", "compute"} and e.tiles == 32
