@@ -158,7 +158,7 @@ def _schedule(
     graph: Graph, tgt: Target, opts: CompileOptions, cache: KernelCache
 ) -> tuple[ExecutionPlan, dict[str, KernelEntry]]:
     """Plan the graph; a cached kernel brings its tiling, a new one is tiled by construction."""
-    from compiler.schedule.tiling import choose_tile
+    from compiler.schedule.tiling import default_tile
 
     fp = tgt.fingerprint()
     entries: dict[str, KernelEntry] = {}
@@ -177,7 +177,7 @@ def _schedule(
         key = key_of(compute)
         if key in entries:
             return TileConfig.from_json(entries[key].tile_config)
-        return choose_tile(compute, tgt)
+        return default_tile(compute, tgt)
 
     plan = build_plan(graph, fp, tile_of, key_of)
     for k in plan.kernels:
@@ -210,11 +210,10 @@ def _build(
     tgt: Target, cache: KernelCache,
 ) -> bytes:
     """Compile the misses (and store them in the cache), link everything with the entry point."""
-    from compiler.build.gcc import compile_objects, link_shared
-    from compiler.codegen.c import compile_flags
+    from compiler.build.gcc import c_flags, compile_objects, link_shared
     from compiler.codegen.c_entry import render_entry
 
-    flags = compile_flags(tgt)
+    flags = c_flags(tgt)
     objects = compile_objects(sources, flags) if sources else {}
     for key, k in _unique_misses(plan, entries).items():
         entry = KernelEntry(
@@ -226,7 +225,7 @@ def _build(
         entries[key] = entry
     symbols = sorted({k.symbol: k.key for k in plan.kernels}.items())
     return link_shared([entries[key].binary for _, key in symbols],
-                       {"entry.c": render_entry(plan)}, flags)
+                       {"entry": render_entry(plan)}, flags)
 
 
 def _artifact_files(
