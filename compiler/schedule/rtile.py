@@ -55,7 +55,7 @@ MAX_REDUCE_STEP = {"cuda": 32, "cpu": 512}
 # power-of-two tiles; whole warps come next, then any count (0).
 RELAXATION = ((0.1, WARP_PARTITIONS), (0.25, WARP_PARTITIONS), (0.25, 1), (0.5, 1),
               (math.inf, 0))
-PATH_TAIL = 3  # register tiles from the end of the growth path that seed blocks
+PATH_TAIL = 3  # tiles kept from the end of each growth path (the largest, best-reuse ones)
 
 
 @dataclass(frozen=True)
@@ -307,7 +307,7 @@ class _Builder:
     def tiles(self, waste: float) -> Iterator[TileConfig]:
         """Every constructed tiling under the waste bound (duplicates possible)."""
         for thread in self.register_tiles()[-PATH_TAIL:]:
-            for block in self.blocks(thread, waste):
+            for block in self.blocks(thread, waste)[-PATH_TAIL:]:
                 b, t = self.scale_out(block, thread)
                 for step in self.steps:
                     yield TileConfig(b, t, step, self.vector(t))
