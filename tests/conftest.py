@@ -207,3 +207,132 @@ def db_sessions(request: pytest.FixtureRequest, tmp_path: Path):
         tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
         c.execute(text(f"TRUNCATE {tables} CASCADE"))
     engine.dispose()
+
+
+class OnnxModels:
+    """Small ONNX models built in code for the service tests."""
+
+    @staticmethod
+    def mlp(seed: int = 0, hidden: int = 16, tail: str = "MatMul") -> bytes:
+        """x[4,16] -> MatMul(16x`hidden`) -> Relu -> `tail` (MatMul to 8 wide, or an element-wise op)."""
+        import numpy as np
+        from onnx import TensorProto, helper, numpy_helper
+
+        rng = np.random.default_rng(seed)
+        inits = [numpy_helper.from_array(rng.standard_normal((16, hidden)).astype(np.float32), "w1")]
+        nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"])]
+        if tail == "MatMul":
+            inits.append(numpy_helper.from_array(rng.standard_normal((hidden, 8)).astype(np.float32), "w2"))
+            nodes.append(helper.make_node("MatMul", ["r", "w2"], ["y"]))
+            out_shape = [4, 8]
+        else:
+            nodes.append(helper.make_node(tail, ["r"], ["y"]))
+            out_shape = [4, hidden]
+        graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+    @staticmethod
+    def with_op(op: str) -> bytes:
+        """A one-node model of `op` over x[2,3] (for refusals of unsupported ops)."""
+        from onnx import TensorProto, helper
+
+        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "one",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.fixture(scope="session")
+def onnx_models() -> OnnxModels:
+    return OnnxModels()
+
+
+@pytest.fixture
+def api(embedded_settings):
+    """A TestClient on the embedded-default app (no worker), and the settings behind it."""
+    from fastapi.testclient import TestClient
+
+    from server.main import create_app
+
+    with TestClient(create_app(embedded_settings)) as client:
+        client.settings = embedded_settings
+        yield client
+
+
+class ServiceFlow:
+    """The user's path through the API: upload, compile, watch, download, run."""
+
+    TERMINAL = ("succeeded", "failed", "cancelled")
+
+    def __init__(self, client, token: str) -> None:
+        self.client, self.headers = client, auth(token)
+
+    def upload(self, data: bytes) -> dict:
+        r = self.client.post("/v1/models", files={"file": ("model.onnx", data)}, headers=self.headers)
+        assert r.status_code in (200, 201), r.text
+        return r.json()
+
+    def submit(self, model_id: str, target: str = "cpu", options: dict | None = None) -> dict:
+        r = self.client.post("/v1/compilations", json={"model_id": model_id, "target": target,
+                                                       "options": options or {}}, headers=self.headers)
+        assert r.status_code == 202, r.text
+        return r.json()
+
+    def job(self, job_id: str) -> dict:
+        return self.client.get(f"/v1/compilations/{job_id}", headers=self.headers).json()
+
+    def wait(self, job_id: str, timeout: float = 180, until=None) -> dict:
+        """Poll until the job ends (or `until(job)` holds)."""
+        until = until or (lambda j: j["status"] in self.TERMINAL)
+        deadline = time.monotonic() + timeout
+        while not until(job := self.job(job_id)):
+            assert time.monotonic() < deadline, f"job still {job['status']} after {timeout}s: {job}"
+            time.sleep(0.05)
+        return job
+
+    def events(self, job_id: str) -> list[dict]:
+        """Every `status` event of the job's SSE stream, until it ends."""
+        import json
+
+        out = []
+        with self.client.stream("GET", f"/v1/compilations/{job_id}/events", headers=self.headers) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if line.startswith("data: ") and '"id"' in line:
+                    out.append(json.loads(line[len("data: "):]))
+        return out
+
+    def download(self, job: dict, folder: Path) -> Path:
+        """The job's artifact, checked against the sha256 header."""
+        import hashlib
+
+        r = self.client.get(f"/v1/artifacts/{job['artifact_id']}", headers=self.headers)
+        assert r.status_code == 200, r.text
+        assert r.headers["X-Artifact-SHA256"] == hashlib.sha256(r.content).hexdigest() == job["artifact_sha256"]
+        path = folder / f"{job['artifact_id']}.tar.gz"
+        path.write_bytes(r.content)
+        return path
+
+    @staticmethod
+    def assert_runs_like_onnxruntime(artifact: Path, model: bytes, seed: int = 0) -> None:
+        """compiler.runtime.load(artifact).run(x) matches onnxruntime on random inputs."""
+        import numpy as np
+        import onnxruntime as ort
+
+        from compiler.runtime import load
+
+        session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        rng = np.random.default_rng(seed)
+        feeds = {i.name: rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape]).astype(np.float32)
+                 for i in session.get_inputs()}
+        expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
+        got = load(artifact).run(feeds)
+        assert set(got) == set(expected)
+        for name, want in expected.items():
+            np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("module")

@@ -8,7 +8,7 @@ name, so it never imports the compiler's heavy stages.
 from __future__ import annotations
 
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from server.core.config import TARGET_KINDS, Settings, get_settings
 
@@ -21,13 +21,14 @@ def create_celery(settings: Settings, include_tasks: bool = False) -> Celery:
                  include=["worker.tasks"] if include_tasks else [])
     transport_options: dict = {}
     if settings.is_embedded_broker:
-        transport_options["polling_interval"] = 0.25
+        # kombu hands these to create_engine: wait on SQLite's lock rather than fail
+        transport_options["connect_args"] = {"timeout": 30}
     else:
         # An unacknowledged message (its worker died) comes back after this long; the
         # job's own lease and the reaper usually recover it sooner.
         transport_options["visibility_timeout"] = settings.job_hard_time_limit + 4 * settings.job_lease_seconds
     app.conf.update(
-        task_queues=[Queue(settings.queue_for(kind)) for kind in TARGET_KINDS],
+        task_queues=[_queue(settings.queue_for(kind)) for kind in TARGET_KINDS],
         task_default_queue=settings.queue_for("cpu"),
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -44,6 +45,11 @@ def create_celery(settings: Settings, include_tasks: bool = False) -> Celery:
         worker_enable_remote_control=not settings.is_embedded_broker,
     )
     return app
+
+
+def _queue(name: str) -> Queue:
+    """A queue with its own direct exchange, so a message sent to it lands only there."""
+    return Queue(name, Exchange(name, type="direct"), routing_key=name)
 
 
 app = create_celery(get_settings(), include_tasks=True)

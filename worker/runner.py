@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -37,6 +38,9 @@ class JobReporter:
         self.lease = ctx.settings.job_lease_seconds
         self.cancelled = False
         self.lost = False
+        self.seconds: dict[str, float] = {}  # per finished stage, so a failed job shows where time went
+        self._stage: str | None = None
+        self._since = time.perf_counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._heartbeat, daemon=True, name=f"lease-{job_id}")
 
@@ -63,8 +67,13 @@ class JobReporter:
                 log.warning("lease renewal of job %s failed: %s", self.job_id, e)
 
     def __call__(self, stage: str, fraction: float) -> None:
+        now = time.perf_counter()
+        if self._stage is not None:
+            self.seconds[self._stage] = round(now - self._since, 4)
+        self._stage, self._since = stage, now
         if stage != "done":
-            self._renew(stage=stage, progress=round(min(max(fraction, 0.0), 1.0), 4))
+            self._renew(stage=stage, progress=round(min(max(fraction, 0.0), 1.0), 4),
+                        stage_seconds=dict(self.seconds))
         if self.lost:
             raise state.LeaseLost(self.job_id)
         if self.cancelled:

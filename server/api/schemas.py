@@ -47,6 +47,7 @@ class CompilationOut(BaseModel):
     validation: dict[str, Any] | None
     error: str | None
     attempts: int
+    worker: str | None = Field(None, description="the Celery worker that ran (or runs) the job")
     artifact_id: str | None = None
     artifact_sha256: str | None = None
     created_at: datetime

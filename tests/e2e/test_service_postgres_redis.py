@@ -1,0 +1,62 @@
+"""The whole service on the real PostgreSQL and Redis with a real `celery worker`
+subprocess: upload -> compile -> poll and SSE -> download -> run, matching onnxruntime."""
+
+import threading
+
+import pytest
+from conftest import ServiceFlow, make_token
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def flow(pg_redis_settings, start_worker):
+    from fastapi.testclient import TestClient
+
+    from server.main import create_app
+
+    start_worker(pg_redis_settings, "w1")
+    with TestClient(create_app(pg_redis_settings)) as client:
+        yield ServiceFlow(client, make_token(pg_redis_settings, "alice"))
+
+
+def test_upload_compile_watch_download_run(flow, onnx_models, tmp_path):
+    data = onnx_models.mlp(seed=11)
+    model = flow.upload(data)
+    job = flow.submit(model["id"], "cpu")
+    assert job["status"] == "queued"
+    streamed: list[dict] = []
+    watcher = threading.Thread(target=lambda: streamed.extend(flow.events(job["id"])))
+    watcher.start()
+    done = flow.wait(job["id"])
+    watcher.join(60)
+    assert done["status"] == "succeeded", done["error"]
+    assert done["progress"] == 1.0 and done["attempts"] == 1
+    assert set(done["stage_seconds"]) >= {"load", "lower", "schedule", "build", "package"}
+    assert done["cache_misses"] > 0 and done["cache_hits"] == 0
+    assert done["validation"]["passed"] is True
+    assert streamed[-1]["status"] == "succeeded" and streamed[-1]["artifact_id"] == done["artifact_id"]
+    assert [e["progress"] for e in streamed] == sorted(e["progress"] for e in streamed)
+    flow.assert_runs_like_onnxruntime(flow.download(done, tmp_path), data)
+
+
+def test_same_model_again_is_all_cache_hits(flow, onnx_models):
+    model = flow.upload(onnx_models.mlp(seed=12))
+    first = flow.wait(flow.submit(model["id"])["id"])
+    second = flow.wait(flow.submit(model["id"])["id"])
+    assert first["status"] == second["status"] == "succeeded", (first["error"], second["error"])
+    assert second["cache_misses"] == 0 and second["cache_hits"] == first["cache_hits"] + first["cache_misses"]
+    kernels = flow.client.get("/v1/kernels", params={"target": "cpu"}, headers=flow.headers).json()
+    assert kernels["total"] >= first["cache_misses"]
+    assert any(k["hit_count"] > 0 for k in kernels["items"])
+
+
+def test_cancelled_job_never_runs(flow, onnx_models):
+    model = flow.upload(onnx_models.mlp(seed=13))
+    job = flow.submit(model["id"])
+    cancelled = flow.client.post(f"/v1/compilations/{job['id']}/cancel", headers=flow.headers).json()
+    final = flow.wait(job["id"])
+    if cancelled["status"] == "cancelled":  # cancelled while queued: the worker must skip it
+        assert final["status"] == "cancelled" and final["artifact_id"] is None
+    else:  # the worker had it already: it stops at the next stage, or had just finished
+        assert final["status"] in ("cancelled", "succeeded")

@@ -1,0 +1,57 @@
+"""A worker SIGKILLed mid-job on PostgreSQL + Redis: its lease runs out, the reaper
+re-queues the job, another worker finishes it, and no half-written artifact is served."""
+
+import hashlib
+
+import pytest
+from conftest import ServiceFlow, make_token
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+
+def deep_mlp(layers: int = 12) -> bytes:
+    """Enough distinct layers that compiling takes a while (time to kill the worker)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    nodes, inits, x = [], [], "x"
+    for i in range(layers):
+        width = 16 + 8 * (i % 4)
+        prev = 16 if i == 0 else 16 + 8 * ((i - 1) % 4)
+        inits.append(numpy_helper.from_array(rng.standard_normal((prev, width)).astype(np.float32) * 0.3, f"w{i}"))
+        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"]), helper.make_node("Tanh", [f"h{i}"], [f"a{i}"])]
+        x = f"a{i}"
+    out = 16 + 8 * ((layers - 1) % 4)
+    graph = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, out])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_killed_worker_job_finishes_on_another(pg_redis_settings, start_worker, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from server.main import create_app
+
+    first = start_worker(pg_redis_settings, "doomed")
+    with TestClient(create_app(pg_redis_settings)) as client:
+        flow = ServiceFlow(client, make_token(pg_redis_settings, "alice"))
+        data = deep_mlp()
+        job = flow.submit(flow.upload(data)["id"])
+        running = flow.wait(job["id"], timeout=60, until=lambda j: j["status"] != "queued")
+        assert running["status"] == "running", running
+        first.kill()
+        stuck = flow.job(job["id"])
+        assert stuck["artifact_id"] is None
+        assert client.get(f"/v1/compilations/{job['id']}", headers=flow.headers).json()["status"] == "running"
+
+        start_worker(pg_redis_settings, "rescuer")
+        done = flow.wait(job["id"], timeout=180)
+        assert done["status"] == "succeeded", done["error"]
+        assert done["attempts"] == 2 and done["worker"].startswith("rescuer@")
+        flow.assert_runs_like_onnxruntime(flow.download(done, tmp_path), data)
+
+    storage = pg_redis_settings.storage_root
+    for blob in storage.rglob("*"):
+        if blob.is_file() and not blob.name.startswith(".incoming-"):
+            assert hashlib.sha256(blob.read_bytes()).hexdigest() == blob.name  # every served blob is whole

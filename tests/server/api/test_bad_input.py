@@ -1,0 +1,121 @@
+"""Bad input: each a 4xx whose message names the problem, and nothing changes in the
+database or the storage folder."""
+
+import pytest
+from conftest import auth, make_token
+from sqlalchemy import func, select
+
+from server.db.models import Base
+from server.db.session import make_engine
+
+
+def _snapshot(settings) -> tuple:
+    engine = make_engine(settings.db_url)
+    with engine.connect() as c:
+        counts = {t.name: c.scalar(select(func.count()).select_from(t)) for t in Base.metadata.sorted_tables}
+    engine.dispose()
+    files = sorted(p.name for p in settings.storage_root.rglob("*") if p.is_file())
+    return counts, files
+
+
+@pytest.fixture
+def alice(api, onnx_models):
+    token = make_token(api.settings, "alice")
+    model = api.post("/v1/models", files={"file": ("m.onnx", onnx_models.mlp())}, headers=auth(token)).json()
+    return token, model
+
+
+def _refused(api, status: int, *words: str, **request) -> None:
+    before = _snapshot(api.settings)
+    r = api.request(**request)
+    assert r.status_code == status, r.text
+    detail = r.json()["detail"]
+    assert isinstance(detail, str) and "Traceback" not in detail
+    for w in words:
+        assert w.lower() in detail.lower(), detail
+    assert _snapshot(api.settings) == before
+
+
+def test_non_onnx_bytes(api, alice):
+    _refused(api, 422, "not an ONNX model", method="POST", url="/v1/models",
+             files={"file": ("x.onnx", b"this is not a model")}, headers=auth(alice[0]))
+
+
+def test_truncated_model(api, alice, onnx_models):
+    data = onnx_models.mlp(seed=3)
+    _refused(api, 422, "truncated", method="POST", url="/v1/models",
+             files={"file": ("x.onnx", data[: len(data) // 2])}, headers=auth(alice[0]))
+
+
+def test_unsupported_op(api, alice, onnx_models):
+    _refused(api, 422, "NonMaxSuppression", method="POST", url="/v1/models",
+             files={"file": ("x.onnx", onnx_models.with_op("NonMaxSuppression"))}, headers=auth(alice[0]))
+
+
+def test_oversized_upload(api, alice, onnx_models):
+    api.app.state.settings.max_upload_bytes = 100  # the route's exact check on the file part
+    _refused(api, 413, "limit of 100 bytes", method="POST", url="/v1/models",
+             files={"file": ("x.onnx", onnx_models.mlp(seed=4))}, headers=auth(alice[0]))
+
+
+def test_oversized_body_is_refused_before_it_is_read(embedded_settings, onnx_models):
+    from fastapi.testclient import TestClient
+
+    from server.main import create_app
+
+    embedded_settings.max_upload_bytes = 1000
+    token = make_token(embedded_settings, "alice")
+    with TestClient(create_app(embedded_settings)) as client:
+        client.settings = embedded_settings
+        _refused(client, 413, "limit of 1000 bytes", method="POST", url="/v1/models",
+                 files={"file": ("x.onnx", b"\0" * 200_000)}, headers=auth(token))
+
+        def chunks():  # no Content-Length: counted as it streams
+            for _ in range(100):
+                yield b"\0" * 4096
+
+        _refused(client, 413, "limit of 1000 bytes", method="POST", url="/v1/models", content=chunks(),
+                 headers=auth(token) | {"Content-Type": "multipart/form-data; boundary=xyz"})
+
+
+def test_unknown_target(api, alice):
+    _refused(api, 422, "tpu-v9", method="POST", url="/v1/compilations",
+             json={"model_id": alice[1]["id"], "target": "tpu-v9"}, headers=auth(alice[0]))
+
+
+def test_unknown_option(api, alice):
+    _refused(api, 422, "unroll_everything", method="POST", url="/v1/compilations",
+             json={"model_id": alice[1]["id"], "options": {"unroll_everything": True}}, headers=auth(alice[0]))
+
+
+def test_malformed_request_body_names_the_field(api, alice):
+    _refused(api, 422, "model_id", method="POST", url="/v1/compilations", json={"target": "cpu"},
+             headers=auth(alice[0]))
+
+
+@pytest.mark.parametrize("request_", [
+    {"method": "GET", "url": "/v1/models"},
+    {"method": "POST", "url": "/v1/compilations", "json": {"model_id": "x"}},
+    {"method": "GET", "url": "/v1/kernels"},
+    {"method": "GET", "url": "/v1/artifacts/abc"},
+])
+def test_missing_or_bad_token(api, alice, request_):
+    _refused(api, 401, "bearer token", **request_)
+    _refused(api, 401, "invalid", **request_, headers=auth("tf_not-a-real-token"))
+
+
+def test_another_tenants_ids_are_not_found(api, alice, onnx_models):
+    token, model = alice
+    job = api.post("/v1/compilations", json={"model_id": model["id"]}, headers=auth(token)).json()
+    mallory = auth(make_token(api.settings, "mallory"))
+    for method, url, body in [
+        ("GET", f"/v1/models/{model['id']}", None),
+        ("DELETE", f"/v1/models/{model['id']}", None),
+        ("POST", "/v1/compilations", {"model_id": model["id"]}),
+        ("GET", f"/v1/compilations/{job['id']}", None),
+        ("GET", f"/v1/compilations/{job['id']}/events", None),
+        ("POST", f"/v1/compilations/{job['id']}/cancel", None),
+    ]:
+        _refused(api, 404, "not found", method=method, url=url, json=body, headers=mallory)
+    assert api.get("/v1/models", headers=mallory).json()["total"] == 0
+    assert api.get("/v1/compilations", headers=mallory).json()["total"] == 0
