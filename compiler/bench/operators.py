@@ -23,7 +23,7 @@ def _single(op: str, x_shape: list[int], weights: dict[str, np.ndarray], inputs:
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
-    return m
+    return onnx.shape_inference.infer_shapes(m)
 
 
 def _w(*shape: int) -> np.ndarray:
@@ -60,7 +60,7 @@ def _relu_add() -> onnx.ModelProto:
                           [numpy_helper.from_array(_w(1, 256, 1, 1), "b")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
-    return m
+    return onnx.shape_inference.infer_shapes(m)
 
 
 def operator_section(threads: int) -> tuple[list[str], list[dict]]:
