@@ -128,7 +128,3 @@ class TileAnalysis:
     def flops(self) -> int:
         """The Compute's FLOP estimate (memoised: it walks the body)."""
         return self._cached(("flops",), self.compute.flops)
-
-    def working_set(self) -> int:
-        """Bytes of everything the kernel touches (the footprint of the full tile)."""
-        return self.footprint(self.extents)

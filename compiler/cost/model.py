@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from compiler.cost.analysis import TileAnalysis
 from compiler.cost.banks import conflict_ways
+from compiler.cost.grid import row_major_span
 from compiler.cost.resources import (
     cpu_resources,
     cuda_resources,
@@ -113,15 +114,9 @@ def _shared_level_efficiency(tiles: int, units: int) -> float:
 
 
 def wave_tile(an: TileAnalysis, block: tuple[int, ...], concurrent: int) -> tuple[int, ...]:
-    """The outputs `concurrent` tiles launched together cover: consecutive tiles in
-    row-major grid order (innermost grid dim fastest), as one bigger tile."""
+    """The outputs `concurrent` tiles launched together cover, as one bigger tile."""
     grid = [-(-e // b) for e, b in zip(an.extents, block, strict=True)]
-    left, counts = max(1, concurrent), []
-    for n in reversed(grid):
-        take = min(n, left)
-        counts.append(take)
-        left = -(-left // take)
-    return tuple(b * c for b, c in zip(block, reversed(counts), strict=True))
+    return tuple(b * n for b, n in zip(block, row_major_span(grid, concurrent), strict=True))
 
 
 def _dram_seconds(an: TileAnalysis, tile: Tiling, target: Target, tiles: int,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from compiler.cost.analysis import TileAnalysis
 from compiler.cost.banks import row_padding
+from compiler.cost.grid import row_major_span
 from compiler.cost.tiling import Tiling
 from compiler.ir.dtypes import dtype
 from compiler.target.base import Target
@@ -41,16 +42,11 @@ def threads_per_block(tile: Tiling) -> int:
 
 
 def warp_tile(tile: Tiling, lanes: int) -> tuple[int, ...]:
-    """Outputs one CUDA warp covers: `lanes` consecutive threads of the block's thread grid
-    (innermost dim fastest), each with its register tile. Threads of a warp reading the
-    same shared-memory word get it broadcast, so shared-memory traffic is per warp tile."""
+    """Outputs one CUDA warp covers: `lanes` consecutive threads of the block's thread grid,
+    each with its register tile. Threads of a warp reading the same shared-memory word get
+    it broadcast, so shared-memory traffic is counted per warp tile."""
     grid = [-(-b // t) for b, t in zip(tile.block, tile.thread, strict=True)]
-    left, extents = lanes, []
-    for n in reversed(grid):
-        take = min(n, left)
-        extents.append(take)
-        left = max(1, left // take)
-    return tuple(t * w for t, w in zip(tile.thread, reversed(extents), strict=True))
+    return tuple(t * n for t, n in zip(tile.thread, row_major_span(grid, lanes), strict=True))
 
 
 def stages_inputs(an: TileAnalysis) -> bool:

@@ -1,4 +1,10 @@
-"""Hardware targets: memory levels, units, presets, detection of this machine."""
+"""Hardware targets: memory levels, units, presets, detection of this machine.
+
+Level names, outermost first, that the scheduler maps tiles onto:
+CUDA "dram", "l2", "smem" (per SM), "reg" (register file per SM); CPU "dram",
+"l3" (when present), "l2" and "l1" (per core). Shared levels (DRAM, GPU L2,
+CPU L3) give the whole device's capacity, the others one unit's.
+"""
 
 from compiler.target.base import MemoryLevel, Target
 from compiler.target.cpu import detect_cpu
