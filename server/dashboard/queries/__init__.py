@@ -1,0 +1,1 @@
+"""Read-only queries behind the dashboard pages; every tenant-owned row is filtered by tenant."""

@@ -1,0 +1,56 @@
+"""The kernel cache page (the dashboard's home) and one kernel's page."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from server.api.deps import SessionDep
+from server.dashboard.auth import CookieTenantDep
+from server.dashboard.charts.bars import bar_chart
+from server.dashboard.charts.scatter import ScatterPoint, predicted_vs_measured
+from server.dashboard.formatting import target_name
+from server.dashboard.queries import kernels as q
+from server.dashboard.queries.usage import kernel_uses
+from server.dashboard.templating import render, url_with
+from server.dashboard.tiles import tile_levels
+
+router = APIRouter()
+
+PER_PAGE = 25
+
+
+@router.get("/")
+def cache_page(request: Request, session: SessionDep, tenant: CookieTenantDep, target: str = "",
+               op: str = "", measured: str = "", stale: str = "", key: str = "", sort: str = "used",
+               order: str = "desc", page: int = 1) -> Response:
+    """The kernel cache: totals, charts, and the filtered, sorted, paginated table."""
+    flt = q.KernelFilter(target=target, op=op.strip(),
+                         measured=measured if measured in q.MEASURED_CHOICES else "",
+                         stale=stale if stale in q.STALE_CHOICES else "", key=key.strip(),
+                         sort=sort if sort in q.SORTABLE else "used", desc=order != "asc",
+                         page=page, per_page=PER_PAGE)
+    totals = q.cache_totals(session)
+    per_target = bar_chart(
+        [(target_name(fp), n) for fp, n in totals.per_target], "Kernels per target",
+        href={target_name(fp): url_with(request, target=fp) for fp, _ in totals.per_target})
+    scatter = predicted_vs_measured(
+        [ScatterPoint(k.predicted, k.measured, k.op_pattern, f"/kernels/{k.key}")
+         for k in q.timed_kernels(session, flt.target)],
+        "Predicted vs measured time per kernel")
+    return render(request, "cache.html", tenant=tenant, nav="cache", flt=flt, totals=totals,
+                  rows=q.kernel_page(session, flt), op_patterns=q.known_op_patterns(session),
+                  per_target_chart=per_target, scatter_chart=scatter,
+                  measured_choices=q.MEASURED_CHOICES, stale_choices=q.STALE_CHOICES)
+
+
+@router.get("/kernels/{key}")
+def kernel_page(key: str, request: Request, session: SessionDep, tenant: CookieTenantDep) -> Response:
+    """One kernel: source, tile config per memory level, times, and the tenant's jobs that used it."""
+    kernel = q.get_kernel(session, key)
+    if kernel is None:
+        return render(request, "not_found.html", status_code=404, tenant=tenant, nav="cache",
+                      what="kernel", ident=key)
+    return render(request, "kernel.html", tenant=tenant, nav="cache", kernel=kernel,
+                  tiles=tile_levels(kernel.tile_config or {}, kernel.target_fingerprint),
+                  uses=kernel_uses(session, tenant.id, kernel.key), binary_size=len(kernel.binary or b""))

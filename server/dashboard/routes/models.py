@@ -1,0 +1,99 @@
+"""The tenant's models: list with the upload form, one model, and starting compilations.
+
+Uploading and compiling call the API's own route functions with the cookie's
+tenant, so the dashboard applies exactly the checks and limits of `/v1`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, HTTPException, Request, UploadFile
+from fastapi.responses import RedirectResponse, Response
+from sqlalchemy.orm import Session
+
+from compiler.errors import ModelError
+from compiler.target import list_targets
+from server.api.deps import JobQueueDep, SessionDep, SettingsDep, StorageDep
+from server.api.routes.compilations import create_compilation
+from server.api.routes.models import upload_model
+from server.api.schemas import CompilationIn
+from server.dashboard.auth import CookieTenantDep, SameOriginDep
+from server.dashboard.charts.bars import bar_chart
+from server.dashboard.queries import jobs as job_queries
+from server.dashboard.queries import models as q
+from server.dashboard.templating import render
+from server.db.models import Tenant
+from worker.queue import JobQueue
+
+router = APIRouter()
+
+PER_PAGE = 25
+
+
+def _models_page(request: Request, session: Session, tenant: Tenant, page: int = 1,
+                 error: str | None = None, status_code: int = 200) -> Response:
+    return render(request, "models.html", status_code=status_code, tenant=tenant, nav="models",
+                  rows=q.model_page(session, tenant.id, page=page, per_page=PER_PAGE),
+                  targets=list_targets(), error=error)
+
+
+def _compile(session: Session, queue: JobQueue, tenant: Tenant, model_id: str, target: str) -> str:
+    """Queue a compilation through the API's route function; returns the job id."""
+    return create_compilation(CompilationIn(model_id=model_id, target=target), session, queue, tenant).id
+
+
+def _problem(e: Exception) -> str:
+    return str(e.detail) if isinstance(e, HTTPException) else str(e)
+
+
+@router.get("/models")
+def models_page(request: Request, session: SessionDep, tenant: CookieTenantDep, page: int = 1) -> Response:
+    """The tenant's models and the upload form."""
+    return _models_page(request, session, tenant, page)
+
+
+@router.post("/models", dependencies=[SameOriginDep])
+def upload_and_compile(request: Request, session: SessionDep, storage: StorageDep, settings: SettingsDep,
+                       queue: JobQueueDep, tenant: CookieTenantDep, file: UploadFile,
+                       target: Annotated[str, Form()] = "cpu") -> Response:
+    """Upload a model and start its compilation for `target`; then show the job."""
+    try:
+        model = upload_model(file, Response(), session, storage, settings, tenant)
+        job_id = _compile(session, queue, tenant, model.id, target)
+    except (HTTPException, ModelError) as e:
+        session.rollback()
+        status = e.status_code if isinstance(e, HTTPException) else 422
+        return _models_page(request, session, tenant, error=_problem(e), status_code=status)
+    return RedirectResponse(f"/jobs/{job_id}", status_code=303)
+
+
+def _model_page(request: Request, session: Session, tenant: Tenant, model_id: str,
+                error: str | None = None, status_code: int = 200) -> Response:
+    model = q.get_model(session, tenant.id, model_id)
+    if model is None:
+        return render(request, "not_found.html", status_code=404, tenant=tenant, nav="models",
+                      what="model", ident=model_id)
+    histogram = sorted((model.op_histogram or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    return render(request, "model.html", status_code=status_code, tenant=tenant, nav="models",
+                  model=model, histogram_chart=bar_chart(histogram, "Operators in this model"),
+                  jobs=job_queries.jobs_of_model(session, tenant.id, model.id), targets=list_targets(),
+                  error=error)
+
+
+@router.get("/models/{model_id}")
+def model_page(model_id: str, request: Request, session: SessionDep, tenant: CookieTenantDep) -> Response:
+    """One model: inputs, outputs, op histogram and the jobs that compiled it."""
+    return _model_page(request, session, tenant, model_id)
+
+
+@router.post("/models/{model_id}/compile", dependencies=[SameOriginDep])
+def compile_model_again(model_id: str, request: Request, session: SessionDep, queue: JobQueueDep,
+                        tenant: CookieTenantDep, target: Annotated[str, Form()] = "cpu") -> Response:
+    """Start another compilation of an uploaded model; then show the job."""
+    try:
+        job_id = _compile(session, queue, tenant, model_id, target)
+    except (HTTPException, ModelError) as e:
+        session.rollback()
+        return _model_page(request, session, tenant, model_id, error=_problem(e), status_code=422)
+    return RedirectResponse(f"/jobs/{job_id}", status_code=303)

@@ -1,0 +1,41 @@
+"""How numbers, shapes and identifiers read on the pages."""
+
+from datetime import UTC, datetime, timedelta
+
+from server.dashboard.formatting import (
+    ago,
+    dims,
+    duration_s,
+    duration_us,
+    percent,
+    shapes,
+    size,
+    target_name,
+    tile_summary,
+)
+
+
+def test_durations():
+    assert duration_us(None) == "\u2014"
+    assert duration_us(12.345) == "12.3 µs"
+    assert duration_us(2500) == "2.5 ms"
+    assert duration_us(3_200_000) == "3.2 s"
+    assert duration_s(0.25) == "250 ms" and duration_s(3.04) == "3.0 s" and duration_s(125) == "2 min 5 s"
+
+
+def test_sizes_percentages_and_ages():
+    assert size(512) == "512 B" and size(1536) == "1.5 KiB" and size(3 * 1024**3) == "3.0 GiB"
+    assert percent(0.934) == "93%" and percent(None) == "\u2014"
+    assert ago(datetime.now(UTC) - timedelta(minutes=3)) == "3 min ago"
+    assert ago(datetime.now(UTC) - timedelta(days=2, minutes=1)) == "2 d ago"
+
+
+def test_kernel_columns():
+    assert shapes("[[64, 32], [32, 16], [64, 16]]") == "64\u00d732, 32\u00d716 \u2192 64\u00d716"
+    assert shapes("not json") == "not json"
+    assert dims([]) == "scalar" and dims(None) == "unknown" and dims([1, "batch"]) == "1\u00d7batch"
+    assert tile_summary({"block": [32, 64], "thread": [4, 4], "reduce_step": [], "vector": 1}) == \
+        "block 32\u00d764 \u00b7 thread 4\u00d74"
+    assert target_name("cuda:sm_90:294a3922b7de4fe8") == "cuda:sm_90"
+    assert target_name("cpu:x86_64:6934fc2935df5de8") == "cpu:x86_64"
+    assert target_name("custom") == "custom"

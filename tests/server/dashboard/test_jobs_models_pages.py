@@ -1,0 +1,67 @@
+"""Jobs and models pages: tenant isolation, escaping of model-derived strings, events, downloads."""
+
+from tests.server.dashboard.conftest import SCRIPT
+
+
+def test_jobs_page_lists_only_the_tenants_jobs(alice, seeded):
+    html = alice.get("/jobs").text
+    assert seeded.jobs["alice"][:12] in html and seeded.jobs["alice-failed"][:12] in html
+    assert seeded.jobs["bob"][:12] not in html
+    failed_only = alice.get("/jobs", params={"status": "failed"}).text
+    assert seeded.jobs["alice-failed"][:12] in failed_only and seeded.jobs["alice"][:12] not in failed_only
+    assert "Cache hit rate of your finished jobs over time" in html
+
+
+def test_another_tenants_job_model_and_artifact_are_absent(alice, seeded):
+    assert alice.get(f"/jobs/{seeded.jobs['bob']}").status_code == 404
+    assert alice.get(f"/models/{seeded.models['bob']}").status_code == 404
+    assert alice.get(f"/artifacts/{seeded.artifacts['bob']}").status_code == 404
+    assert alice.get(f"/jobs/{seeded.jobs['bob']}/events").status_code == 404
+    models = alice.get("/models").text
+    assert seeded.models["alice"] in models and seeded.models["bob"] not in models
+
+
+def test_job_page_shows_stages_cache_validation_and_artifact(alice, seeded):
+    html = alice.get(f"/jobs/{seeded.jobs['alice']}").text
+    assert f'href="/artifacts/{seeded.artifacts["alice"]}"' in html
+    assert "1 hits, 1 misses" in html and "relative L2 error 1.2e-07" in html
+    assert "Time per stage" in html and "1.500 s" in html
+    for stage in ("load", "lower", "schedule", "build", "validate"):
+        assert f'data-stage="{stage}"' in html
+
+
+def test_failed_job_shows_its_error_as_text(alice, seeded):
+    html = alice.get(f"/jobs/{seeded.jobs['alice-failed']}").text
+    assert "unsupported op &lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
+    assert SCRIPT not in html
+
+
+def test_model_derived_strings_render_as_text(alice, seeded):
+    for url in ("/models", f"/models/{seeded.models['alice']}", "/jobs", f"/jobs/{seeded.jobs['alice']}",
+                f"/kernels/{'01' * 32}"):
+        html = alice.get(url).text
+        assert SCRIPT not in html, url
+        assert "<script>" not in html.replace('<script src="/static/dashboard.js" defer></script>', ""), url
+    detail = alice.get(f"/models/{seeded.models['alice']}").text
+    assert "x&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in detail  # the input's name
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;: 1" in detail  # the histogram chart's tooltip
+
+
+def test_artifact_download_through_the_cookie(alice, seeded):
+    r = alice.get(f"/artifacts/{seeded.artifacts['alice']}")
+    assert r.status_code == 200 and r.content == seeded.artifact_bytes
+    assert r.headers["content-type"] == "application/gzip"
+
+
+def test_events_of_a_finished_job_end_the_stream(alice, seeded):
+    with alice.stream("GET", f"/jobs/{seeded.jobs['alice']}/events") as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        body = "".join(r.iter_text())
+    assert "event: status" in body and '"status":"succeeded"' in body and "event: end" in body
+
+
+def test_static_files_are_served_and_nothing_else(client):
+    assert client.get("/static/dashboard.css").headers["content-type"].startswith("text/css")
+    assert client.get("/static/dashboard.js").status_code == 200
+    assert client.get("/static/..%2Fdashboard%2Fauth.py").status_code == 404
+    assert client.get("/static/missing.css").status_code == 404
