@@ -26,6 +26,7 @@ from compiler.cost.grid import row_major_span
 from compiler.cost.resources import (
     cpu_resources,
     cuda_resources,
+    simd_lanes,
     stages_inputs,
     unit_step,
     violations,
@@ -207,7 +208,7 @@ def _bank_penalty(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) 
 def _cpu(an: TileAnalysis, tile: Tiling, target: Target) -> Estimate:
     res = cpu_resources(an, tile, target)
     broken = violations(res, target)
-    units, lanes = target.units, target.lanes
+    units, lanes = target.units, simd_lanes(target, dtype(an.compute.acc_dtype).nbytes)
     tiles = an.tiles(tile.block)
     core_util = _wave_utilisation(tiles, units)
     names = [lv.name for lv in target.levels]

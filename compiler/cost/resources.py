@@ -84,18 +84,26 @@ def cuda_resources(an: TileAnalysis, tile: Tiling, target: Target,
                          smem_bytes=smem_bytes(an, tile, target.banks, padded))
 
 
-def cpu_vector_registers(an: TileAnalysis, thread: tuple[int, ...], lanes: int) -> int:
+def simd_lanes(target: Target, elem_bytes: int) -> int:
+    """Elements of `elem_bytes` in one CPU vector register (`Target.lanes` counts fp32)."""
+    return max(1, target.lanes * 4 // elem_bytes)
+
+
+def cpu_vector_registers(an: TileAnalysis, thread: tuple[int, ...], target: Target) -> int:
     """Vector registers of a CPU register tile: accumulators plus one step of inputs."""
-    acc = math.prod(thread[:-1]) * -(-thread[-1] // lanes) if thread else 1
-    inputs = sum(-(-(n * nb // 4) // lanes)
-                 for n, nb in zip(an.input_elems(thread, unit_step(an)), an.in_bytes, strict=True))
+    per_vector = simd_lanes(target, dtype(an.compute.acc_dtype).nbytes)
+    acc = math.prod(thread[:-1]) * -(-thread[-1] // per_vector) if thread else 1
+    inputs = 0
+    for n, nb in zip(an.input_elems(thread, unit_step(an)), an.in_bytes, strict=True):
+        words = -(-n * nb // 4)
+        inputs += -(-words // target.lanes)  # `lanes` 4-byte words per vector
     return acc + inputs
 
 
 def cpu_resources(an: TileAnalysis, tile: Tiling, target: Target) -> TileResources:
     """Vector registers, L2 block bytes and L1 register-tile bytes of a CPU tiling."""
     return TileResources(threads=1,
-                         registers=cpu_vector_registers(an, tile.thread, target.lanes),
+                         registers=cpu_vector_registers(an, tile.thread, target),
                          block_bytes=an.footprint(tile.block, tile.reduce_step),
                          micro_bytes=an.footprint(tile.thread, tile.reduce_step))
 

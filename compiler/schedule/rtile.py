@@ -32,6 +32,7 @@ from compiler.cost.model import Estimate, estimate
 from compiler.cost.resources import (
     cpu_vector_registers,
     cuda_resources,
+    simd_lanes,
     smem_bytes,
     stages_inputs,
     threads_per_block,
@@ -115,7 +116,7 @@ class _Builder:
         out_elem = dtype(an.compute.dtype).nbytes
         line = CUDA_TRANSACTION if self.cuda else target.levels[0].transaction
         self.inner_align = max(1, line // out_elem)
-        self.vector_limit = max(1, 16 // out_elem) if self.cuda else target.lanes
+        self.vector_limit = max(1, 16 // out_elem) if self.cuda else simd_lanes(target, out_elem)
         self.ladders = [self._thread_ladder(d) for d in range(len(an.extents))]
         self.dram_tx = target.levels[0].transaction
         self.thread_multiple = target.lanes * WARP_PARTITIONS
@@ -127,17 +128,16 @@ class _Builder:
 
     def _thread_ladder(self, d: int) -> list[int]:
         extent, inner = self.an.extents[d], d == len(self.an.extents) - 1
-        if inner and not self.cuda:
-            base = [self.target.lanes * k for k in (1, 2, 4)]
-        elif inner and not self.staged:
-            base = [self.vector_limit * k for k in (1, 2, 4)]  # element-wise: one vector per thread
+        if inner and (not self.cuda or not self.staged):
+            # CPU: whole SIMD vectors; CUDA element-wise: one 16-byte vector per thread
+            base = [self.vector_limit * k for k in (1, 2, 4)]
         else:
             base = list(REGISTER_SIZES)
         return _ladder(base, extent)
 
     def _reduce_steps(self) -> list[Sizes]:
-        """Reduce-step tuples, smallest first: small axes whole, the innermost large axis
-        stepped lcm(1, 8) x4^k, other large axes one at a time."""
+        """Reduce-step tuples, smallest first: axes of at most 8 whole, the innermost larger
+        axis stepped lcm(1, 8) x 4^k, other larger axes one element per step."""
         ext = self.an.reduce_extents
         large = [i for i, e in enumerate(ext) if e > REDUCE_BASE]
         base = [max(1, e) if e <= REDUCE_BASE else 1 for e in ext]
@@ -168,7 +168,7 @@ class _Builder:
     def thread_fits(self, thread: Sizes) -> bool:
         if self.cuda:
             return self.thread_registers(thread) <= CUDA_THREAD_REGISTERS
-        return cpu_vector_registers(self.an, thread, self.target.lanes) <= self.target.registers
+        return cpu_vector_registers(self.an, thread, self.target) <= self.target.registers
 
     def block_fits(self, block: Sizes, thread: Sizes) -> bool:
         step = self.steps[0]

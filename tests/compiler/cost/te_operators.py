@@ -77,11 +77,11 @@ def row_mean(m: int, n: int) -> Compute:
                    post=Var("acc", F32) / float(n), label="ReduceMean")
 
 
-def add_relu(*shape: int) -> Compute:
+def add_relu(*shape: int, dt: str = F32) -> Compute:
     idx = _v(*(f"i{d}" for d in range(len(shape))))
-    body = call("max", Load(0, idx, F32) + Load(1, idx, F32), 0.0)
+    body = call("max", Load(0, idx, dt) + Load(1, idx, dt), 0.0)
     return Compute(axes=tuple(Axis(f"i{d}", e) for d, e in enumerate(shape)), body=body,
-                   inputs=(TensorType(shape, F32), TensorType(shape, F32)), dtype=F32,
+                   inputs=(TensorType(shape, dt), TensorType(shape, dt)), dtype=dt,
                    label="Add+Relu")
 
 

@@ -102,6 +102,14 @@ def test_alignment_rules_hold(name):
                        zip(tile.block, tile.thread, c.shape, strict=True)), (op, tile)
 
 
+def test_cpu_vectors_follow_the_element_size():
+    t = get_target("cpu")
+    for dt, size in (("float32", 4), ("float64", 8), ("float16", 2)):
+        tile = construct(add_relu(64, 4096, dt=dt), t, top_k=1)[0].tile
+        lanes = max(1, t.lanes * 4 // size)
+        assert tile.thread[-1] % lanes == 0 and tile.vector == lanes, (dt, tile)
+
+
 def test_vector_width_divides_the_register_tile():
     for name in ("cuda:a100", "cpu"):
         for c in OPS.values():
