@@ -1,0 +1,155 @@
+"""The ONNX node test suite as a conformance check of the frontend (and, later, the backend).
+
+`node_cases()` yields every node test that ships with the installed onnx
+package (the stored test data when the wheel has it, else the cases generated
+by onnx's own test generators). `candidates()` keeps those whose operators
+are all in SUPPORTED_OPS; `KNOWN_GAPS` lists, with a reason, the candidates
+we do not pass on purpose. Anything else that fails is a bug.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import io
+import os
+import warnings
+from collections.abc import Callable
+from contextlib import redirect_stdout
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import ModelProto, numpy_helper
+
+from compiler.errors import UnsupportedOpError
+from compiler.frontend.importer import import_model
+from compiler.frontend.loader import DEFAULT_DOMAINS
+from compiler.frontend.ops import SUPPORTED_OPS
+from compiler.ir.graph import Graph
+
+
+@dataclass(frozen=True)
+class NodeCase:
+    """One node test: a model and its (inputs, expected outputs) data sets."""
+
+    name: str
+    model: ModelProto
+    data_sets: tuple[tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]], ...]
+    rtol: float = 1e-3
+    atol: float = 1e-7
+
+
+_REASONS = {
+    "training": "training-mode semantics (random dropout or batch statistics) are out of scope",
+    "indices": "MaxPool's Indices output is not lowered",
+    "storage_order": "MaxPool storage_order=1 is not supported",
+    "string": "string tensors are not supported",
+    "bfloat16": "bfloat16/float8/int4 element types are not supported",
+    "huge_range": "needs a value-dependent output shape that is not constant",
+}
+
+# test name -> why we do not pass it (explicit: a candidate missing here must pass)
+KNOWN_GAPS: dict[str, str] = {}
+
+
+def _array(value: object) -> np.ndarray:
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    return np.asarray(value)
+
+
+def _stored_cases(root: str) -> list[NodeCase]:
+    out = []
+    for model_path in sorted(glob.glob(os.path.join(root, "*", "model.onnx"))):
+        folder = os.path.dirname(model_path)
+        sets = []
+        for ds in sorted(glob.glob(os.path.join(folder, "test_data_set_*"))):
+            def read(prefix: str, ds: str = ds) -> tuple[np.ndarray, ...]:
+                files = sorted(glob.glob(os.path.join(ds, f"{prefix}_*.pb")),
+                               key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
+                return tuple(numpy_helper.to_array(onnx.load_tensor(f)) for f in files)
+            sets.append((read("input"), read("output")))
+        out.append(NodeCase(os.path.basename(folder), onnx.load(model_path), tuple(sets)))
+    return out
+
+
+def _tensors_only(model: ModelProto) -> bool:
+    g = model.graph
+    return all(v.type.HasField("tensor_type") for v in (*g.input, *g.output))
+
+
+def _generated_cases() -> list[NodeCase]:
+    from onnx.backend.test.case import node
+
+    with warnings.catch_warnings(), redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        cases = node.collect_testcases(None)
+    return [
+        NodeCase(c.name, c.model, tuple((tuple(_array(x) for x in ins), tuple(_array(y) for y in outs))
+                                        for ins, outs in c.data_sets), c.rtol, c.atol)
+        for c in cases if c.model is not None and c.data_sets and _tensors_only(c.model)
+    ]
+
+
+@functools.cache
+def node_cases() -> tuple[NodeCase, ...]:
+    """Every node test of the installed onnx package."""
+    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+    stored = _stored_cases(root) if os.path.isdir(root) else []
+    return tuple(stored or _generated_cases())
+
+
+def ops_of(model: ModelProto) -> set[str]:
+    """The op types of a model's nodes (foreign domains prefixed by their domain)."""
+    return {n.op_type if n.domain in DEFAULT_DOMAINS else f"{n.domain}:{n.op_type}" for n in model.graph.node}
+
+
+def candidates() -> list[NodeCase]:
+    """The node tests whose operators all have lowerings."""
+    return [c for c in node_cases() if ops_of(c.model) <= SUPPORTED_OPS]
+
+
+def freeze_inputs(model: ModelProto, values: dict[str, np.ndarray]) -> ModelProto:
+    """A copy of `model` where the named inputs are initializers holding `values`."""
+    frozen = ModelProto()
+    frozen.CopyFrom(model)
+    frozen.graph.initializer.extend(numpy_helper.from_array(np.asarray(a), n) for n, a in values.items())
+    return frozen
+
+
+def bind_case(model: ModelProto, inputs: dict[str, np.ndarray]) -> tuple[Graph, dict[str, np.ndarray], bool]:
+    """Import a node test model; returns (graph, runtime inputs, whether inputs were frozen).
+
+    Node tests often pass shape-carrying tensors (Reshape's shape, Slice's
+    starts, reduction axes) as graph inputs. A static-shape compiler needs
+    them as constants, so when the plain import reports a data-dependent
+    shape, the integer, boolean and scalar inputs are frozen to the test's
+    values and imported again.
+    """
+    try:
+        return import_model(model), inputs, False
+    except UnsupportedOpError as e:
+        if "data-dependent" not in e.why:
+            raise
+    shape_like = {n: a for n, a in inputs.items()
+                  if np.asarray(a).dtype.kind in "iub" or np.asarray(a).ndim == 0}
+    graph = import_model(freeze_inputs(model, shape_like))
+    return graph, {n: a for n, a in inputs.items() if n not in shape_like}, True
+
+
+def check_case(case: NodeCase, run: Callable[[ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]) -> None:
+    """Run each data set through `run(model, inputs) -> outputs` and compare like onnx's runner.
+
+    `inputs` holds every graph input of the test by name.
+    """
+    g = case.model.graph
+    in_names = [i.name for i in g.input]
+    out_names = [o.name for o in g.output]
+    for inputs, expected in case.data_sets:
+        got = run(case.model, dict(zip(in_names, inputs, strict=True)))
+        for name, ref in zip(out_names, expected, strict=True):
+            out = got[name]
+            np.testing.assert_array_equal(out.shape, ref.shape, err_msg=f"output {name!r} shape")
+            np.testing.assert_equal(out.dtype, ref.dtype)
+            np.testing.assert_allclose(out, ref, rtol=case.rtol, atol=case.atol, err_msg=f"output {name!r}")

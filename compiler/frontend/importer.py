@@ -1,0 +1,124 @@
+"""`import_model`: ONNX -> Graph of tensor-expression Computes."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import NodeProto, TensorProto, numpy_helper
+
+from compiler.errors import ModelError, TileforgeError, UnsupportedOpError
+from compiler.frontend.binding import bind_inputs
+from compiler.frontend.builder import Builder
+from compiler.frontend.dtypes import ir_dtype
+from compiler.frontend.exprs import elementwise
+from compiler.frontend.fusion import fold_batchnorm_into_conv
+from compiler.frontend.limits import Limits
+from compiler.frontend.loader import ModelSource, read_model
+from compiler.frontend.model_info import screen
+from compiler.frontend.names import shorten, shown
+from compiler.frontend.ops import LOWERINGS
+from compiler.frontend.prune import prune
+from compiler.frontend.registry import OpContext
+from compiler.frontend.values import Value
+from compiler.ir.graph import Graph, TensorKind
+
+
+def tensor_array(t: TensorProto, what: str) -> np.ndarray:
+    """A TensorProto's value as numpy (refusing element types the IR lacks)."""
+    dt = ir_dtype(t.data_type, what)
+    return np.asarray(numpy_helper.to_array(t)).astype(dt, copy=False)
+
+
+def attributes(node: NodeProto) -> dict[str, Any]:
+    """A node's attributes as Python values (strings decoded, tensors as numpy)."""
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        elif isinstance(v, TensorProto):
+            v = tensor_array(v, f"attribute {a.name} of node {shown(node.name)}")
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [x.decode("utf-8", "replace") for x in v]
+        out[a.name] = v
+    return out
+
+
+def lower_node(b: Builder, node: NodeProto, values: dict[str, Value], opset: int) -> None:
+    """Lower one node, binding its output names to Values."""
+    b.op, b.node_name = node.op_type, node.name
+    cx = OpContext(b, node.op_type, node.name, [values[i] if i else None for i in node.input],
+                   attributes(node), len(node.output), opset)
+    try:
+        outs = LOWERINGS[node.op_type](cx)
+    except TileforgeError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError) as e:
+        raise UnsupportedOpError(shorten(node.op_type), shorten(node.name),
+                                 f"cannot lower this node: {shorten(str(e))}") from e
+    for k, name in enumerate(node.output):
+        if not name:
+            continue
+        v = outs[k] if k < len(outs) else None
+        if v is None:
+            raise cx.unsupported(f"output {k} is not supported")
+        values[name] = v
+
+
+def bind_outputs(b: Builder, names: Sequence[str], values: Mapping[str, Value]) -> None:
+    """Make each graph output a node-produced tensor of its own, named as in the model.
+
+    An output that is a constant, an input or a weight, or that shares storage
+    with an earlier output, gets an identity copy.
+    """
+    g = b.graph
+    taken: set[int] = set()
+    for name in names:
+        v = values[name]
+        tid = b.tensor_of(v)
+        storage = g.storage_of(tid)
+        if g.tensors[storage].kind != TensorKind.INTERMEDIATE or storage in taken:
+            copy = dataclasses.replace(elementwise([v], lambda x: x), label="Identity")
+            tid = g.add_node("Identity", copy, (tid,)).id
+            storage = tid
+        taken.add(storage)
+        g.tensors[tid].name = name
+        g.outputs.append(tid)
+
+
+def import_model(
+    model: ModelSource,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    limits: Limits | None = None,
+) -> Graph:
+    """Check, bind and lower an ONNX model to a Graph of Computes (ModelError when refused).
+
+    `input_shapes` gives the full shape of inputs with symbolic dims.
+    """
+    limits = limits or Limits()
+    proto = read_model(model, limits)
+    screened = screen(proto, limits)
+    g = proto.graph
+    if g.sparse_initializer:
+        raise ModelError("sparse initializers are not supported")
+    b = Builder(limits)
+    values: dict[str, Value] = {}
+    for bound in bind_inputs(g, input_shapes or {}):
+        b.check_shape(bound.shape, f"input {shown(bound.name)}")
+        t = b.graph.new_tensor(bound.shape, bound.dtype, TensorKind.INPUT, name=bound.name)
+        b.graph.inputs.append(t.id)
+        values[bound.name] = Value(t.shape, t.dtype, tid=t.id, name=bound.name)
+    used = {i for n in screened.nodes for i in n.input} | {o.name for o in g.output}
+    for init in g.initializer:
+        if init.name in used:
+            values[init.name] = Value.of_array(tensor_array(init, f"initializer {shown(init.name)}"),
+                                               name=init.name)
+    outputs = [o.name for o in g.output]
+    for node in fold_batchnorm_into_conv(screened.nodes, values, set(outputs)):
+        lower_node(b, node, values, screened.opset)
+    bind_outputs(b, outputs, values)
+    return prune(b.graph)

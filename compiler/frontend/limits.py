@@ -1,0 +1,22 @@
+"""The caps a model must fit under before any heavy work is done on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Refusal thresholds for uploaded models (all checked before lowering).
+
+    `max_fold_work` bounds compile-time constant folding: a node whose inputs
+    are all constant is evaluated by the numpy interpreter only when its index
+    space (outputs x reduce extent) is at most this; larger ones stay kernels.
+    """
+
+    max_model_bytes: int = (1 << 31) - 1
+    max_rank: int = 8
+    max_tensor_elements: int = 1 << 28
+    max_weight_bytes: int = 1 << 30
+    max_nodes: int = 100_000
+    max_fold_work: int = 1 << 20

@@ -1,0 +1,90 @@
+"""Contractions: MatMul, Gemm and Conv, each one sum-reduce Compute."""
+
+from __future__ import annotations
+
+from compiler.frontend.broadcast import broadcast_index, broadcast_shape
+from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
+from compiler.frontend.ops.windows import window_of
+from compiler.frontend.registry import OpContext, Outputs, lowering
+from compiler.ir.te import ACC, Expr, Var, call
+
+
+@lowering("MatMul")
+def matmul(cx: OpContext) -> Outputs:
+    a, b = cx.input(0), cx.input(1)
+    if a.rank == 0 or b.rank == 0:
+        raise cx.error("MatMul operands must have rank >= 1")
+    if a.dtype != b.dtype:
+        raise cx.error(f"operand types differ: {a.dtype} and {b.dtype}")
+    k = a.shape[-1]
+    kb = b.shape[-2] if b.rank >= 2 else b.shape[0]
+    if k != kb:
+        raise cx.error(f"inner dimensions differ: {list(a.shape)} x {list(b.shape)}")
+    a_batch, b_batch = a.shape[:-2], b.shape[:-2]
+    batch = broadcast_shape([a_batch, b_batch], "MatMul batch dims")
+    rows = [a.shape[-2]] if a.rank >= 2 else []
+    cols = [b.shape[-1]] if b.rank >= 2 else []
+    shape = (*batch, *rows, *cols)
+    i = out_index(len(shape))
+    nb = len(batch)
+    (r,) = reduce_index(1)
+    a_at = [*broadcast_index(a_batch, i[:nb]), *i[nb:nb + len(rows)], r]
+    b_at = [*broadcast_index(b_batch, i[:nb]), r, *i[nb + len(rows):]]
+    body = load(0, a, a_at) * load(1, b, b_at)
+    return [cx.emit(compute(shape, body, [a, b], reduce=[k], reduce_op="sum"), [a, b])]
+
+
+@lowering("Gemm")
+def gemm(cx: OpContext) -> Outputs:
+    a, b, c = cx.input(0), cx.input(1), cx.optional(2)
+    if a.rank != 2 or b.rank != 2:
+        raise cx.error("Gemm operands must be 2-D")
+    ta, tb = cx.attr("transA", 0), cx.attr("transB", 0)
+    m, k = (a.shape[1], a.shape[0]) if ta else a.shape
+    kb, n = (b.shape[1], b.shape[0]) if tb else b.shape
+    if k != kb:
+        raise cx.error(f"inner dimensions differ: {list(a.shape)} x {list(b.shape)}")
+    i, j = out_index(2)
+    (r,) = reduce_index(1)
+    body = load(0, a, [r, i] if ta else [i, r]) * load(1, b, [j, r] if tb else [r, j])
+    alpha, beta = float(cx.attr("alpha", 1.0)), float(cx.attr("beta", 1.0))
+    acc: Expr = Var(ACC, body.dtype)
+    post = acc if alpha == 1.0 else scalar(alpha, body) * acc
+    inputs = [a, b]
+    if c is not None and beta != 0.0:
+        broadcast_shape([c.shape, (m, n)], "Gemm C")
+        bias = load(2, c, broadcast_index(c.shape, [i, j]))
+        post = post + (bias if beta == 1.0 else scalar(beta, body) * bias)
+        inputs.append(c)
+    return [cx.emit(compute((m, n), body, inputs, reduce=[k], reduce_op="sum",
+                            post=None if post is acc else post), inputs)]
+
+
+@lowering("Conv")
+def conv(cx: OpContext) -> Outputs:
+    x, w, bias = cx.input(0), cx.input(1), cx.optional(2)
+    nd = x.rank - 2
+    if nd < 1 or w.rank != x.rank:
+        raise cx.error(f"input {list(x.shape)} and weight {list(w.shape)} ranks do not fit a convolution")
+    groups = int(cx.attr("group", 1))
+    n, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    kernel = tuple(cx.attr("kernel_shape", w.shape[2:]))
+    if kernel != w.shape[2:]:
+        raise cx.error(f"kernel_shape {list(kernel)} differs from the weight's {list(w.shape[2:])}")
+    if groups < 1 or c != cg * groups or m % groups:
+        raise cx.error(f"channels {c} -> {m} do not split into {groups} groups of {cg}")
+    win = window_of(cx, x.shape[2:], kernel)
+    i = out_index(2 + nd)
+    r = reduce_index(1 + nd)
+    channel = r[0] if groups == 1 else call("floordiv", i[1], idx(m // groups)) * idx(cg) + r[0]
+    at = [i[0], channel, *(win.position(d, i[2 + d], r[1 + d]) for d in range(nd))]
+    pad = scalar(0, x.dtype).value if win.reads_outside(x.shape[2:]) else None
+    body = load(0, x, at, pad=pad) * load(1, w, [i[1], *r])
+    inputs = [x, w]
+    post = None
+    if bias is not None:
+        post = Var(ACC, body.dtype) + load(2, bias, [i[1]])
+        inputs.append(bias)
+    return [cx.emit(compute((n, m, *win.out), body, inputs, reduce=[cg, *kernel], reduce_op="sum", post=post),
+                    inputs)]

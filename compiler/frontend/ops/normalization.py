@@ -1,0 +1,158 @@
+"""Normalizations: Softmax / LogSoftmax / Hardmax, LayerNormalization, BatchNormalization,
+InstanceNormalization, MeanVarianceNormalization, LpNormalization. Each is a few Computes:
+the statistics as reductions, then one element-wise pass."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from compiler.frontend.broadcast import broadcast_index
+from compiler.frontend.exprs import compute, idx, load, out_index, scalar
+from compiler.frontend.ops.reduction import kept_index, reduce_values
+from compiler.frontend.registry import OpContext, Outputs, lowering
+from compiler.frontend.values import Value
+from compiler.ir.dtypes import dtype
+from compiler.ir.te import Expr, call, select
+
+
+def _float_input(cx: OpContext, i: int = 0) -> Value:
+    x = cx.input(i)
+    if not dtype(x.dtype).is_float:
+        raise cx.unsupported(f"element type {x.dtype} (a floating-point type is required)")
+    return x
+
+
+def _softmax_axes(cx: OpContext, x: Value) -> list[int]:
+    if cx.opset < 13:  # the input is flattened to 2-D at `axis`
+        return list(range(cx.axis(cx.attr("axis", 1), x.rank), x.rank))
+    return [cx.axis(cx.attr("axis", -1), x.rank)]
+
+
+@lowering("Softmax", "LogSoftmax")
+def softmax(cx: OpContext) -> Outputs:
+    x = _float_input(cx)
+    axes = _softmax_axes(cx, x)
+    m = reduce_values(cx, [x], axes, "max", lambda f: load(0, x, f))
+    s = reduce_values(cx, [x, m], axes, "sum",
+                      lambda f: call("exp", load(0, x, f) - load(1, m, kept_index(f, axes))))
+    i = out_index(x.rank)
+    k = kept_index(i, axes)
+    shifted = load(0, x, i) - load(1, m, k)
+    if cx.op == "Softmax":
+        body = call("exp", shifted) / load(2, s, k)
+    else:
+        body = shifted - call("log", load(2, s, k))
+    return [cx.emit(compute(x.shape, body, [x, m, s]), [x, m, s])]
+
+
+@lowering("Hardmax")
+def hardmax(cx: OpContext) -> Outputs:
+    x = cx.input(0)
+    axes = _softmax_axes(cx, x)
+    if len(axes) != 1:
+        raise cx.unsupported("Hardmax over flattened axes (opset < 13)")
+    (a,) = axes
+    m = reduce_values(cx, [x], axes, "max", lambda f: load(0, x, f))
+    first = reduce_values(
+        cx, [x, m], axes, "min",
+        lambda f: select(call("eq", load(0, x, f), load(1, m, kept_index(f, axes))), f[a], idx(x.shape[a])))
+    i = out_index(x.rank)
+    body = select(call("eq", i[a], load(1, first, kept_index(i, axes))), scalar(1, x.dtype), scalar(0, x.dtype))
+    return [cx.emit(compute(x.shape, body, [x, first]), [x, first])]
+
+
+def moments(cx: OpContext, x: Value, axes: Sequence[int], eps: float) -> tuple[Value, Value]:
+    """Mean and 1/sqrt(variance + eps) of `x` over `axes` (kept dims only)."""
+    n = math.prod(x.shape[d] for d in axes)
+    mean = reduce_values(cx, [x], axes, "sum", lambda f: load(0, x, f), lambda acc, i: acc / scalar(n, acc))
+
+    def square(f: list[Expr]) -> Expr:
+        d = load(0, x, f) - load(1, mean, kept_index(f, axes))
+        return d * d
+
+    inv = reduce_values(cx, [x, mean], axes, "sum", square,
+                        lambda acc, i: scalar(1.0, acc) / call("sqrt", acc / scalar(n, acc) + scalar(eps, acc)))
+    return mean, inv
+
+
+def normalized(cx: OpContext, x: Value, axes: Sequence[int], mean: Value, inv: Value,
+               scale: Value | None, bias: Value | None, param_index) -> Value:
+    """(x - mean) * inv * scale + bias, with scale/bias indexed by `param_index(value, i)`."""
+    i = out_index(x.rank)
+    k = kept_index(i, axes)
+    inputs = [x, mean, inv]
+    body = (load(0, x, i) - load(1, mean, k)) * load(2, inv, k)
+    for p in (scale, bias):
+        if p is None:
+            continue
+        term = load(len(inputs), p, param_index(p, i))
+        inputs.append(p)
+        body = body * term if p is scale else body + term
+    return cx.emit(compute(x.shape, body, inputs), inputs)
+
+
+@lowering("LayerNormalization")
+def layer_norm(cx: OpContext) -> Outputs:
+    x = _float_input(cx)
+    axis = cx.axis(cx.attr("axis", -1), x.rank)
+    axes = list(range(axis, x.rank))
+    mean, inv = moments(cx, x, axes, float(cx.attr("epsilon", 1e-5)))
+    y = normalized(cx, x, axes, mean, inv, cx.input(1), cx.optional(2),
+                   lambda p, i: broadcast_index(p.shape, i))
+    stat_shape = [*x.shape[:axis], *[1] * (x.rank - axis)]
+    return [y, cx.view(mean, stat_shape), cx.view(inv, stat_shape)]
+
+
+def _channel(p: Value, i: list[Expr]) -> list[Expr]:
+    return [i[1]]
+
+
+@lowering("InstanceNormalization")
+def instance_norm(cx: OpContext) -> Outputs:
+    x = _float_input(cx)
+    axes = list(range(2, x.rank))
+    mean, inv = moments(cx, x, axes, float(cx.attr("epsilon", 1e-5)))
+    return [normalized(cx, x, axes, mean, inv, cx.input(1), cx.input(2), _channel)]
+
+
+@lowering("MeanVarianceNormalization")
+def mean_variance_norm(cx: OpContext) -> Outputs:
+    x = _float_input(cx)
+    axes = sorted({cx.axis(a, x.rank) for a in cx.attr("axes", [0, 2, 3])})
+    mean, inv = moments(cx, x, axes, 1e-9)
+    return [normalized(cx, x, axes, mean, inv, None, None, _channel)]
+
+
+@lowering("BatchNormalization")
+def batch_norm(cx: OpContext) -> Outputs:
+    x = _float_input(cx)
+    if cx.attr("training_mode", 0):
+        raise cx.unsupported("training mode (running statistics outputs)")
+    params = [cx.input(k) for k in range(1, 5)]
+    c = x.shape[1] if x.rank > 1 else 1
+    if any(p.shape != (c,) for p in params):
+        raise cx.unsupported("per-activation statistics (spatial=0)")
+    eps = float(cx.attr("epsilon", 1e-5))
+    i = out_index(x.rank)
+    scale, bias, mean, var = (load(1 + k, p, [i[1]]) for k, p in enumerate(params))
+    norm = (load(0, x, i) - mean) / call("sqrt", var + scalar(eps, var))
+    inputs = [x, *params]
+    return [cx.emit(compute(x.shape, norm * scale + bias, inputs), inputs)]
+
+
+@lowering("LpNormalization")
+def lp_norm(cx: OpContext) -> Outputs:
+    x = _float_input(cx)
+    axis = cx.axis(cx.attr("axis", -1), x.rank)
+    p = int(cx.attr("p", 2))
+    if p not in (1, 2):
+        raise cx.error(f"p must be 1 or 2, got {p}")
+    norm = reduce_values(cx, [x], [axis], "sum",
+                         lambda f: call("abs", load(0, x, f)) if p == 1 else load(0, x, f) * load(0, x, f),
+                         None if p == 1 else (lambda acc, i: call("sqrt", acc)))
+    i = out_index(x.rank)
+    n = load(1, norm, kept_index(i, [axis]))
+    body = select(call("eq", n, scalar(0, n)), scalar(0, n), load(0, x, i) / n)  # a zero vector stays zero
+    return [cx.emit(compute(x.shape, body, [x, norm]), [x, norm])]
+

@@ -1,0 +1,118 @@
+"""The lowering registry: `@lowering("Relu", ...)` maps ONNX op types to functions.
+
+A lowering function receives an `OpContext` (the node's inputs as `Value`s,
+its attributes, the model's opset and the builder) and returns the node's
+outputs as a list of `Value`s (None for an output it does not produce).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import ModelError, UnsupportedOpError
+from compiler.frontend.builder import Builder
+from compiler.frontend.names import shorten, shown
+from compiler.frontend.values import Value
+from compiler.ir.te import Compute
+
+Outputs = list[Value | None]
+LoweringFn = Callable[["OpContext"], Outputs]
+
+LOWERINGS: dict[str, LoweringFn] = {}
+
+
+def lowering(*op_types: str) -> Callable[[LoweringFn], LoweringFn]:
+    """Register a function as the lowering of the given ONNX op types."""
+
+    def register(fn: LoweringFn) -> LoweringFn:
+        for op in op_types:
+            if op in LOWERINGS:
+                raise RuntimeError(f"two lowerings registered for {op}")
+            LOWERINGS[op] = fn
+        return fn
+
+    return register
+
+
+class OpContext:
+    """One ONNX node being lowered: its inputs, attributes, opset and the builder."""
+
+    def __init__(
+        self,
+        builder: Builder,
+        op: str,
+        name: str,
+        inputs: Sequence[Value | None],
+        attrs: dict[str, Any],
+        num_outputs: int,
+        opset: int,
+    ) -> None:
+        self.builder = builder
+        self.op = op
+        self.name = name
+        self.inputs = list(inputs)
+        self.attrs = attrs
+        self.num_outputs = num_outputs
+        self.opset = opset
+
+    # -- inputs and attributes ------------------------------------------------
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+    def input(self, i: int) -> Value:
+        """Input `i`, which the op requires."""
+        v = self.inputs[i] if i < len(self.inputs) else None
+        if v is None:
+            raise self.error(f"required input {i} is missing")
+        return v
+
+    def optional(self, i: int) -> Value | None:
+        """Input `i` or None when omitted."""
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def const_input(self, i: int, what: str) -> np.ndarray | None:
+        """The compile-time value of optional input `i` (None if omitted).
+
+        Raises UnsupportedOpError when it is only known at run time: the output
+        shape would depend on input values.
+        """
+        v = self.optional(i)
+        if v is None:
+            return None
+        if v.array is None:
+            raise self.unsupported(f"data-dependent shape: {what} (input {i}) is not a constant")
+        return v.array
+
+    def ints_from(self, attr: str, i: int, what: str) -> list[int] | None:
+        """A list of ints given either as attribute `attr` (older opsets) or as constant input `i`."""
+        if attr in self.attrs:
+            return [int(x) for x in self.attrs[attr]]
+        arr = self.const_input(i, what)
+        return None if arr is None else [int(x) for x in np.asarray(arr).reshape(-1)]
+
+    def unsupported(self, why: str) -> UnsupportedOpError:
+        return UnsupportedOpError(shorten(self.op), shorten(self.name), why)
+
+    def error(self, why: str) -> ModelError:
+        return ModelError(f"{self.op} node {shown(self.name)}: {why}")
+
+    def axis(self, a: int, rank: int) -> int:
+        """A possibly negative axis normalized to [0, rank); ModelError when out of range."""
+        if not -rank <= a < max(rank, 1):
+            raise self.error(f"axis {a} out of range for rank {rank}")
+        return a % rank if rank else 0
+
+    # -- building -------------------------------------------------------------
+
+    def emit(self, compute: Compute, inputs: Sequence[Value]) -> Value:
+        return self.builder.emit(compute, inputs)
+
+    def view(self, v: Value, shape: Sequence[int]) -> Value:
+        return self.builder.view(v, shape)
+
+    def constant(self, array: np.ndarray) -> Value:
+        return Value.of_array(array)
