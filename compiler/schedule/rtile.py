@@ -120,6 +120,10 @@ class _Builder:
         self.ladders = [self._thread_ladder(d) for d in range(len(an.extents))]
         self.dram_tx = target.levels[0].transaction
         self.thread_multiple = target.lanes * WARP_PARTITIONS
+        if self.cuda:  # what a block gets without opting in to more (what codegen launches)
+            x = target.extras
+            self.smem_budget = int(x.get("smem_static_per_block",
+                                         x.get("smem_per_block", target.level("smem").capacity)))
         self._registers: dict[Sizes, int] = {}
         self._block_paths: dict[Sizes, list[Sizes]] = {}
         self._register_path: list[Sizes] | None = None
@@ -176,8 +180,8 @@ class _Builder:
             return self.an.footprint(block, step) <= self.target.level("l2").capacity
         tile = TileConfig(block, thread, step)
         threads = threads_per_block(tile)
-        smem = int(self.target.extras.get("smem_per_block", self.target.level("smem").capacity))
-        return (threads <= MAX_BLOCK_THREADS and smem_bytes(self.an, tile, self.target.banks) <= smem
+        return (threads <= MAX_BLOCK_THREADS
+                and smem_bytes(self.an, tile, self.target.banks) <= self.smem_budget
                 and self.thread_registers(thread) * threads <= self.target.registers)
 
     def thread_registers(self, thread: Sizes) -> int:
@@ -310,7 +314,9 @@ class _Builder:
             for block in self.blocks(thread, waste)[-PATH_TAIL:]:
                 b, t = self.scale_out(block, thread)
                 for step in self.steps:
-                    yield TileConfig(b, t, step, self.vector(t))
+                    tile = TileConfig(b, t, step, self.vector(t))
+                    if not self.cuda or smem_bytes(self.an, tile, self.target.banks) <= self.smem_budget:
+                        yield tile
 
     def ranked(self, waste: float) -> list[Candidate]:
         """The constructed tilings that fit, fastest predicted first."""

@@ -73,6 +73,8 @@ BANKS = 32
 REGISTERS_PER_SM = 65536
 MAX_THREADS_PER_BLOCK = 1024
 MAX_REGISTERS_PER_THREAD = 255
+# Shared memory a block may use without opting in (cudaFuncAttributeMaxDynamicSharedMemorySize).
+SMEM_STATIC_PER_BLOCK = 48 * KB
 
 
 def compute_capability(arch: str) -> str:
@@ -105,6 +107,7 @@ def gpu_target(spec: GpuSpec, toolchain: str) -> Target:
             "max_blocks_per_sm": spec.max_blocks_per_sm,
             "max_registers_per_thread": MAX_REGISTERS_PER_THREAD,
             "smem_per_block": spec.smem_per_block,
+            "smem_static_per_block": min(SMEM_STATIC_PER_BLOCK, spec.smem_per_block),
             "clock_ghz": spec.clock_ghz,
         },
     )

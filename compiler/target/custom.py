@@ -23,7 +23,7 @@ import yaml
 
 from compiler.errors import TargetError
 from compiler.target.base import MemoryLevel, Target
-from compiler.target.cuda import compute_capability
+from compiler.target.cuda import SMEM_STATIC_PER_BLOCK, compute_capability
 from compiler.target.toolchain import gcc_version, nvcc_version
 
 MAX_FILE_BYTES = 1 << 20
@@ -214,5 +214,7 @@ def _with_kind_defaults(t: Target) -> Target:
     smem = t.level("smem").capacity
     defaults = {"max_threads_per_block": 1024, "max_threads_per_sm": 2048,
                 "max_blocks_per_sm": 32, "max_registers_per_thread": 255,
-                "smem_per_block": smem, "compute_capability": compute_capability(t.arch)}
+                "smem_per_block": smem,
+                "smem_static_per_block": min(smem, SMEM_STATIC_PER_BLOCK),
+                "compute_capability": compute_capability(t.arch)}
     return replace(t, extras={**defaults, **t.extras})

@@ -32,6 +32,7 @@ SAMPLE = ["matmul_4096", "matmul_odd", "bmm_attention", "conv_resnet_3x3", "conv
 
 def _fits_cuda(compute, candidate, target):
     res = resources(TileAnalysis(compute), candidate.tile, target)
+    assert res.smem_bytes <= target.extras["smem_static_per_block"]  # launchable without opt-in
     assert res.smem_bytes <= target.extras["smem_per_block"]
     assert res.smem_bytes <= target.level("smem").capacity
     assert res.registers <= CUDA_THREAD_REGISTERS

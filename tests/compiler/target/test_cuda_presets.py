@@ -16,7 +16,7 @@ def test_preset_shape(key):
     assert [lv.name for lv in t.levels] == ["dram", "l2", "smem", "reg"]
     assert t.lanes == 32 and t.banks == 32 and t.registers == 65536
     assert t.extras["max_threads_per_block"] == 1024
-    assert t.extras["smem_per_block"] <= t.level("smem").capacity
+    assert t.extras["smem_static_per_block"] <= t.extras["smem_per_block"] <= t.level("smem").capacity
     assert t.peak_flops["float16_tensor"] > t.peak_flops["float32"]
     # bandwidth grows inward (DRAM slowest), capacity shrinks
     bws = [lv.bandwidth for lv in t.levels]
