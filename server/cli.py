@@ -34,15 +34,11 @@ def new_token(settings: Settings, tenant: str) -> str:
     """Migrate if needed, then create and return a token for `tenant` (created if new)."""
     from server.core.security import create_token
     from server.db.migrate import upgrade
-    from server.db.session import make_engine, make_sessionmaker, transaction
+    from server.db.session import one_off_transaction
 
     upgrade(settings.db_url)
-    engine = make_engine(settings.db_url)
-    try:
-        with transaction(make_sessionmaker(engine)) as s:
-            return create_token(s, tenant)
-    finally:
-        engine.dispose()
+    with one_off_transaction(settings.db_url) as s:
+        return create_token(s, tenant)
 
 
 def cmd_worker(a: argparse.Namespace) -> int:

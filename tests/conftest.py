@@ -78,14 +78,24 @@ def migrated(url: str) -> str:
     return url
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An SQLite file at the head revision, copied by tests that need a fresh database."""
+    path = tmp_path_factory.mktemp("template") / "tileforge.sqlite"
+    migrated(f"sqlite:///{path}")
+    return path
+
+
 @pytest.fixture
-def embedded_settings(tmp_path: Path):
+def embedded_settings(tmp_path: Path, migrated_sqlite: Path):
     """Settings of the embedded default (SQLite, local folder, SQLite broker) in a fresh home."""
+    import shutil
+
     from server.core.config import Settings
 
     settings = Settings(home=tmp_path / "home", queue_prefix=f"t{secrets.token_hex(4)}", **FAST_JOB_SETTINGS)
     settings.home.mkdir()
-    migrated(settings.db_url)
+    shutil.copy(migrated_sqlite, settings.home / "tileforge.sqlite")
     return settings
 
 
@@ -106,10 +116,12 @@ def auth(token: str) -> dict[str, str]:
 
 
 def make_token(settings, tenant: str) -> str:
-    """A new token for `tenant` in the database of `settings`."""
-    from server.cli import new_token
+    """A new token for `tenant` in the (migrated) database of `settings`."""
+    from server.core.security import create_token
+    from server.db.session import one_off_transaction
 
-    return new_token(settings, tenant)
+    with one_off_transaction(settings.db_url) as s:
+        return create_token(s, tenant)
 
 
 @dataclass
@@ -191,13 +203,16 @@ def postgres_unit_url(postgres_url: str) -> str:
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
 def db_sessions(request: pytest.FixtureRequest, tmp_path: Path):
     """A sessionmaker on a migrated, empty database: SQLite, and PostgreSQL when reachable."""
+    import shutil
+
     from sqlalchemy import text
 
     from server.db.models import Base
     from server.db.session import make_engine, make_sessionmaker
 
     if request.param == "sqlite":
-        engine = make_engine(migrated(f"sqlite:///{tmp_path}/db.sqlite"))
+        shutil.copy(request.getfixturevalue("migrated_sqlite"), tmp_path / "db.sqlite")
+        engine = make_engine(f"sqlite:///{tmp_path}/db.sqlite")
         yield make_sessionmaker(engine)
         engine.dispose()
         return

@@ -41,3 +41,14 @@ def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
     """A session that commits on success and rolls back on error."""
     with factory() as session, session.begin():
         yield session
+
+
+@contextmanager
+def one_off_transaction(url: str) -> Iterator[Session]:
+    """A transaction on a short-lived engine (commands and tools that touch the database once)."""
+    engine = make_engine(url)
+    try:
+        with transaction(make_sessionmaker(engine)) as session:
+            yield session
+    finally:
+        engine.dispose()

@@ -5,7 +5,7 @@ import json
 from conftest import auth, make_token
 
 from server.db.models import Job
-from server.db.session import make_engine, make_sessionmaker, transaction
+from server.db.session import one_off_transaction
 from server.db.types import utcnow
 
 
@@ -16,12 +16,10 @@ def _setup(api, onnx_models):
 
 
 def _set_job(settings, job_id, **values):
-    engine = make_engine(settings.db_url)
-    with transaction(make_sessionmaker(engine)) as s:
+    with one_off_transaction(settings.db_url) as s:
         job = s.get(Job, job_id)
         for k, v in values.items():
             setattr(job, k, v)
-    engine.dispose()
 
 
 def test_submit_returns_a_queued_job(api, onnx_models):

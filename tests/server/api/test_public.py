@@ -33,9 +33,11 @@ def _put(settings, op: str, target: str, stale: bool = False) -> str:
                           target_fingerprint=target,
                           compiler_fingerprint="0" * 16 if stale else compiler_fingerprint(), options="{}")
     engine = make_engine(settings.db_url)
-    DatabaseKernelCache(make_sessionmaker(engine)).put(
-        KernelEntry(signature=sig, tile_config={"t": 1}, source=f"/* {op} */", binary=b"bin"))
-    engine.dispose()
+    try:
+        DatabaseKernelCache(make_sessionmaker(engine)).put(
+            KernelEntry(signature=sig, tile_config={"t": 1}, source=f"/* {op} */", binary=b"bin"))
+    finally:
+        engine.dispose()
     return sig.key
 
 
