@@ -2,7 +2,8 @@
 
 Only aligned shapes are ever considered (Roller's rules, mapped per kind):
 - register tile (`TileConfig.thread`): sizes from {1, 2, 4, 8, 16, 32} (CPU:
-  the innermost dim a multiple of the SIMD lanes), small extents taken whole;
+  rows also 3 x 2^k, the innermost dim two or four SIMD vectors), small extents
+  taken whole;
 - block (`TileConfig.block`): the register tile times powers of two; the
   innermost dim a multiple of the transaction (CUDA 32 B, CPU one 64 B line)
   unless it spans the whole axis; CUDA threads per block a multiple of
@@ -44,6 +45,11 @@ from compiler.schedule.plan import TileConfig
 from compiler.target.base import Target
 
 REGISTER_SIZES = (1, 2, 4, 8, 16, 32)
+# CPU register tiles: rows also from 3 x 2^k, so 16 vector registers can hold the classic
+# 6 x 2-vector micro-kernel; the innermost dim at least two vectors wide (gcc keeps a
+# one-vector-wide row of accumulators in memory: 8x8 ran 40x slower than 6x16 on AVX2).
+CPU_REGISTER_ROWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+CPU_ROW_VECTORS = (2, 4)
 WARP_PARTITIONS = 4  # threads per block: a multiple of warp x 4 ...
 MAX_BLOCK_THREADS = 512  # ... and at most 512
 CUDA_THREAD_REGISTERS = 128  # register-tile budget: leaves room for two 256-thread blocks
@@ -132,11 +138,12 @@ class _Builder:
 
     def _thread_ladder(self, d: int) -> list[int]:
         extent, inner = self.an.extents[d], d == len(self.an.extents) - 1
-        if inner and (not self.cuda or not self.staged):
-            # CPU: whole SIMD vectors; CUDA element-wise: one 16-byte vector per thread
+        if inner and not self.cuda:
+            base = [self.vector_limit * k for k in CPU_ROW_VECTORS]
+        elif inner and not self.staged:  # CUDA element-wise: one 16-byte vector per thread
             base = [self.vector_limit * k for k in (1, 2, 4)]
         else:
-            base = list(REGISTER_SIZES)
+            base = list(REGISTER_SIZES if self.cuda else CPU_REGISTER_ROWS)
         return _ladder(base, extent)
 
     def _reduce_steps(self) -> list[Sizes]:
