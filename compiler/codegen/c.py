@@ -20,16 +20,17 @@ Kernel ABI: `void sym(T_out* restrict out, const T0* restrict in0, ...)`
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_stride
 from compiler.codegen.cexpr import (
     PRELUDE,
     ExprWriter,
-    affine_coefficient,
     combine,
     literal,
     new_counter,
@@ -38,7 +39,7 @@ from compiler.codegen.cexpr import (
 )
 from compiler.codegen.csource import CSource
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import ACC, INIT, Compute, Expr, Load, walk
+from compiler.ir.te import ACC, INIT, Compute, Expr, Load, substitute, walk
 from compiler.schedule.plan import TileConfig
 
 # Below this many scalar ops a kernel runs on the calling thread alone.
@@ -99,6 +100,7 @@ class _KernelWriter:
         self.out_strides = row_major_strides(compute.shape)
         self.names = {a.name: f"i{d}" for d, a in enumerate(compute.axes)}
         self.names.update({a.name: f"r{k}" for k, a in enumerate(compute.reduce_axes)})
+        self.ranges = {a.name: (0, a.extent - 1) for a in compute.all_axes()}
 
     # -- structure -----------------------------------------------------------------
 
@@ -135,7 +137,7 @@ class _KernelWriter:
         self.src.line(f"out[{' + '.join(terms) or '0'}] = {value};")
 
     def _emit(self, e: Expr, names: dict[str, str] | None = None) -> str:
-        w = ExprWriter(self.c.inputs, names or self.names, self.counter)
+        w = ExprWriter(self.c.inputs, names or self.names, self.counter, self.ranges)
         value = w.emit(e)
         self.src.extend(w.lines)
         return value
@@ -155,6 +157,8 @@ class _KernelWriter:
     # -- reductions with the output axis innermost ----------------------------------------
 
     def _micro_tiles(self) -> None:
+        """Walk the tile in micro-tiles; each size a micro-tile can have gets its own
+        copy with constant bounds (extents are static, so the sizes are known)."""
         u = self.s.thread
         tiled = [d for d in range(self.n) if u[d] > 1]
 
@@ -163,45 +167,114 @@ class _KernelWriter:
                 with self.src.block(f"for (int64_t m{d} = 0; m{d} < e{d}; m{d} += {u[d]}L)"):
                     origins(d + 1)
                 return
-            if not tiled:
-                self._micro_tile([f"{x}L" for x in u], unroll=True)
-                return
-            full = " && ".join(f"e{d} - m{d} >= {u[d]}L" for d in tiled)
-            with self.src.block(f"if ({full})"):
-                self._micro_tile([f"{x}L" for x in u], unroll=True)
-            with self.src.block("else"):
-                for d in tiled:
-                    self.src.line(f"const int64_t n{d} = e{d} - m{d} < {u[d]}L ? e{d} - m{d} : {u[d]}L;")
-                self._micro_tile([f"n{d}" if d in tiled else "1L" for d in range(self.n)], unroll=False)
+            for d in tiled:
+                self.src.line(f"const int64_t n{d} = e{d} - m{d} < {u[d]}L ? e{d} - m{d} : {u[d]}L;")
+            variants = list(itertools.product(*(self._micro_sizes(d) for d in tiled)))
+            for k, sizes in enumerate(variants):
+                size_of = dict(zip(tiled, sizes, strict=True))
+                bounds = [size_of.get(d, 1) for d in range(self.n)]
+                test = " && ".join(f"n{d} == {size_of[d]}L" for d in tiled)
+                header = "" if len(variants) == 1 else (
+                    f"if ({test})" if k == 0 else "else" if k == len(variants) - 1 else f"else if ({test})")
+                with self.src.block(header):
+                    self._interior_split(bounds)
         origins(0)
 
-    def _micro_tile(self, bounds: Sequence[str], unroll: bool) -> None:
-        """One register micro-tile: init accumulators, reduce, then post and store."""
+    def _interior_split(self, bounds: Sequence[int]) -> None:
+        """A micro-tile whose padded loads all stay inside their tensors (the bulk of a
+        convolution) runs a copy of the body without bounds checks."""
+        checks, unpadded = self._interior_checks(bounds)
+        if not checks:
+            self._micro_tile(bounds, self.c.body)
+            return
+        with self.src.block(f"if ({' && '.join(checks)})"):
+            self._micro_tile(bounds, unpadded)
+        with self.src.block("else"):
+            self._micro_tile(bounds, self.c.body)
+
+    def _interior_checks(self, bounds: Sequence[int]) -> tuple[list[str], Expr]:
+        """C conditions under which the affine padded loads of the body read inside their
+        tensors over this micro-tile, and the body with those loads unpadded."""
+        spatial = {a.name: d for d, a in enumerate(self.c.axes)}
+        checks: list[str] = []
+        safe: set[int] = set()
+
+        def extreme(form: LinearForm, high: bool) -> str:
+            terms = [str(form[0])]
+            for var, k in form[1].items():
+                top = (k > 0) == high
+                if var in spatial:
+                    d = spatial[var]
+                    point = f"(b{d} + m{d} + {bounds[d] - 1 if top else 0})"
+                else:
+                    point = str(self.ranges[var][1] if top else self.ranges[var][0])
+                terms.append(f"{k} * {point}")
+            return " + ".join(terms)
+
+        for ld in (x for x in walk(self.c.body) if isinstance(x, Load) and x.pad is not None):
+            shape = self.c.inputs[ld.input].shape
+            forms = [linear_form(i) for i in ld.indices]
+            if any(f is None or any(v not in self.ranges for v in f[1]) for f in forms):
+                continue
+            for form, n in zip(forms, shape, strict=True):
+                static = form_bounds(form, self.ranges)
+                if static[0] < 0:
+                    checks.append(f"{extreme(form, False)} >= 0")
+                if static[1] >= n:
+                    checks.append(f"{extreme(form, True)} < {n}")
+            safe.add(id(ld))
+
+        def unpad(e: Expr) -> Expr | None:
+            if isinstance(e, Load) and id(e) in safe:
+                return Load(e.input, e.indices, e.dtype)
+            return None
+        return list(dict.fromkeys(checks)), substitute(self.c.body, unpad)
+
+    def _micro_sizes(self, d: int) -> list[int]:
+        """Sizes the micro-tiles of axis d take: full, and the remainders of full and last tiles."""
+        e, b, u = self.s.extents[d], self.s.block[d], self.s.thread[d]
+        last = e % b or b
+        return sorted({u, b % u or u, last % u or u}, reverse=True)
+
+    def _spatial(self, order: Sequence[int], bounds: Sequence[int], inner: Callable[[], None],
+                 unroll: bool = False) -> None:
+        """Constant-bound loops over micro-tile axes in `order` (one-trip loops become constants).
+
+        Every loop but the first is fully unrolled, so values that do not depend on
+        an unrolled axis (the contiguous vector load a micro-tile's rows share) are
+        computed once per iteration of the first loop.
+        """
+        if not order:
+            inner()
+            return
+        d, rest = order[0], order[1:]
+        if bounds[d] == 1:
+            with self.src.block(""):
+                self.src.line(f"const int64_t u{d} = 0;")
+                self.src.line(f"const int64_t i{d} = b{d} + m{d} + u{d};")
+                self._spatial(rest, bounds, inner, unroll)
+            return
+        with self._loop(f"u{d}", f"{bounds[d]}L", f"#pragma GCC unroll {bounds[d]}" if unroll else ""):
+            self.src.line(f"const int64_t i{d} = b{d} + m{d} + u{d};")
+            self._spatial(rest, bounds, inner, True)
+
+    def _micro_tile(self, bounds: Sequence[int], body: Expr) -> None:
+        """One register micro-tile: init accumulators, reduce `body`, then post and store."""
         c, u = self.c, self.s.thread
         size = math.prod(u)
         flat = " + ".join(f"u{d} * {math.prod(u[d + 1:])}L" for d in range(self.n) if u[d] > 1) or "0"
         acc_t = value_ctype(c.acc_dtype)
+        init = literal(INIT[c.reduce_op](c.acc_dtype), c.acc_dtype)
         self.src.line(f"{acc_t} acc[{size}];")
-        with self._loop("k", f"{size}L"):
-            self.src.line(f"acc[k] = {literal(INIT[c.reduce_op](c.acc_dtype), c.acc_dtype)};")
-
-        def spatial(d: int, inner: Callable[[], None]) -> None:
-            if d == self.n:
-                inner()
-                return
-            # No `omp simd` here: it turns acc[] into per-lane arrays that gcc then
-            # keeps in memory; plain auto-vectorization keeps them in registers.
-            pragma = f"#pragma GCC unroll {u[d]}" if unroll and u[d] > 1 and d < self.n - 1 else ""
-            with self._loop(f"u{d}", bounds[d], pragma):
-                self.src.line(f"const int64_t i{d} = b{d} + m{d} + u{d};")
-                spatial(d + 1, inner)
 
         def accumulate() -> None:
-            value = self._emit(c.body)
+            value = self._emit(body)
             self.src.line(f"acc[{flat}] = {combine(c.reduce_op, c.acc_dtype, f'acc[{flat}]', value)};")
 
-        self._reduce_loops(len(c.reduce_axes), lambda: spatial(0, accumulate))
-        spatial(0, lambda: self._finish(f"acc[{flat}]"))
+        order = [self.n - 1, *range(self.n - 1)] if self.n else []
+        self._spatial(order, bounds, lambda: self.src.line(f"acc[{flat}] = {init};"))
+        self._reduce_loops(len(c.reduce_axes), lambda: self._spatial(order, bounds, accumulate))
+        self._spatial(order, bounds, lambda: self._finish(f"acc[{flat}]"))
 
     def _reduce_loops(self, count: int, inner: Callable[[], None], k: int = 0) -> None:
         """Loops over the first `count` reduce axes around `inner`."""
@@ -229,15 +302,9 @@ class _KernelWriter:
             return False
         inner = [a.name for a in self.c.axes if a.extent > 1]
         for ld in (x for x in walk(self.c.body) if isinstance(x, Load)):
-            strides = row_major_strides(self.c.inputs[ld.input].shape)
-
-            def stride(var: str, ld: Load = ld, strides: list[int] = strides) -> int | None:
-                coefs = [affine_coefficient(i, var) for i in ld.indices]
-                if None in coefs:
-                    return None
-                return sum(c * s for c, s in zip(coefs, strides, strict=True))  # type: ignore[misc]
-
-            if stride(red[-1].name) == 1 and (not inner or stride(inner[-1]) not in (0, 1)):
+            shape = self.c.inputs[ld.input].shape
+            if load_stride(ld, shape, red[-1].name) == 1 and (
+                    not inner or load_stride(ld, shape, inner[-1]) not in (0, 1)):
                 return True
         return False
 

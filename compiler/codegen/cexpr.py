@@ -20,8 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
+from compiler.codegen.affine import bounds
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import Call, Const, Expr, Load, TensorType, Var, walk
+from compiler.ir.te import Call, Const, Expr, Load, TensorType, Var
 
 # Helpers the op renderings call; static inline, so unused ones cost nothing.
 PRELUDE = r"""#include <stdint.h>
@@ -253,7 +254,8 @@ class ExprWriter:
 
     `names` maps TE variable names (axes, `acc`) to C expressions. Temporaries
     are numbered by a counter shared across writers of one kernel, so names
-    never collide between scopes.
+    never collide between scopes. `ranges`, when given, holds each axis' full
+    range: padded loads then check only the dimensions that can leave the tensor.
     """
 
     # How a float value is rounded to half precision; CUDA, which has no device
@@ -261,10 +263,11 @@ class ExprWriter:
     HALF_ROUND = "(float)(_Float16)({})"
 
     def __init__(self, inputs: Sequence[TensorType], names: Mapping[str, str],
-                 counter: Iterator[int]) -> None:
+                 counter: Iterator[int], ranges: Mapping[str, tuple[int, int]] | None = None) -> None:
         self.inputs = inputs
         self.names = names
         self.counter = counter
+        self.ranges = ranges or {}
         self.lines: list[str] = []
         self._memo: dict[int, tuple[Expr, str]] = {}
 
@@ -312,8 +315,14 @@ class ExprWriter:
             element = f"(float){element}"
         if e.pad is None:
             return self._temp(e.dtype, element)
-        inside = " && ".join(f"(uint64_t){ix} < {n}UL" for ix, n in zip(idx, t.shape, strict=True))
-        return self._temp(e.dtype, f"({inside or '1'}) ? {element} : {literal(e.pad, e.dtype)}")
+        checks = []
+        for ix, index, n in zip(idx, e.indices, t.shape, strict=True):
+            b = bounds(index, self.ranges)
+            if b is None or b[0] < 0 or b[1] >= n:
+                checks.append(f"(uint64_t){ix} < {n}UL")
+        if not checks:
+            return self._temp(e.dtype, element)
+        return self._temp(e.dtype, f"({' && '.join(checks)}) ? {element} : {literal(e.pad, e.dtype)}")
 
 
 def prelude(qualifier: str = "static inline") -> str:
@@ -324,26 +333,3 @@ def prelude(qualifier: str = "static inline") -> str:
 def new_counter() -> Iterator[int]:
     """A fresh temporary-name counter for one kernel."""
     return itertools.count()
-
-
-def affine_coefficient(e: Expr, var: str) -> int | None:
-    """d e / d var when `e` is affine in `var` with a constant coefficient, else None."""
-    if not any(isinstance(x, Var) and x.name == var for x in walk(e)):
-        return 0
-    if isinstance(e, Var):
-        return 1
-    if not isinstance(e, Call):
-        return None  # a data-dependent index
-    parts = [affine_coefficient(a, var) for a in e.args]
-    if e.op in {"add", "sub"} and None not in parts:
-        return parts[0] + parts[1] if e.op == "add" else parts[0] - parts[1]  # type: ignore[operator]
-    if e.op == "neg" and parts[0] is not None:
-        return -parts[0]
-    if e.op == "cast" and not dtype(e.args[0].dtype).is_float:
-        return parts[0]
-    if e.op == "mul":
-        for k in (0, 1):
-            other, coef = e.args[1 - k], parts[k]
-            if isinstance(other, Const) and coef is not None:
-                return coef * int(other.value)
-    return None
