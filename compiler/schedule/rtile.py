@@ -16,10 +16,11 @@ Only aligned shapes are ever considered (Roller's rules, mapped per kind):
 
 Construction: grow the register tile from its smallest aligned size, one
 dim at a time, always the dim whose next size saves the most traffic per
-byte of footprint added, while it fits the registers; on that base grow the
-block the same way while it fits shared memory (CPU: L2); scale out by
-shrinking the dims whose shrinking costs least traffic until there are as many
-tiles as units; rank what was built with the micro-performance model.
+byte of footprint added, while it fits the registers; on the last few tiles of
+that path (scale-up) grow the block the same way while it fits shared memory
+(CPU: L2); scale out by shrinking the dims whose shrinking costs least traffic
+until there are as many tiles as units; rank what was built with the
+micro-performance model and keep the top k.
 """
 
 from __future__ import annotations
@@ -299,7 +300,8 @@ class _Builder:
                     t = (*thread[:d], smaller[-1], *thread[d + 1:])
                     b = (*b[:d], max(b[d], t[d]), *b[d + 1:])
                 if self.aligned(b, t) and self.an.tiles(b) > self.an.tiles(block):
-                    options.append((self.block_traffic(b) - self.block_traffic(block), -d, b, t))
+                    # least traffic added first; on ties the outer dim, keeping rows long
+                    options.append((self.block_traffic(b) - self.block_traffic(block), d, b, t))
             if not options:
                 break
             _, _, block, thread = min(options)
