@@ -73,6 +73,13 @@ def target_name(fingerprint: str) -> str:
     return f"{kind}:{arch}" if arch else fingerprint
 
 
+def target_labels(fingerprints: list[str]) -> dict[str, str]:
+    """Readable names for fingerprints; two that read the same (another toolchain) get their hash's start."""
+    names = [target_name(fp) for fp in fingerprints]
+    return {fp: name if names.count(name) == 1 else f"{name} ({fp.rpartition(':')[2][:6]})"
+            for fp, name in zip(fingerprints, names, strict=True)}
+
+
 def short_key(key: str) -> str:
     """The first 12 hex digits of a key or sha256 (enough to find it again)."""
     return key[:12]

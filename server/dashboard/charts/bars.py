@@ -14,8 +14,8 @@ TOP = 8
 BOTTOM = 26
 
 
-def bar_chart(items: list[tuple[str, float]], title: str, href: dict[str, str] | None = None) -> Markup:
-    """Bars for (category, value) pairs in the given order; `href` links a category to a page."""
+def bar_chart(items: list[tuple[str, float]], title: str, hrefs: list[str] | None = None) -> Markup:
+    """Bars for (category, value) pairs in the given order; `hrefs[i]` links bar i to a page."""
     if not items:
         return empty(WIDTH, 80, title, "nothing to show yet")
     height = TOP + ROW * len(items) + BOTTOM
@@ -35,7 +35,7 @@ def bar_chart(items: list[tuple[str, float]], title: str, href: dict[str, str] |
         ])
         body.append(element("text", shorten(name, 28), x=LABEL_WIDTH - 8, y=y + ROW / 2 + 4,
                             text_anchor="end", class_="chart-label"))
-        link = (href or {}).get(name)
+        link = hrefs[i] if hrefs else None
         body.append(element("a", bar, href=link) if link else element("g", bar))
         body.append(element("text", label(value), x=x(value) + 6, y=y + ROW / 2 + 4,
                             class_="chart-value"))

@@ -27,12 +27,18 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
-    """Powers of ten covering [lo, hi] (both > 0)."""
-    first = math.floor(math.log10(lo))
-    last = math.ceil(math.log10(hi))
-    if first == last:
-        last += 1
-    return [10.0 ** e for e in range(first, last + 1)]
+    """Values 1, 2, 5 times powers of ten covering [lo, hi] (both > 0), from the last one at
+    or below `lo` to the first one at or above `hi`; powers of ten alone when that spans decades."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1.0,) if last - first > 2 else (1.0, 2.0, 5.0)
+    candidates = [m * 10.0 ** e for e in range(first, last + 1) for m in steps]
+    below = [v for v in candidates if v <= lo * (1 + 1e-9)]
+    above = [v for v in candidates if v >= hi * (1 - 1e-9)]
+    start, end = below[-1], above[0]
+    if start == end:
+        bigger = [v for v in candidates if v > end]
+        end = bigger[0] if bigger else end * 10
+    return [v for v in candidates if start <= v <= end] + ([end] if end not in candidates else [])
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,19 @@ def kernel_page(session: Session, flt: KernelFilter) -> Page[Kernel]:
 
 
 @dataclass(frozen=True)
+class TargetTotals:
+    """Kernels and hits of one target fingerprint."""
+
+    target: str
+    kernels: int
+    hits: int
+
+    @property
+    def hit_rate(self) -> float | None:
+        return _hit_rate(self.hits, self.kernels)
+
+
+@dataclass(frozen=True)
 class CacheTotals:
     """Counts over the whole cache: each kernel was built once (a miss) and then hit `hits` times."""
 
@@ -82,16 +95,20 @@ class CacheTotals:
     hits: int = 0
     stale: int = 0
     measured: int = 0
-    per_target: list[tuple[str, int]] = field(default_factory=list)
+    per_target: list[TargetTotals] = field(default_factory=list)
 
     @property
     def hit_rate(self) -> float | None:
-        lookups = self.hits + self.kernels
-        return self.hits / lookups if lookups else None
+        return _hit_rate(self.hits, self.kernels)
+
+
+def _hit_rate(hits: int, kernels: int) -> float | None:
+    lookups = hits + kernels
+    return hits / lookups if lookups else None
 
 
 def cache_totals(session: Session) -> CacheTotals:
-    """Kernels, hits, stale and measured counts, and kernels per target (most first)."""
+    """Kernels, hits, stale and measured counts, and the same per target (most kernels first)."""
     kernels, hits, stale, measured = session.execute(select(
         func.count(Kernel.key),
         func.coalesce(func.sum(Kernel.hit_count), 0),
@@ -99,9 +116,10 @@ def cache_totals(session: Session) -> CacheTotals:
         func.count(Kernel.measured_us),
     )).one()
     per_target = session.execute(
-        select(Kernel.target_fingerprint, func.count()).group_by(Kernel.target_fingerprint)
-        .order_by(func.count().desc(), Kernel.target_fingerprint)).all()
-    return CacheTotals(kernels, int(hits), int(stale), measured, [(t, n) for t, n in per_target])
+        select(Kernel.target_fingerprint, func.count(), func.coalesce(func.sum(Kernel.hit_count), 0))
+        .group_by(Kernel.target_fingerprint).order_by(func.count().desc(), Kernel.target_fingerprint)).all()
+    return CacheTotals(kernels, int(hits), int(stale), measured,
+                       [TargetTotals(t, n, int(h)) for t, n, h in per_target])
 
 
 def known_op_patterns(session: Session, limit: int = 200) -> list[str]:

@@ -53,7 +53,7 @@ def job_page(job_id: str, request: Request, session: SessionDep, tenant: CookieT
     stages = ordered_stages(row.job.stage_seconds or {})
     report = row.artifact.report if row.artifact is not None else {}
     return render(request, "job.html", tenant=tenant, nav="jobs", row=row, stages=STAGES,
-                  timeline=stage_timeline(stages, "Time per stage"), stage_seconds=stages,
+                  timeline=stage_timeline(stages, "Time per stage"),
                   kernels=report.get("kernels", []))
 
 

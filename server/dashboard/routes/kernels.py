@@ -9,7 +9,7 @@ from server.api.deps import SessionDep
 from server.dashboard.auth import CookieTenantDep
 from server.dashboard.charts.bars import bar_chart
 from server.dashboard.charts.scatter import ScatterPoint, predicted_vs_measured
-from server.dashboard.formatting import target_name
+from server.dashboard.formatting import target_labels
 from server.dashboard.queries import kernels as q
 from server.dashboard.queries.usage import kernel_uses
 from server.dashboard.templating import render, url_with
@@ -31,9 +31,9 @@ def cache_page(request: Request, session: SessionDep, tenant: CookieTenantDep, t
                          sort=sort if sort in q.SORTABLE else "used", desc=order != "asc",
                          page=page, per_page=PER_PAGE)
     totals = q.cache_totals(session)
-    per_target = bar_chart(
-        [(target_name(fp), n) for fp, n in totals.per_target], "Kernels per target",
-        href={target_name(fp): url_with(request, target=fp) for fp, _ in totals.per_target})
+    labels = target_labels([t.target for t in totals.per_target])
+    per_target = bar_chart([(labels[t.target], t.kernels) for t in totals.per_target], "Kernels per target",
+                           hrefs=[url_with(request, target=t.target) for t in totals.per_target])
     scatter = predicted_vs_measured(
         [ScatterPoint(k.predicted, k.measured, k.op_pattern, f"/kernels/{k.key}")
          for k in q.timed_kernels(session, flt.target)],

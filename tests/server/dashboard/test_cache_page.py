@@ -2,7 +2,7 @@
 
 import re
 
-from tests.server.dashboard.conftest import CPU, GPU, key_of
+from dashboard_seed import CPU, GPU, key_of
 
 
 def keys_on(html: str) -> list[str]:
@@ -16,6 +16,9 @@ def test_totals_and_charts(alice):
     assert re.search(r'id="total-hit-rate">93%<', html)
     assert "Kernels per target" in html and "<svg" in html
     assert "cpu:x86_64" in html and "cuda:sm_90" in html
+    per_target = html.split('id="per-target"', 1)[1].split("</table>", 1)[0]
+    assert re.search(r"cpu:x86_64</a></td>\s*<td class=\"num\">30</td><td class=\"num\">435</td>"
+                     r"<td class=\"num\">94%</td>", per_target)
 
 
 def test_filter_by_target_changes_the_rows(alice):

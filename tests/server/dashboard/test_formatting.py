@@ -10,6 +10,7 @@ from server.dashboard.formatting import (
     percent,
     shapes,
     size,
+    target_labels,
     target_name,
     tile_summary,
 )
@@ -39,3 +40,9 @@ def test_kernel_columns():
     assert target_name("cuda:sm_90:294a3922b7de4fe8") == "cuda:sm_90"
     assert target_name("cpu:x86_64:6934fc2935df5de8") == "cpu:x86_64"
     assert target_name("custom") == "custom"
+
+
+def test_target_labels_tell_apart_fingerprints_that_read_the_same():
+    labels = target_labels(["cpu:x86_64:aaaaaa11", "cpu:x86_64:bbbbbb22", "cuda:sm_90:cc"])
+    assert labels == {"cpu:x86_64:aaaaaa11": "cpu:x86_64 (aaaaaa)", "cpu:x86_64:bbbbbb22": "cpu:x86_64 (bbbbbb)",
+                      "cuda:sm_90:cc": "cuda:sm_90"}

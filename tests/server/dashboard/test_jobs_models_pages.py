@@ -1,6 +1,6 @@
 """Jobs and models pages: tenant isolation, escaping of model-derived strings, events, downloads."""
 
-from tests.server.dashboard.conftest import SCRIPT
+from dashboard_seed import SCRIPT
 
 
 def test_jobs_page_lists_only_the_tenants_jobs(alice, seeded):
@@ -25,7 +25,7 @@ def test_job_page_shows_stages_cache_validation_and_artifact(alice, seeded):
     html = alice.get(f"/jobs/{seeded.jobs['alice']}").text
     assert f'href="/artifacts/{seeded.artifacts["alice"]}"' in html
     assert "1 hits, 1 misses" in html and "relative L2 error 1.2e-07" in html
-    assert "Time per stage" in html and "1.500 s" in html
+    assert "Time per stage" in html and "build: 1.500 s" in html
     for stage in ("load", "lower", "schedule", "build", "validate"):
         assert f'data-stage="{stage}"' in html
 

@@ -23,6 +23,7 @@ def test_nice_ticks_are_round_and_cover_the_range():
     assert nice_ticks(0, 0.9, 4) == [0, 0.5, 1.0]
     assert nice_ticks(3, 3) == [3]
     assert log_ticks(2.5, 340) == [1.0, 10.0, 100.0, 1000.0]
+    assert log_ticks(20, 31) == [20.0, 50.0]  # within a decade: 1-2-5 steps, not 10 .. 100
 
 
 def test_scales_map_the_domain_onto_pixels():
@@ -32,7 +33,7 @@ def test_scales_map_the_domain_onto_pixels():
 
 
 def test_bar_chart_escapes_labels_and_sizes_bars():
-    svg = bar_chart([("<script>x</script>", 2), ("Relu", 1)], "ops <b>", href={"Relu": "/?op=Relu&x=1"})
+    svg = bar_chart([("<script>x</script>", 2), ("Relu", 1)], "ops <b>", hrefs=["", "/?op=Relu&x=1"])
     root = parse(svg)
     assert "<script>" not in str(svg) and "&lt;script&gt;" in str(svg)
     assert root.find(f"{NS}title").text == "ops <b>"

@@ -1,0 +1,238 @@
+"""The dashboard in a real browser: Debian's chromium driven by Playwright, against the real
+app (uvicorn) and a real celery worker on the embedded default (SQLite + SQLite broker).
+
+Log in with a token, filter the kernel cache by target, open a kernel's source, upload a
+model from the form, watch its job reach `succeeded` live, download the artifact and run
+it. Screenshots land in test-artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import FAST_JOB_SETTINGS, ROOT, ServiceFlow, make_token, migrated
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+GPU_TARGET = "cuda:sm_90:0123456789abcdef"
+GPU_SOURCE = ("#include <cuda_runtime.h>\n// a cached tile of C = A * B\n"
+              "__global__ void k0(const float* __restrict__ a, float* out) {\n"
+              "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  out[i] = a[i] * 2.0f;\n}\n")
+
+
+def _install_chromium() -> str | None:
+    """Install Debian's chromium when it is missing and we may; returns why not, or None."""
+    if CHROMIUM.exists():
+        return None
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return f"{CHROMIUM} is missing and this user cannot apt-get install it (not root, or no apt-get)"
+    env = os.environ | {"DEBIAN_FRONTEND": "noninteractive"}
+    for attempt in (["apt-get", "install", "-y", "chromium"],
+                    ["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+        done = subprocess.run(attempt, env=env, capture_output=True, text=True, timeout=900)
+        if attempt[1] == "install" and done.returncode == 0 and CHROMIUM.exists():
+            return None
+    return f"`apt-get install -y chromium` failed: {done.stderr.strip()[-500:]}"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator:
+    """A headless chromium (Debian's, never a downloaded one)."""
+    why_not = _install_chromium()
+    if why_not:
+        pytest.skip(why_not)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright package is not installed")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LiveService:
+    url: str
+    token: str
+    settings: object
+
+
+def _seed_kernels(settings) -> None:
+    """Cache rows on two targets besides the CPU ones the compile will add."""
+    from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
+    from server.db.kernel_cache import DatabaseKernelCache
+    from server.db.session import make_engine, make_sessionmaker
+
+    engine = make_engine(settings.db_url)
+    cache = DatabaseKernelCache(make_sessionmaker(engine))
+    for i, (op, target) in enumerate([("Conv+Relu", GPU_TARGET), ("Softmax", GPU_TARGET),
+                                      ("Add", "cpu:aarch64:fedcba9876543210")]):
+        sig = KernelSignature(op_pattern=op, shapes="[[64, 64], [64, 64]]", dtypes='["float32"]',
+                              te_hash=f"{i:02x}" * 32, target_fingerprint=target,
+                              compiler_fingerprint=compiler_fingerprint(), options="{}")
+        cache.put(KernelEntry(signature=sig, tile_config={"block": [32, 64], "thread": [4, 4], "reduce_step": [16],
+                                                          "vector": 4},
+                              source=GPU_SOURCE, binary=b"\0", estimated_us=20.0 + i, measured_us=25.0 + 3 * i))
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def service(module_tmp, start_worker) -> Iterator[LiveService]:
+    """uvicorn serving the app, and one celery worker, on a fresh embedded-default home."""
+    from server.core.config import Settings
+
+    settings = Settings(home=module_tmp / "home", queue_prefix=f"dash{os.getpid()}", **FAST_JOB_SETTINGS)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    migrated(settings.db_url)
+    _seed_kernels(settings)
+    start_worker(settings, "dashboard", queues="cpu")
+    port = _free_port()
+    log = (module_tmp / "uvicorn.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "server.main:create_app", "--factory", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, env=os.environ | settings.to_env(), stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/healthz", timeout=1).close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"uvicorn did not start:\n{(module_tmp / 'uvicorn.log').read_text()[-3000:]}")
+            time.sleep(0.2)
+    try:
+        yield LiveService(url, make_token(settings, "browser-user"), settings)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture
+def page(chromium, service):
+    context = chromium.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    yield page
+    context.close()
+    assert not errors, f"script errors on the page: {errors}"
+
+
+def shot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def log_in(page, service: LiveService) -> None:
+    page.goto(f"{service.url}/")
+    assert "/login" in page.url  # the cache page needs a login
+    shot(page, "01-login")
+    page.fill("#token", service.token)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{service.url}/")
+
+
+def table_keys(page) -> list[str]:
+    return page.eval_on_selector_all("#kernels tbody tr[data-key]", "rows => rows.map(r => r.dataset.key)")
+
+
+def test_cache_filter_and_kernel_source(page, service):
+    log_in(page, service)
+    cookie = next(c for c in page.context.cookies() if c["name"] == "tileforge_token")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    everything = table_keys(page)
+    assert len(everything) == 3
+    shot(page, "02-cache")
+
+    page.select_option("#filter-target", GPU_TARGET)  # submits the filter form by itself
+    page.wait_for_url("**target=cuda*")
+    gpu = table_keys(page)
+    assert len(gpu) == 2 and set(gpu) < set(everything)
+    assert page.locator("#kernels tbody").inner_text().count("cuda:sm_90") == 2
+    shot(page, "03-cache-filtered-by-target")
+
+    page.click("#kernels tbody tr:first-child a")
+    page.wait_for_url("**/kernels/*")
+    source = page.locator("#kernel-source")
+    assert "__global__ void k0" in source.inner_text()
+    assert source.locator(".tok-keyword").first.inner_text() in {"__global__", "__restrict__", "const"}
+    assert page.locator("#kernel-key").inner_text() in gpu
+    assert "shared memory" in page.locator("#tile-levels").inner_text()
+    shot(page, "04-kernel")
+
+
+def test_upload_watch_live_and_download(page, service, tmp_path):
+    from conftest import OnnxModels
+
+    model = OnnxModels.mlp(seed=5, tail="Relu")
+    model_file = tmp_path / "mlp.onnx"
+    model_file.write_bytes(model)
+    log_in(page, service)
+    page.click("nav >> text=Models")
+    page.set_input_files("#upload-file", str(model_file))
+    page.select_option("#upload-target", "cpu")
+    shot(page, "05-models-upload")
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_url("**/jobs/*")
+    first_seen = page.locator("h1 [data-field=status]").inner_text()
+    assert first_seen in ("queued", "running"), first_seen  # not finished yet: what follows is live
+    shot(page, "06-job-live")
+
+    # The page follows the job over server-sent events and reloads itself once it ends.
+    page.wait_for_selector("#artifact-link", timeout=180_000)
+    assert page.locator("h1 [data-field=status]").inner_text() == "succeeded"
+    assert page.locator(".stepper li.done").count() == 8
+    assert "passed" in page.locator(".facts").first.inner_text()
+    shot(page, "07-job-succeeded")
+
+    with page.expect_download() as info:
+        page.click("#artifact-link")
+    artifact = tmp_path / "artifact.tar.gz"
+    info.value.save_as(artifact)
+    with tarfile.open(artifact) as tar:
+        assert "manifest.json" in tar.getnames()
+    ServiceFlow.assert_runs_like_onnxruntime(artifact, model)
+    job_id = page.url.rsplit("/", 1)[1]
+    with urllib.request.urlopen(urllib.request.Request(
+            f"{service.url}/v1/compilations/{job_id}", headers={"Authorization": f"Bearer {service.token}"})) as r:
+        assert json.load(r)["artifact_sha256"] == hashlib.sha256(artifact.read_bytes()).hexdigest()
+
+    page.click("nav >> text=Jobs")
+    assert page.locator("#jobs tbody tr").count() == 1
+    shot(page, "08-jobs")
+    page.goto(f"{service.url}/")
+    assert len(table_keys(page)) > 3  # the compile put its kernels in the cache
+    shot(page, "09-cache-after-compile")
