@@ -108,7 +108,13 @@ def pg_redis_settings(postgres_url: str, redis_url: str, tmp_path_factory: pytes
     settings = Settings(home=home, database_url=postgres_url, redis_url=redis_url,
                         queue_prefix=f"t{secrets.token_hex(4)}", **FAST_JOB_SETTINGS)
     migrated(settings.db_url)
-    return settings
+    yield settings
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    for key in client.scan_iter(f"*{settings.queue_prefix}*"):  # this module's queues and bindings
+        client.delete(key)
+    client.close()
 
 
 def auth(token: str) -> dict[str, str]:
@@ -144,7 +150,7 @@ class WorkerProcess:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout=15)
+                self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.kill()
 
@@ -228,8 +234,8 @@ class OnnxModels:
     """Small ONNX models built in code for the service tests."""
 
     @staticmethod
-    def mlp(seed: int = 0, hidden: int = 16, tail: str = "MatMul") -> bytes:
-        """x[4,16] -> MatMul(16x`hidden`) -> Relu -> `tail` (MatMul to 8 wide, or an element-wise op)."""
+    def mlp(seed: int = 0, hidden: int = 16, tail: str = "MatMul", out: int = 8) -> bytes:
+        """x[4,16] -> MatMul(16x`hidden`) -> Relu -> `tail` (MatMul to `out` wide, or an element-wise op)."""
         import numpy as np
         from onnx import TensorProto, helper, numpy_helper
 
@@ -237,15 +243,15 @@ class OnnxModels:
         inits = [numpy_helper.from_array(rng.standard_normal((16, hidden)).astype(np.float32), "w1")]
         nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"])]
         if tail == "MatMul":
-            inits.append(numpy_helper.from_array(rng.standard_normal((hidden, 8)).astype(np.float32), "w2"))
+            inits.append(numpy_helper.from_array(rng.standard_normal((hidden, out)).astype(np.float32), "w2"))
             nodes.append(helper.make_node("MatMul", ["r", "w2"], ["y"]))
-            out_shape = [4, 8]
+            out_shape = [4, out]
         else:
             nodes.append(helper.make_node(tail, ["r"], ["y"]))
             out_shape = [4, hidden]
         graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
 
     @staticmethod
     def with_op(op: str) -> bytes:
@@ -255,7 +261,7 @@ class OnnxModels:
         graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "one",
                                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
 
 
 @pytest.fixture(scope="session")

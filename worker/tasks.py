@@ -53,8 +53,11 @@ _reaper_stop = threading.Event()
 def _start_reaper(**_: object) -> None:
     """Flag stale kernels, then reap expired job leases every few seconds in the main process."""
     ctx = worker_context()
-    with transaction(ctx.sessions) as s:
-        mark_stale_kernels(s)
+    try:
+        with transaction(ctx.sessions) as s:
+            mark_stale_kernels(s)
+    except Exception as e:  # e.g. not migrated yet: reaping must still start
+        log.error("could not flag stale kernels (run `tileforge db upgrade`?): %s", e)
     queue = JobQueue(app, ctx.settings)
 
     def loop() -> None:

@@ -29,9 +29,9 @@ def _kernel_keys(flow, job: dict) -> list[str]:
 
 
 def test_two_workers_share_kernels_and_store_each_once(flow, pg_redis_settings, onnx_models):
-    # Same shapes, different weights and tails: the MatMul(+Relu) kernels are shared.
-    a = flow.upload(onnx_models.mlp(seed=31, hidden=24))
-    b = flow.upload(onnx_models.mlp(seed=32, hidden=24, tail="Sigmoid"))
+    # Same first layer shapes, different weights and output widths: MatMul+Relu is shared.
+    a = flow.upload(onnx_models.mlp(seed=31, hidden=24, out=8))
+    b = flow.upload(onnx_models.mlp(seed=32, hidden=24, out=12))
     jobs = [flow.submit(a["id"]), flow.submit(b["id"])]
     done = [flow.wait(j["id"]) for j in jobs]
     assert [d["status"] for d in done] == ["succeeded", "succeeded"], [d["error"] for d in done]
@@ -46,6 +46,6 @@ def test_two_workers_share_kernels_and_store_each_once(flow, pg_redis_settings, 
     engine.dispose()
     assert rows == len(set(keys_a) | set(keys_b))  # each stored once, though both may have built it
 
-    later = flow.wait(flow.submit(flow.upload(onnx_models.mlp(seed=33, hidden=24, tail="Tanh"))["id"])["id"])
+    later = flow.wait(flow.submit(flow.upload(onnx_models.mlp(seed=33, hidden=24, out=4))["id"])["id"])
     assert later["status"] == "succeeded", later["error"]
     assert later["cache_hits"] >= len(shared & set(_kernel_keys(flow, later))) >= 1

@@ -25,7 +25,7 @@ def deep_mlp(layers: int = 12) -> bytes:
     out = 16 + 8 * ((layers - 1) % 4)
     graph = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
                               [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, out])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
 
 
 def test_killed_worker_job_finishes_on_another(pg_redis_settings, start_worker, tmp_path):
