@@ -1,0 +1,131 @@
+"""One attempt of a compile job, run in-process with the real pipeline on the embedded database:
+success, idempotent re-delivery, the user's errors, cancellation between stages, a lost lease,
+and transient faults handed back for retry."""
+
+import pytest
+from conftest import make_token
+from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
+
+from server.db.kernel_cache import DatabaseKernelCache
+from server.db.models import Artifact, Job, Kernel, Model, Tenant
+from server.db.session import make_engine, make_sessionmaker, transaction
+from server.jobs import state
+from server.storage import LocalStorage
+from worker.context import WorkerContext
+from worker.runner import run_job
+
+
+class HookedCache(DatabaseKernelCache):
+    """The real database cache, with a hook run on the first lookup (mid-compile, in `schedule`)."""
+
+    def __init__(self, sessions, hook) -> None:
+        super().__init__(sessions)
+        self.hook, self.fired = hook, False
+
+    def get(self, key):
+        if not self.fired:
+            self.fired = True
+            self.hook()
+        return super().get(key)
+
+
+@pytest.fixture
+def ctx(embedded_settings):
+    engine = make_engine(embedded_settings.db_url)
+    sessions = make_sessionmaker(engine)
+    yield WorkerContext(embedded_settings, sessions, LocalStorage(embedded_settings.storage_root),
+                        DatabaseKernelCache(sessions))
+    engine.dispose()
+
+
+def _job(ctx, data: bytes, options: dict | None = None) -> str:
+    import io
+
+    make_token(ctx.settings, "alice")
+    blob = ctx.storage.put(io.BytesIO(data))
+    with transaction(ctx.sessions) as s:
+        tenant_id = s.scalar(select(Tenant.id).where(Tenant.name == "alice"))
+        model = Model(tenant_id=tenant_id, sha256=blob.sha256, size=blob.size, inputs=[], outputs=[],
+                      op_histogram={}, parameters=0, opset=17)
+        s.add(model)
+        s.flush()
+        job = Job(tenant_id=tenant_id, model_id=model.id, target="cpu", target_kind="cpu",
+                  options=options or {}, task_id="t1")
+        s.add(job)
+        s.flush()
+        return job.id
+
+
+def _get(ctx, job_id) -> Job:
+    with ctx.sessions() as s:
+        return s.get(Job, job_id)
+
+
+def _count(ctx, table) -> int:
+    with ctx.sessions() as s:
+        return s.scalar(select(func.count()).select_from(table))
+
+
+def test_success_then_redelivery_does_nothing(ctx, onnx_models):
+    job_id = _job(ctx, onnx_models.mlp(seed=41))
+    assert run_job(ctx, job_id, "w1", "t1") == "succeeded"
+    job = _get(ctx, job_id)
+    assert (job.status, job.progress, job.attempts, job.lease_expires_at) == ("succeeded", 1.0, 1, None)
+    assert job.cache_misses == _count(ctx, Kernel) > 0 and job.validation["passed"]
+    with ctx.sessions() as s:
+        artifact = s.scalar(select(Artifact).where(Artifact.job_id == job_id))
+    assert ctx.storage.exists(artifact.sha256) and artifact.report["kernels"]
+    assert run_job(ctx, job_id, "w2", "t1").startswith("skipped")
+    assert _get(ctx, job_id).worker == "w1" and _count(ctx, Artifact) == 1
+
+
+def test_the_users_error_fails_the_job_without_retry(ctx, onnx_models):
+    job_id = _job(ctx, onnx_models.mlp(seed=42), options={"input_shapes": {"nope": [1]}})
+    assert run_job(ctx, job_id, "w1", "t1") == "failed: the model"
+    job = _get(ctx, job_id)
+    assert job.status == "failed" and "nope" in job.error and _count(ctx, Artifact) == 0
+
+
+def test_cancellation_is_honoured_at_the_next_stage(ctx, onnx_models):
+    job_id = _job(ctx, onnx_models.mlp(seed=43))
+
+    def cancel():
+        with transaction(ctx.sessions) as s:
+            assert state.request_cancel(s, s.get(Job, job_id))
+
+    ctx.kernel_cache = HookedCache(ctx.sessions, cancel)
+    assert run_job(ctx, job_id, "w1", "t1") == "cancelled"
+    job = _get(ctx, job_id)
+    assert job.status == "cancelled" and job.stage == "codegen" and _count(ctx, Artifact) == 0
+
+
+def test_a_worker_that_lost_its_lease_writes_nothing(ctx, onnx_models):
+    job_id = _job(ctx, onnx_models.mlp(seed=44))
+
+    def taken_over():  # the reaper re-queued the job and another worker claimed it
+        with transaction(ctx.sessions) as s:
+            s.execute(Job.__table__.update().where(Job.id == job_id).values(status="queued"))
+            assert state.claim(s, job_id, "w2", "t2", 60) == 2
+
+    ctx.kernel_cache = HookedCache(ctx.sessions, taken_over)
+    assert run_job(ctx, job_id, "w1", "t1").startswith("abandoned")
+    job = _get(ctx, job_id)
+    assert (job.status, job.worker, job.attempts) == ("running", "w2", 2)
+    assert _count(ctx, Artifact) == 0
+
+
+def test_a_transient_fault_hands_the_job_back_for_retry(ctx, onnx_models):
+    job_id = _job(ctx, onnx_models.mlp(seed=45))
+
+    def database_blip():
+        raise OperationalError("SELECT 1", {}, ConnectionResetError("connection reset by peer"))
+
+    ctx.kernel_cache = HookedCache(ctx.sessions, database_blip)
+    with pytest.raises(OperationalError):
+        run_job(ctx, job_id, "w1", "t1")
+    job = _get(ctx, job_id)
+    assert job.status == "queued" and "transient fault" in job.error
+    ctx.kernel_cache = DatabaseKernelCache(ctx.sessions)
+    assert run_job(ctx, job_id, "w1", "t1") == "succeeded"
+    assert _get(ctx, job_id).attempts == 2
