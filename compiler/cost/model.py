@@ -26,6 +26,7 @@ from compiler.cost.grid import row_major_span
 from compiler.cost.resources import (
     cpu_resources,
     cuda_resources,
+    cuda_stages_inputs,
     simd_lanes,
     stages_inputs,
     unit_step,
@@ -146,14 +147,15 @@ def _cuda(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) -> Estim
     broken = violations(res, target)
     units, x = target.units, target.extras
     tiles = an.tiles(tile.block)
-    per_sm = [int(x.get("max_blocks_per_sm", 32)),
+    limits = [int(x.get("max_blocks_per_sm", 32)),
               int(x.get("max_threads_per_sm", 2048)) // max(1, res.threads),
               target.registers // max(1, res.registers * _round_up(res.threads, target.lanes))]
     if res.smem_bytes:
-        per_sm.append(target.level("smem").capacity // res.smem_bytes)
-    blocks_per_sm = max(1, min(per_sm))
+        limits.append(target.level("smem").capacity // res.smem_bytes)
+    blocks_per_sm = max(1, min(limits))
     waves = -(-tiles // (units * blocks_per_sm))
     sm_util = _wave_utilisation(tiles, units)
+    staged = cuda_stages_inputs(an, target)
 
     concurrent = min(tiles, units * blocks_per_sm)
     stages = {"dram": _dram_seconds(an, tile, target, tiles, concurrent)}
@@ -161,7 +163,7 @@ def _cuda(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) -> Estim
         l2 = target.level("l2")
         stages["l2"] = an.traffic(tile.block, l2.transaction).total / (
             l2.bandwidth * _shared_level_efficiency(tiles, units))
-    if stages_inputs(an):
+    if staged:
         smem = target.level("smem")
         warp = warp_tile(tile, target.lanes)
         reads = an.input_bytes(warp) * an.tiles(warp)
@@ -169,11 +171,12 @@ def _cuda(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) -> Estim
 
     per_sm = -(-tiles // units)  # blocks each SM runs, one after another or side by side
     resident = min(blocks_per_sm, per_sm)
-    resident_warps = resident * -(-res.threads // target.lanes)
-    ilp = math.prod(tile.thread) if stages_inputs(an) else CUDA_LATENCY_STREAMS
+    threads = res.threads
+    resident_warps = resident * -(-threads // target.lanes)
+    ilp = math.prod(tile.thread) if staged else CUDA_LATENCY_STREAMS
     latency_eff = min(1.0, resident_warps * ilp / CUDA_LATENCY_STREAMS)
-    lane_eff = res.threads / _round_up(res.threads, target.lanes)
-    steps = _reduce_steps(an, tile)
+    lane_eff = threads / _round_up(threads, target.lanes)
+    steps = _reduce_steps(an, tile) if staged else 1
     step_cycles = steps * STEP_LATENCY_CYCLES if steps > 1 else 0
     exposed = per_sm / resident * (step_cycles + BLOCK_OVERHEAD_CYCLES) / _clock_hz(target)
     stages["compute"] = _padded_flops(an, tile) / (

@@ -16,11 +16,16 @@ from compiler.cost.analysis import TileAnalysis
 from compiler.cost.banks import row_padding
 from compiler.cost.grid import row_major_span
 from compiler.cost.tiling import Tiling
+from compiler.ir import te
 from compiler.ir.dtypes import dtype
 from compiler.target.base import Target
 
 # Registers a CUDA thread needs besides its tile: indices, pointers, loop counters.
 THREAD_OVERHEAD_REGISTERS = 16
+# A CUDA reduction whose innermost reduce axis is contiguous in memory is reduced by a team
+# of threads per output (warp shuffles), each taking about this many elements.
+TEAM_ELEMS_PER_THREAD = 8
+MAX_TEAM = 512  # Roller: at most 512 threads per block
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,8 @@ class TileResources:
 
 
 def threads_per_block(tile: Tiling) -> int:
-    """CUDA threads in one block: the block divided into register tiles."""
+    """CUDA threads in one block: the block divided into register tiles (times the
+    `reduction_team` per output where one applies)."""
     return math.prod(-(-b // t) for b, t in zip(tile.block, tile.thread, strict=True))
 
 
@@ -47,6 +53,33 @@ def warp_tile(tile: Tiling, lanes: int) -> tuple[int, ...]:
     it broadcast, so shared-memory traffic is counted per warp tile."""
     grid = [-(-b // t) for b, t in zip(tile.block, tile.thread, strict=True)]
     return tuple(t * n for t, n in zip(tile.thread, row_major_span(grid, lanes), strict=True))
+
+
+def reuses_across_outputs(an: TileAnalysis) -> bool:
+    """Whether some input element is read by several outputs (a contraction, a convolution,
+    pooling windows), rather than each output reading its own elements (a row reduction)."""
+    outputs = math.prod(an.extents)
+    own = an.input_elems((1,) * len(an.extents))
+    unique = an.input_elems(an.extents)
+    return any(outputs * o > 2 * u for o, u in zip(own, unique, strict=True) if u)
+
+
+def reduction_team(an: TileAnalysis, warp: int) -> int:
+    """Threads cooperating on one output on CUDA: a power-of-two number of warps for a long
+    reduction without reuse across outputs whose last reduce axis indexes some load's
+    innermost dim without a spatial axis (softmax / layer-norm rows, sums over trailing
+    axes); 1 otherwise."""
+    length = math.prod(an.reduce_extents) if an.reduce_extents else 0
+    if length < warp or reuses_across_outputs(an):
+        return 1
+    last = an.compute.reduce_axes[-1].name
+    spatial = {a.name for a in an.compute.axes}
+    for ld in (x for x in te.walk(an.compute.body) if isinstance(x, te.Load) and x.indices):
+        names = {v.name for v in te.walk(ld.indices[-1]) if isinstance(v, te.Var)}
+        if last in names and not names & spatial:
+            wanted = -(-length // TEAM_ELEMS_PER_THREAD)
+            return min(MAX_TEAM, max(warp, 1 << (wanted - 1).bit_length()))
+    return 1
 
 
 def stages_inputs(an: TileAnalysis) -> bool:
@@ -59,16 +92,22 @@ def unit_step(an: TileAnalysis) -> tuple[int, ...]:
     return (1,) * len(an.reduce_extents)
 
 
-def smem_bytes(an: TileAnalysis, tile: Tiling, banks: int, padded: bool = True) -> int:
+def cuda_stages_inputs(an: TileAnalysis, target: Target) -> bool:
+    """Whether a CUDA kernel stages inputs in shared memory step by step: reductions do,
+    except contiguous row reductions, whose thread teams read global memory directly."""
+    return stages_inputs(an) and reduction_team(an, target.lanes) == 1
+
+
+def smem_bytes(an: TileAnalysis, tile: Tiling, target: Target, padded: bool = True) -> int:
     """Shared memory of one block's staged inputs (block x reduce step), rows padded."""
-    if not stages_inputs(an):
+    if not cuda_stages_inputs(an, target):
         return 0
     total = 0
     regions = an.region_extents(tile.block, tile.reduce_step)
     for ext, elems, nb in zip(regions, an.input_elems(tile.block, tile.reduce_step), an.in_bytes,
                               strict=True):
         if ext and padded and elems == math.prod(ext):
-            elems = math.prod(ext[:-1]) * (ext[-1] + row_padding(ext[-1], nb, banks))
+            elems = math.prod(ext[:-1]) * (ext[-1] + row_padding(ext[-1], nb, target.banks))
         total += elems * nb
     return total
 
@@ -79,9 +118,9 @@ def cuda_resources(an: TileAnalysis, tile: Tiling, target: Target,
     acc = dtype(an.compute.acc_dtype).nbytes
     outputs = math.prod(tile.thread)
     words = -(-outputs * acc // 4) + -(-an.input_bytes(tile.thread, unit_step(an)) // 4)
-    return TileResources(threads=threads_per_block(tile),
+    return TileResources(threads=threads_per_block(tile) * reduction_team(an, target.lanes),
                          registers=words + THREAD_OVERHEAD_REGISTERS,
-                         smem_bytes=smem_bytes(an, tile, target.banks, padded))
+                         smem_bytes=smem_bytes(an, tile, target, padded))
 
 
 def simd_lanes(target: Target, elem_bytes: int) -> int:

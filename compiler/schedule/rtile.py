@@ -34,6 +34,7 @@ from compiler.cost.model import Estimate, estimate
 from compiler.cost.resources import (
     cpu_vector_registers,
     cuda_resources,
+    reduction_team,
     simd_lanes,
     smem_bytes,
     stages_inputs,
@@ -127,6 +128,7 @@ class _Builder:
         self.ladders = [self._thread_ladder(d) for d in range(len(an.extents))]
         self.dram_tx = target.levels[0].transaction
         self.thread_multiple = target.lanes * WARP_PARTITIONS
+        self.team = reduction_team(an, target.lanes) if self.cuda else 1
         if self.cuda:  # what a block gets without opting in to more (what codegen launches)
             x = target.extras
             self.smem_budget = int(x.get("smem_static_per_block",
@@ -173,7 +175,7 @@ class _Builder:
             return False
         if not self.cuda:
             return True
-        threads = threads_per_block(TileConfig(block, thread, ()))
+        threads = self.block_threads(block, thread)
         single = all(b >= e for b, e in zip(block, ext, strict=True))
         return threads <= MAX_BLOCK_THREADS and (single or threads % self.thread_multiple == 0)
 
@@ -187,10 +189,15 @@ class _Builder:
         if not self.cuda:
             return self.an.footprint(block, step) <= self.target.level("l2").capacity
         tile = TileConfig(block, thread, step)
-        threads = threads_per_block(tile)
+        threads = self.block_threads(block, thread)
         return (threads <= MAX_BLOCK_THREADS
-                and smem_bytes(self.an, tile, self.target.banks) <= self.smem_budget
+                and smem_bytes(self.an, tile, self.target) <= self.smem_budget
                 and self.thread_registers(thread) * threads <= self.target.registers)
+
+    def block_threads(self, block: Sizes, thread: Sizes) -> int:
+        """CUDA threads of a block: one per register tile, times the team per output of a
+        contiguous row reduction."""
+        return threads_per_block(TileConfig(block, thread, ())) * self.team
 
     def thread_registers(self, thread: Sizes) -> int:
         """32-bit registers one CUDA thread needs for register tile `thread`."""
@@ -203,8 +210,7 @@ class _Builder:
         """Whether a block must keep growing even without reuse to gain: too few CUDA
         threads to be aligned, or a CPU task under a quarter of L2 (task overhead)."""
         if self.cuda:
-            threads = threads_per_block(TileConfig(block, thread, ()))
-            return threads < self.target.lanes * WARP_PARTITIONS
+            return self.block_threads(block, thread) < self.target.lanes * WARP_PARTITIONS
         return self.an.footprint(block, self.steps[0]) < self.target.level("l2").capacity // 4
 
     # -- traffic the reuse scores compare ----------------------------------
@@ -324,7 +330,7 @@ class _Builder:
                 b, t = self.scale_out(block, thread)
                 for step in self.steps:
                     tile = TileConfig(b, t, step, self.vector(t))
-                    if not self.cuda or smem_bytes(self.an, tile, self.target.banks) <= self.smem_budget:
+                    if not self.cuda or smem_bytes(self.an, tile, self.target) <= self.smem_budget:
                         yield tile
 
     def ranked(self, waste: float) -> list[Candidate]:

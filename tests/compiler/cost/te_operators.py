@@ -77,6 +77,14 @@ def row_mean(m: int, n: int) -> Compute:
                    post=Var("acc", F32) / float(n), label="ReduceMean")
 
 
+def column_sum(m: int, n: int) -> Compute:
+    """A reduction over the outer axis: the reduce axis is strided in memory."""
+    i, j = _v("i", "j")
+    return Compute(axes=(Axis("j", n),), body=Load(0, (i, j), F32),
+                   inputs=(TensorType((m, n), F32),), dtype=F32,
+                   reduce_axes=(Axis("i", m),), reduce_op="sum", label="ReduceSum")
+
+
 def add_relu(*shape: int, dt: str = F32) -> Compute:
     idx = _v(*(f"i{d}" for d in range(len(shape))))
     body = call("max", Load(0, idx, dt) + Load(1, idx, dt), 0.0)

@@ -1,9 +1,10 @@
 """The micro-performance model: stages, bounds, waves, bank conflicts and limits."""
 
 import pytest
-from te_operators import add_relu, matmul, row_max
+from te_operators import add_relu, column_sum, matmul, row_max, total_sum
 
 from compiler.cost import TileAnalysis, estimate, resources, violations
+from compiler.cost.resources import reduction_team
 from compiler.schedule.plan import TileConfig
 from compiler.target import get_target
 from compiler.target.cuda import SPECS
@@ -94,3 +95,16 @@ def test_row_reduction_reads_each_row_once_from_dram():
     t = get_target("cuda:a10")
     e = estimate(row_max(4096, 1024), TileConfig((128,), (1,), (32,)), t)
     assert e.bound in {"dram", "compute"} and e.tiles == 32
+
+
+def test_contiguous_row_reductions_get_a_thread_team_per_row():
+    an = TileAnalysis(row_max(4096, 1000))
+    assert reduction_team(an, 32) == 128  # 1000 elements, ~8 per thread
+    assert reduction_team(TileAnalysis(total_sum(1024, 1024)), 32) == 512
+    assert reduction_team(TileAnalysis(matmul(64, 64, 4096)), 32) == 1  # a contraction reuses
+    assert reduction_team(TileAnalysis(column_sum(4096, 64)), 32) == 1  # strided reduce axis
+    assert reduction_team(TileAnalysis(row_max(4096, 16)), 32) == 1  # too short for a warp
+    t = get_target("cuda:a100")
+    e = estimate(row_max(4096, 1000), TileConfig((4,), (1,), (32,)), t)
+    assert e.bound == "dram" and "smem" not in e.stages  # teams read global memory directly
+    assert resources(an, TileConfig((4,), (1,), (32,)), t).threads == 512
