@@ -53,6 +53,8 @@ def test_sorting_and_pagination(alice):
     assert first[0] == key_of(0) and len(keys_on(second)) == 7
     assert not set(first) & set(keys_on(second))
     assert 'rel="prev"' in second and "page 2 of 2" in second
+    past_the_end = alice.get("/", params={"sort": "predicted", "order": "asc", "page": 99}).text
+    assert keys_on(past_the_end) == keys_on(second)
 
 
 def test_kernel_page_shows_source_tiles_and_the_tenants_jobs(alice, seeded):
