@@ -7,6 +7,8 @@ gcc version, read once in the target layer and re-exported here).
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +18,7 @@ from compiler.errors import BuildError
 from compiler.target.base import Target
 from compiler.target.toolchain import gcc_version
 
-__all__ = ["c_flags", "compile_objects", "gcc_version", "link_shared"]
+__all__ = ["c_flags", "compile_objects", "gcc_version", "has_libmvec", "link_shared"]
 
 GCC = "gcc"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -26,12 +28,27 @@ BASE_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno", "-fPIC", "-fwrapv", "-std=gn
 COMPILE_JOBS = 2
 
 
+LIBMVEC_FLAG = "-DTF_LIBMVEC"
+
+
 def c_flags(target: Target | None = None) -> tuple[str, ...]:
-    """gcc flags for kernels of `target` (`extras["march"]`, default the build machine's)."""
+    """gcc flags for kernels of `target` (`extras["march"]`, default the build machine's).
+
+    Where glibc's vector math library exists, kernels call its SIMD exp / erf /
+    tanh / ... (`-DTF_LIBMVEC`, and `link_shared` then links it).
+    """
     march = str(target.extras.get("march", "native")) if target is not None else "native"
     if not _MARCH.fullmatch(march):
         raise BuildError(f"bad -march value {march!r} in target")
-    return (*BASE_FLAGS, f"-march={march}")
+    vector_math = (LIBMVEC_FLAG,) if has_libmvec() else ()
+    return (*BASE_FLAGS, f"-march={march}", *vector_math)
+
+
+@functools.cache
+def has_libmvec() -> bool:
+    """Whether gcc finds glibc's libmvec (x86-64 glibc only)."""
+    found = run_tool([GCC, "-print-file-name=libmvec.so"], {}, ()).stdout.strip()
+    return os.path.isabs(found) and os.path.exists(found)
 
 
 def _checked_names(names: Sequence[str], what: str) -> None:
@@ -69,5 +86,6 @@ def link_shared(objects: Sequence[bytes], extra_sources: Mapping[str, str],
     _checked_names(list(extra_sources), "source")
     files: dict[str, str | bytes] = {f"o{i}.o": obj for i, obj in enumerate(objects)}
     files.update({f"{name}.c": src for name, src in extra_sources.items()})
-    argv = [GCC, "-shared", *flags, "-o", "lib.so", *files, "-fopenmp", "-lm"]
+    libs = ["-lmvec"] if LIBMVEC_FLAG in flags else []
+    argv = [GCC, "-shared", *flags, "-o", "lib.so", *files, "-fopenmp", *libs, "-lm"]
     return run_tool(argv, files, ["lib.so"]).files["lib.so"]

@@ -87,6 +87,19 @@ static inline T tf_floordiv##S(T a, T b) {                                      
 }
 TF_FLOAT_HELPERS(float, f)
 TF_FLOAT_HELPERS(double, )
+
+#ifdef TF_LIBMVEC
+/* glibc's vector math library has SIMD variants of these; declaring them lets the
+   vectorizer call them (glibc itself declares them only under -ffast-math). */
+#define TF_SIMD_MATH(F) \
+  __attribute__((__simd__("notinbranch"))) extern float F##f(float); \
+  __attribute__((__simd__("notinbranch"))) extern double F(double);
+TF_SIMD_MATH(exp) TF_SIMD_MATH(log) TF_SIMD_MATH(tanh) TF_SIMD_MATH(erf) TF_SIMD_MATH(sin)
+TF_SIMD_MATH(cos) TF_SIMD_MATH(tan) TF_SIMD_MATH(asin) TF_SIMD_MATH(acos) TF_SIMD_MATH(atan)
+TF_SIMD_MATH(sinh) TF_SIMD_MATH(cosh) TF_SIMD_MATH(asinh) TF_SIMD_MATH(acosh) TF_SIMD_MATH(atanh)
+__attribute__((__simd__("notinbranch"))) extern float powf(float, float);
+__attribute__((__simd__("notinbranch"))) extern double pow(double, double);
+#endif
 """
 
 # TE op -> C math function (float spelling gets an `f` suffix).
