@@ -10,7 +10,10 @@ hide arithmetic latency.
 
 Stages per kind:
 - CUDA: dram (block tiles, after L2 hits), l2 (every block tile's loads),
-  smem (register tiles read from shared memory, times bank conflicts), compute.
+  smem (warps' register tiles read from shared memory, times bank conflicts;
+  absent for kernels that stage nothing: element-wise ones, and contiguous row
+  reductions run by a thread team per output), compute (plus exposed latency of
+  each reduce step and block start).
 - CPU: dram (after last-level-cache hits), l3 (block tiles), l2 (register
   tiles), l1 (register loads per reduce step), compute.
 """
