@@ -11,6 +11,10 @@ import functools
 import shutil
 import subprocess
 
+# Where toolchains are looked up: fixed, not the caller's PATH, so the version in the
+# fingerprint is that of the program compiler.build runs (build's sandbox uses this path).
+TOOL_PATH = "/usr/local/bin:/usr/bin:/bin"
+
 
 @functools.cache
 def version_lines(program: str) -> tuple[str, ...]:
@@ -19,7 +23,7 @@ def version_lines(program: str) -> tuple[str, ...]:
     Runs without a shell, with a time limit, so a broken toolchain cannot hang
     target detection.
     """
-    path = shutil.which(program)
+    path = shutil.which(program, path=TOOL_PATH)
     if path is None:
         return ()
     try:
