@@ -26,17 +26,19 @@ def cmd_db_upgrade(a: argparse.Namespace) -> int:
 
 
 def cmd_token_create(a: argparse.Namespace) -> int:
-    print(new_token(get_settings(), a.tenant))
+    from server.db.migrate import upgrade
+
+    settings = get_settings()
+    upgrade(settings.db_url)  # a fresh embedded home has no tables yet
+    print(new_token(settings, a.tenant))
     return 0
 
 
 def new_token(settings: Settings, tenant: str) -> str:
-    """Migrate if needed, then create and return a token for `tenant` (created if new)."""
+    """Create and return a token for `tenant` (the tenant is created if new)."""
     from server.core.security import create_token
-    from server.db.migrate import upgrade
     from server.db.session import one_off_transaction
 
-    upgrade(settings.db_url)
     with one_off_transaction(settings.db_url) as s:
         return create_token(s, tenant)
 
@@ -62,12 +64,14 @@ def cmd_worker(a: argparse.Namespace) -> int:
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
+    from server.db.migrate import upgrade
     from server.main import create_app
     from worker.celery_app import create_celery
 
     settings = get_settings()
     settings.home.mkdir(parents=True, exist_ok=True)
-    token = new_token(settings, a.tenant)
+    upgrade(settings.db_url)
+    token = None if a.no_token else new_token(settings, a.tenant)
     with create_celery(settings).connection_for_write() as conn:
         conn.ensure_connection(max_retries=3)  # creates the embedded broker's tables before the worker races for them
         conn.default_channel  # noqa: B018
@@ -77,8 +81,10 @@ def cmd_serve(a: argparse.Namespace) -> int:
                                   env=os.environ | settings.to_env())
     url = f"http://{a.host}:{a.port}"
     print(f"tileforge serving on {url}  (API docs: {url}/docs)")
-    print(f"token for tenant {a.tenant!r}: {token}")
-    print(f"try: curl -H 'Authorization: Bearer {token}' {url}/v1/models", flush=True)
+    if token is not None:
+        print(f"token for tenant {a.tenant!r}: {token}")
+        print(f"try: curl -H 'Authorization: Bearer {token}' {url}/v1/models")
+    sys.stdout.flush()
     try:
         uvicorn.run(create_app(settings), host=a.host, port=a.port, log_level="info")
     finally:
@@ -98,6 +104,7 @@ def add_service_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--with-worker", action="store_true", help="also start a compile worker")
     p.add_argument("--tenant", default="local", help="tenant of the token printed at start")
+    p.add_argument("--no-token", action="store_true", help="print no token (deployments: use `token create`)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("worker", help="run a Celery compile worker")
