@@ -1,6 +1,7 @@
 """Roller rTile construction: fit, alignment, reuse, scale-out and every kind of Compute."""
 
 import math
+import random
 import sys
 from pathlib import Path
 
@@ -173,3 +174,28 @@ def test_zero_size_output_gets_one_trivial_tile():
         cands = construct(add_relu(0, 128), get_target(name))
         assert len(cands) == 1
         assert cands[0].tile.block == (1, 1) and cands[0].estimate.time_us == 0
+
+
+def test_random_shapes_always_get_fitting_tiles():
+    rng = random.Random(7)
+    targets = [get_target(n) for n in ("cpu", "cuda:t4", "cuda:a10", "cuda:h100")]
+
+    def dim() -> int:
+        return rng.choice([1, 2, 3, 7, 13, 16, 31, 100, 255, 1000, 4097, 1 << 20])
+
+    makers = [
+        lambda: matmul(dim(), dim(), dim()),
+        lambda: batch_matmul(rng.choice([1, 12]), dim(), dim(), dim()),
+        lambda: conv2d(1, rng.choice([3, 64]), rng.choice([7, 14, 56]), rng.choice([7, 14, 56]),
+                       rng.choice([16, 1000]), 3, 3, rng.choice([1, 2]), 1),
+        lambda: row_max(dim(), dim()),
+        lambda: add_relu(*(dim() for _ in range(rng.randrange(1, 5)))),
+        lambda: total_sum(dim(), dim()),
+        lambda: transpose(dim(), dim()),
+    ]
+    for _ in range(40):
+        compute, target = rng.choice(makers)(), rng.choice(targets)
+        cands = construct(compute, target)
+        assert cands and all(c.estimate.fits for c in cands), (target.name, compute.shape)
+        if target.kind == "cuda":
+            _fits_cuda(compute, cands[0], target)
