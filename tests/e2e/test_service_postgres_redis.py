@@ -60,3 +60,21 @@ def test_cancelled_job_never_runs(flow, onnx_models):
         assert final["status"] == "cancelled" and final["artifact_id"] is None
     else:  # the worker had it already: it stops at the next stage, or had just finished
         assert final["status"] in ("cancelled", "succeeded")
+
+
+def test_cuda_jobs_wait_on_their_own_queue(flow, pg_redis_settings, onnx_models):
+    import time
+
+    import redis
+
+    from compiler.target import get_target, list_targets
+
+    gpu = next(n for n in list_targets() if get_target(n).kind == "cuda")
+    job = flow.submit(flow.upload(onnx_models.mlp(seed=14))["id"], gpu)
+    time.sleep(2)  # the CPU worker is idle and listening: it must not take this job
+    assert flow.job(job["id"])["status"] == "queued"
+    client = redis.Redis.from_url(pg_redis_settings.redis_url)
+    assert client.llen(pg_redis_settings.queue_for("cuda")) == 1
+    assert client.llen(pg_redis_settings.queue_for("cpu")) == 0
+    client.close()
+    assert flow.client.post(f"/v1/compilations/{job['id']}/cancel", headers=flow.headers).json()["status"] == "cancelled"

@@ -129,3 +129,17 @@ def test_a_transient_fault_hands_the_job_back_for_retry(ctx, onnx_models):
     ctx.kernel_cache = DatabaseKernelCache(ctx.sessions)
     assert run_job(ctx, job_id, "w1", "t1") == "succeeded"
     assert _get(ctx, job_id).attempts == 2
+
+
+def test_the_soft_time_limit_fails_the_job_with_the_reason(ctx, onnx_models):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    job_id = _job(ctx, onnx_models.mlp(seed=46))
+
+    def out_of_time():  # what Celery raises inside the task when the soft limit passes
+        raise SoftTimeLimitExceeded()
+
+    ctx.kernel_cache = HookedCache(ctx.sessions, out_of_time)
+    assert run_job(ctx, job_id, "w1", "t1") == "failed: time limit"
+    job = _get(ctx, job_id)
+    assert job.status == "failed" and f"time limit of {ctx.settings.job_soft_time_limit} s" in job.error

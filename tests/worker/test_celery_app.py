@@ -1,0 +1,30 @@
+"""The Celery configuration the issue asks for: late acks, limits, retries, queues per kind."""
+
+from kombu import Queue
+
+from server.core.config import Settings
+from worker.celery_app import COMPILE_TASK, create_celery
+from worker.transient import TRANSIENT_ERRORS
+
+
+def test_reliability_settings(tmp_path):
+    settings = Settings(home=tmp_path, job_soft_time_limit=100, job_hard_time_limit=120)
+    conf = create_celery(settings).conf
+    assert conf.task_acks_late and conf.task_reject_on_worker_lost
+    assert (conf.task_soft_time_limit, conf.task_time_limit) == (100, 120)
+    assert conf.worker_prefetch_multiplier == 1
+
+
+def test_each_target_kind_has_its_own_queue_and_exchange(tmp_path):
+    queues: list[Queue] = create_celery(Settings(home=tmp_path, queue_prefix="p")).conf.task_queues
+    assert [(q.name, q.exchange.name, q.routing_key) for q in queues] == \
+        [("p.cpu", "p.cpu", "p.cpu"), ("p.cuda", "p.cuda", "p.cuda")]
+
+
+def test_compile_task_retries_only_transient_faults():
+    from compiler.errors import ModelError
+    from worker.tasks import compile_job
+
+    assert compile_job.name == COMPILE_TASK and compile_job.acks_late and compile_job.reject_on_worker_lost
+    assert set(compile_job.autoretry_for) == set(TRANSIENT_ERRORS) and compile_job.retry_backoff
+    assert not any(issubclass(ModelError, t) for t in compile_job.autoretry_for)
