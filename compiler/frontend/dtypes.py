@@ -22,6 +22,9 @@ _ONNX_TO_IR = {
 }
 
 
+IR_ELEMENT_TYPES: frozenset[int] = frozenset(_ONNX_TO_IR)
+
+
 def ir_dtype(elem_type: int, what: str) -> str:
     """The IR dtype of an ONNX element type; ModelError naming `what` if there is none."""
     try:

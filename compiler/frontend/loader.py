@@ -204,11 +204,22 @@ def topological_order(model: ModelProto) -> list[NodeProto]:
 
 
 def check_with_onnx(model: ModelProto) -> ModelProto:
-    """onnx.checker, then shape inference; returns the model with inferred value shapes."""
+    """onnx.checker, then shape inference; returns the model with inferred value shapes.
+
+    The checker insists that graph outputs declare a shape, which onnxruntime
+    does not; outputs without one get an empty shape only while it runs.
+    """
+    shapeless = [o.type.tensor_type for o in model.graph.output
+                 if o.type.HasField("tensor_type") and not o.type.tensor_type.HasField("shape")]
+    for t in shapeless:
+        t.shape.SetInParent()
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:
         raise ModelError(f"invalid ONNX model: {shorten(str(e).splitlines()[0] if str(e) else '')}") from None
+    finally:
+        for t in shapeless:
+            t.ClearField("shape")
     try:
         return onnx.shape_inference.infer_shapes(model, data_prop=True)
     except (onnx.shape_inference.InferenceError, RuntimeError) as e:

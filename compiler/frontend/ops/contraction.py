@@ -6,7 +6,7 @@ from compiler.frontend.broadcast import broadcast_index, broadcast_shape
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.windows import window_of
 from compiler.frontend.registry import OpContext, Outputs, lowering
-from compiler.ir.te import ACC, Expr, Var, call
+from compiler.ir.te import ACC, Expr, Var, call, select
 
 
 @lowering("MatMul")
@@ -88,3 +88,64 @@ def conv(cx: OpContext) -> Outputs:
         inputs.append(bias)
     return [cx.emit(compute((n, m, *win.out), body, inputs, reduce=[cg, *kernel], reduce_op="sum", post=post),
                     inputs)]
+
+
+def _transposed_geometry(cx: OpContext, spatial: tuple[int, ...], kernel: tuple[int, ...]
+                         ) -> tuple[list[int], list[int], list[int], list[int]]:
+    """ConvTranspose strides, dilations, leading pads and output sizes (ONNX's rules)."""
+    nd = len(spatial)
+    strides = list(cx.attr("strides", [1] * nd))
+    dil = list(cx.attr("dilations", [1] * nd))
+    out_pad = list(cx.attr("output_padding", [0] * nd))
+    span = [(k - 1) * d + 1 for k, d in zip(kernel, dil, strict=True)]
+    full = [s * (n - 1) + op + w for s, n, op, w in zip(strides, spatial, out_pad, span, strict=True)]
+    auto_pad = cx.attr("auto_pad", "NOTSET")
+    out_shape = cx.attr("output_shape")
+    if out_shape is not None:
+        out_shape = list(out_shape)[-nd:]
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        out_shape = [n * s for n, s in zip(spatial, strides, strict=True)]
+    if out_shape is not None:
+        # a negative total pads the end with zeros (an implicit output_padding)
+        total = [f - o for f, o in zip(full, out_shape, strict=True)]
+        upper = auto_pad == "SAME_UPPER"
+        begin = [t // 2 if upper else t - t // 2 for t in total]
+        return strides, dil, begin, out_shape
+    pads = list(cx.attr("pads", [0] * (2 * nd)))
+    out = [f - pads[d] - pads[nd + d] for d, f in enumerate(full)]
+    return strides, dil, pads[:nd], out
+
+
+@lowering("ConvTranspose")
+def conv_transpose(cx: OpContext) -> Outputs:
+    x, w, bias = cx.input(0), cx.input(1), cx.optional(2)
+    nd = x.rank - 2
+    if nd < 1 or w.rank != x.rank:
+        raise cx.error(f"input {list(x.shape)} and weight {list(w.shape)} ranks do not fit a convolution")
+    groups = int(cx.attr("group", 1))
+    n, c = x.shape[:2]
+    cg, mg = w.shape[:2]
+    if c != cg or c % groups:
+        raise cx.error(f"input channels {c} do not match the weight's {cg} in {groups} groups")
+    kernel = tuple(w.shape[2:])
+    strides, dil, begin, out = _transposed_geometry(cx, x.shape[2:], kernel)
+    i = out_index(2 + nd)
+    r = reduce_index(1 + nd)
+    per = c // groups
+    channel = r[0] if groups == 1 else call("floordiv", i[1], idx(mg)) * idx(per) + r[0]
+    # output o receives input q / stride from tap k where q = o + pad - k * dilation divides evenly
+    q = [i[2 + d] + idx(begin[d]) - r[1 + d] * idx(dil[d]) for d in range(nd)]
+    at = [call("floordiv", q[d], idx(strides[d])) if strides[d] > 1 else q[d] for d in range(nd)]
+    w_at = [channel, i[1] if groups == 1 else call("floormod", i[1], idx(mg)), *r[1:]]
+    body: Expr = load(0, x, [i[0], channel, *at], pad=scalar(0, x.dtype).value) * load(1, w, w_at)
+    for d in range(nd):
+        if strides[d] > 1:
+            hit = call("eq", call("floormod", q[d], idx(strides[d])), idx(0))
+            body = select(hit, body, scalar(0, body))
+    inputs = [x, w]
+    post = None
+    if bias is not None:
+        post = Var(ACC, body.dtype) + load(2, bias, [i[1]])
+        inputs.append(bias)
+    return [cx.emit(compute((n, mg * groups, *out), body, inputs, reduce=[per, *kernel], reduce_op="sum",
+                            post=post), inputs)]

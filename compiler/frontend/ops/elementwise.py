@@ -119,6 +119,7 @@ UNARY: dict[str, tuple[Unary, bool]] = {
                         True),
     "HardSigmoid": (lambda x, cx: _hard_sigmoid(x, cx.attr("alpha", 0.2), cx.attr("beta", 0.5)), True),
     "HardSwish": (lambda x, cx: x * _hard_sigmoid(x, 1.0 / 6.0, 0.5), True),
+    "Swish": (lambda x, cx: x * _sigmoid(scalar(cx.attr("alpha", 1.0), x) * x), True),
     "Shrink": (_shrink, False),
 }
 

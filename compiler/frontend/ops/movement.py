@@ -326,3 +326,34 @@ def trilu(cx: OpContext) -> Outputs:
     keep = call("ge" if cx.attr("upper", 1) else "le", i[-1] - i[-2], idx(k))
     body = select(keep, load(0, x, i), scalar(0, x.dtype))
     return [cx.emit(compute(x.shape, body, [x]), [x])]
+
+
+@lowering("GatherND")
+def gather_nd(cx: OpContext) -> Outputs:
+    x, ind = cx.input(0), cx.input(1)
+    b = int(cx.attr("batch_dims", 0))
+    k = ind.shape[-1]
+    if b + k > x.rank or ind.shape[:b] != x.shape[:b]:
+        raise cx.error(f"indices {list(ind.shape)} do not fit data {list(x.shape)} with batch_dims {b}")
+    lead = ind.shape[:-1]
+    shape = (*lead, *x.shape[b + k:])
+    i = out_index(len(shape))
+    picked = [element_index(load(1, ind, [*i[:len(lead)], idx(j)]), x.shape[b + j]) for j in range(k)]
+    at = [*i[:b], *picked, *i[len(lead):]]
+    return [cx.emit(compute(shape, load(0, x, at), [x, ind]), [x, ind])]
+
+
+@lowering("OneHot")
+def one_hot(cx: OpContext) -> Outputs:
+    ind, values = cx.input(0), cx.input(2)
+    depth = int(np.asarray(cx.const_input(1, "depth")).reshape(-1)[0])
+    axis = cx.attr("axis", -1)
+    axis = axis + ind.rank + 1 if axis < 0 else axis
+    if not 0 <= axis <= ind.rank:
+        raise cx.error(f"axis {cx.attr('axis')} out of range")
+    shape = (*ind.shape[:axis], depth, *ind.shape[axis:])
+    i = out_index(len(shape))
+    v = cast(load(0, ind, [*i[:axis], *i[axis + 1:]]), INDEX)
+    v = select(call("lt", v, idx(0)), v + idx(depth), v)
+    body = select(call("eq", v, i[axis]), load(1, values, [idx(1)]), load(1, values, [idx(0)]))
+    return [cx.emit(compute(shape, body, [ind, values]), [ind, values])]

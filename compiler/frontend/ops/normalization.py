@@ -8,12 +8,12 @@ import math
 from collections.abc import Sequence
 
 from compiler.frontend.broadcast import broadcast_index
-from compiler.frontend.exprs import compute, idx, load, out_index, scalar
+from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.reduction import kept_index, reduce_values
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import Expr, call, select
+from compiler.ir.te import ACC, Expr, Var, call, select
 
 
 def _float_input(cx: OpContext, i: int = 0) -> Value:
@@ -102,6 +102,54 @@ def layer_norm(cx: OpContext) -> Outputs:
                    lambda p, i: broadcast_index(p.shape, i))
     stat_shape = [*x.shape[:axis], *[1] * (x.rank - axis)]
     return [y, cx.view(mean, stat_shape), cx.view(inv, stat_shape)]
+
+
+@lowering("RMSNormalization")
+def rms_norm(cx: OpContext) -> Outputs:
+    x = _float_input(cx)
+    axis = cx.axis(cx.attr("axis", -1), x.rank)
+    axes = list(range(axis, x.rank))
+    n = math.prod(x.shape[d] for d in axes)
+    eps = float(cx.attr("epsilon", 1e-5))
+    inv = reduce_values(cx, [x], axes, "sum", lambda f: load(0, x, f) * load(0, x, f),
+                        lambda acc, i: scalar(1.0, acc) / call("sqrt", acc / scalar(n, acc) + scalar(eps, acc)))
+    scale = cx.input(1)
+    i = out_index(x.rank)
+    body = load(0, x, i) * load(1, inv, kept_index(i, axes)) * load(2, scale, broadcast_index(scale.shape, i))
+    return [cx.emit(compute(x.shape, body, [x, inv, scale]), [x, inv, scale])]
+
+
+@lowering("GroupNormalization")
+def group_norm(cx: OpContext) -> Outputs:
+    x = _float_input(cx)
+    groups = int(cx.attr("num_groups"))
+    n, c = x.shape[:2]
+    if c % groups:
+        raise cx.error(f"{c} channels do not split into {groups} groups")
+    per = c // groups
+    grouped = cx.view(x, (n, groups, math.prod(x.shape[1:]) // groups))
+    mean, inv = moments(cx, grouped, [2], float(cx.attr("epsilon", 1e-5)))
+    scale, bias = cx.input(1), cx.input(2)
+    i = out_index(x.rank)
+    g = [i[0], call("floordiv", i[1], idx(per))]
+    # opset 18 gives scale and bias per group, opset 21 per channel
+    at = [i[1]] if scale.shape == (c,) else [g[1]]
+    body = (load(0, x, i) - load(1, mean, g)) * load(2, inv, g) * load(3, scale, at) + load(4, bias, at)
+    inputs = [x, mean, inv, scale, bias]
+    return [cx.emit(compute(x.shape, body, inputs), inputs)]
+
+
+@lowering("LRN")
+def lrn(cx: OpContext) -> Outputs:
+    x = _float_input(cx)
+    size = int(cx.attr("size"))
+    alpha, beta, bias = (float(cx.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+    i = out_index(x.rank)
+    (r,) = reduce_index(1)
+    v = load(0, x, [i[0], i[1] + r - idx((size - 1) // 2), *i[2:]], pad=0.0)
+    post = load(0, x, i) / call("pow", scalar(bias, v) + scalar(alpha / size, v) * Var(ACC, v.dtype),
+                                scalar(beta, v))
+    return [cx.emit(compute(x.shape, v * v, [x], reduce=[size], reduce_op="sum", post=post), [x])]
 
 
 def _channel(p: Value, i: list[Expr]) -> list[Expr]:

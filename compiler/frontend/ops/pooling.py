@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 
-from compiler.frontend.exprs import compute, load, out_index, reduce_index, scalar
+from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.windows import Window, valid_count, window_of
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import ACC, INIT, Expr, Var, call, cast
+from compiler.ir.te import ACC, INIT, Expr, Var, call, cast, select
 
 
 def _window(cx: OpContext, x: Value) -> Window:
@@ -32,14 +32,39 @@ def _window_loads(x: Value, w: Window, pad: float | int | None) -> tuple[list[Ex
 @lowering("MaxPool")
 def max_pool(cx: OpContext) -> Outputs:
     x = cx.input(0)
-    if cx.attr("storage_order", 0) != 0:
-        raise cx.unsupported("storage_order=1 (column-major indices)")
-    if cx.num_outputs > 1:
-        raise cx.unsupported("the Indices output")
     w = _window(cx, x)
     _, body = _window_loads(x, w, INIT["max"](x.dtype))
     shape = (*x.shape[:2], *w.out)
-    return [cx.emit(compute(shape, body, [x], reduce=w.kernel, reduce_op="max"), [x])]
+    pooled = cx.emit(compute(shape, body, [x], reduce=w.kernel, reduce_op="max"), [x])
+    indices = _argmax_indices(cx, x, w, pooled) if cx.num_outputs > 1 else None
+    return [pooled, indices]
+
+
+def _argmax_indices(cx: OpContext, x: Value, w: Window, pooled: Value) -> Value:
+    """MaxPool's Indices: the flat input offset of each window's first maximum."""
+    nd = x.rank - 2
+    spatial = x.shape[2:]
+    # offsets inside one (n, c) plane: row-major, or column-major with storage_order=1
+    order = range(nd) if cx.attr("storage_order", 0) else range(nd - 1, -1, -1)
+    stride, plane = [0] * nd, 1
+    for d in order:
+        stride[d] = plane
+        plane *= spatial[d]
+    i = out_index(x.rank)
+    r = reduce_index(nd)
+    pos = [w.position(d, i[2 + d], r[d]) for d in range(nd)]
+    flat: Expr = (i[0] * idx(x.shape[1]) + i[1]) * idx(plane)
+    inside: Expr | None = None
+    for d in range(nd):
+        flat = flat + pos[d] * idx(stride[d])
+        ok = call("and", call("ge", pos[d], idx(0)), call("lt", pos[d], idx(spatial[d])))
+        inside = ok if inside is None else call("and", inside, ok)
+    v = load(0, x, [i[0], i[1], *pos], pad=INIT["max"](x.dtype) if w.reads_outside(spatial) else None)
+    hit = call("eq", v, load(1, pooled, i))
+    if inside is not None and w.reads_outside(spatial):
+        hit = call("and", hit, inside)
+    body = select(hit, flat, idx(math.prod(x.shape)))
+    return cx.emit(compute(pooled.shape, body, [x, pooled], reduce=w.kernel, reduce_op="min"), [x, pooled])
 
 
 def _window_size(x: Value, w: Window, i: list[Expr], include_pad: bool) -> Expr | int:

@@ -147,8 +147,8 @@ def arg_extreme(cx: OpContext) -> Outputs:
     return [keep_dims(cx, x, pos, [axis])]
 
 
-@lowering("CumSum")
-def cumsum(cx: OpContext) -> Outputs:
+@lowering("CumSum", "CumProd")
+def cumulative(cx: OpContext) -> Outputs:
     x = cx.input(0)
     axis = cx.axis(int(np.asarray(cx.const_input(1, "axis")).reshape(-1)[0]), x.rank)
     exclusive, reverse = cx.attr("exclusive", 0), cx.attr("reverse", 0)
@@ -156,6 +156,7 @@ def cumsum(cx: OpContext) -> Outputs:
     (r,) = reduce_index(1)
     cmp = {(0, 0): "le", (1, 0): "lt", (0, 1): "ge", (1, 1): "gt"}[(exclusive, reverse)]
     v = load(0, x, [*i[:axis], r, *i[axis + 1:]])
-    body = select(call(cmp, r, i[axis]), v, scalar(0, v))
-    return [cx.emit(compute(x.shape, body, [x], reduce=[x.shape[axis]], reduce_op="sum"), [x])]
+    op, neutral = ("sum", 0) if cx.op == "CumSum" else ("prod", 1)
+    body = select(call(cmp, r, i[axis]), v, scalar(neutral, v))
+    return [cx.emit(compute(x.shape, body, [x], reduce=[x.shape[axis]], reduce_op=op), [x])]
 

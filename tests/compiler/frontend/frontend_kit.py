@@ -39,7 +39,10 @@ def make_model(
         inferred = onnx.shape_inference.infer_shapes(model)
     except onnx.shape_inference.InferenceError:
         return model  # a deliberately broken model: left as built
-    return inferred if all(o.type.HasField("tensor_type") for o in inferred.graph.output) else model
+    for o in inferred.graph.output:  # an op onnx cannot infer: assume the first input's type
+        if not o.type.HasField("tensor_type"):
+            o.type.tensor_type.elem_type = NP_TO_ONNX[next(iter(inputs.values())).dtype]
+    return inferred
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -1,0 +1,57 @@
+"""The extra operators (beyond the required set) against onnxruntime."""
+
+import numpy as np
+import pytest
+from frontend_kit import check_op, random
+
+
+@pytest.mark.parametrize("attrs", [{}, {"strides": [2, 2]}, {"strides": [2, 2], "pads": [1, 0, 1, 1]},
+                                   {"strides": [2, 3], "output_padding": [1, 2], "dilations": [1, 2]},
+                                   {"strides": [2, 2], "output_shape": [10, 8]},
+                                   {"strides": [2, 2], "auto_pad": "SAME_UPPER"}])
+def test_conv_transpose(attrs):
+    check_op("ConvTranspose", {"x": random((1, 3, 4, 3))}, {"w": random((3, 2, 3, 3), seed=1)}, **attrs)
+
+
+def test_conv_transpose_groups_bias_1d():
+    check_op("ConvTranspose", {"x": random((2, 4, 5))},
+             {"w": random((4, 3, 3), seed=1), "b": random((6,), seed=2)}, group=2, strides=[2])
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_max_pool_indices(storage_order):
+    check_op("MaxPool", {"x": random((1, 2, 5, 6))}, outputs=2, kernel_shape=[3, 3], strides=[2, 2],
+             pads=[1, 1, 1, 1], storage_order=storage_order)
+
+
+def test_one_hot():
+    check_op("OneHot", {"i": np.array([[0, 3, -1], [2, 9, 1]], np.int64)},
+             {"depth": np.array(5, np.int64), "v": np.array([-1.0, 2.0], np.float32)}, axis=1)
+
+
+def test_gather_nd():
+    check_op("GatherND", {"x": random((2, 3, 4))}, {"i": np.array([[[0, 1], [1, 2]], [[1, 0], [0, 2]]], np.int64)})
+    check_op("GatherND", {"x": random((2, 3, 4))}, {"i": np.array([[1], [2]], np.int64)}, batch_dims=1)
+
+
+def test_group_normalization():
+    check_op("GroupNormalization", {"x": random((2, 6, 3, 3))},
+             {"s": random((6,), seed=1), "b": random((6,), seed=2)}, opset=21, num_groups=3, epsilon=1e-3)
+
+
+def test_lrn():
+    check_op("LRN", {"x": random((1, 5, 3, 3))}, size=3, alpha=1e-3, beta=0.6, bias=1.5)
+
+
+def test_instance_of_misc_unaries():
+    check_op("IsNaN", {"x": np.array([1.0, np.nan, np.inf], np.float32)})
+    check_op("IsInf", {"x": np.array([1.0, -np.inf, np.inf], np.float32)}, detect_negative=0)
+
+
+def test_hardmax_and_trilu():
+    check_op("Hardmax", {"x": random((3, 4))}, axis=1)
+    check_op("Trilu", {"x": random((2, 4, 5))}, {"k": np.array(1, np.int64)}, upper=0)
+
+
+def test_mean_variance_normalization():
+    check_op("MeanVarianceNormalization", {"x": random((2, 3, 4, 5))})

@@ -1,0 +1,64 @@
+"""Softmax family and normalizations against onnxruntime."""
+
+import numpy as np
+import pytest
+from frontend_kit import check_op, make_model, random
+from onnx import helper
+
+from compiler.frontend import import_model
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+@pytest.mark.parametrize("opset", [11, 13])
+def test_softmax_both_semantics(op, axis, opset):
+    check_op(op, {"x": random((3, 4, 5), low=-10, high=10)}, opset=opset, axis=axis)
+
+
+def test_softmax_is_max_sum_divide():
+    model = make_model([helper.make_node("Softmax", ["x"], ["y"])], {"x": random((2, 8))}, ["y"])
+    ops = [(n.compute.reduce_op) for n in import_model(model).nodes]
+    assert ops == ["max", "sum", None]
+
+
+@pytest.mark.parametrize("axis", [-1, 1, 0])
+@pytest.mark.parametrize("outputs", [1, 3])
+def test_layer_normalization(axis, outputs):
+    x = random((2, 3, 4), low=-5, high=5)
+    shape = x.shape[axis:] if axis >= 0 else x.shape[axis:]
+    check_op("LayerNormalization", {"x": x}, {"scale": random(shape, seed=1), "bias": random(shape, seed=2)},
+             outputs=outputs, opset=17, axis=axis, epsilon=1e-3)
+
+
+def test_layer_normalization_without_bias():
+    check_op("LayerNormalization", {"x": random((4, 6))}, {"scale": random((6,), seed=1)}, opset=17)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (4, 3)])
+def test_batch_normalization_alone(shape):
+    c = shape[1]
+    weights = {"s": random((c,), seed=1), "b": random((c,), seed=2), "m": random((c,), seed=3),
+               "v": random((c,), seed=4, low=0.1, high=2)}
+    check_op("BatchNormalization", {"x": random(shape)}, weights, epsilon=1e-4)
+
+
+def test_batch_normalization_with_runtime_statistics():
+    c = 3
+    feeds = {"x": random((2, c, 4, 4)), "s": random((c,), seed=1), "b": random((c,), seed=2),
+             "m": random((c,), seed=3), "v": random((c,), seed=4, low=0.1, high=2)}
+    check_op("BatchNormalization", feeds)
+
+
+def test_instance_normalization():
+    check_op("InstanceNormalization", {"x": random((2, 3, 5, 4))},
+             {"s": random((3,), seed=1), "b": random((3,), seed=2)}, epsilon=1e-3)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization(p):
+    check_op("LpNormalization", {"x": random((3, 4))}, axis=-1, p=p)
+
+
+def test_dropout_is_identity_with_an_all_true_mask():
+    check_op("Dropout", {"x": random((3, 4))}, outputs=2)
+    check_op("Dropout", {"x": random((3, 4))}, {"ratio": np.array(0.5, np.float32)}, opset=13)
