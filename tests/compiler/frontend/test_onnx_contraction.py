@@ -1,6 +1,5 @@
 """MatMul, Gemm and Conv lowerings against onnxruntime, and their single-Compute shape."""
 
-import numpy as np
 import pytest
 from frontend_kit import check_op, make_model, random
 from onnx import helper

@@ -25,7 +25,7 @@ def test_softmax_is_max_sum_divide():
 @pytest.mark.parametrize("outputs", [1, 3])
 def test_layer_normalization(axis, outputs):
     x = random((2, 3, 4), low=-5, high=5)
-    shape = x.shape[axis:] if axis >= 0 else x.shape[axis:]
+    shape = x.shape[axis:]
     check_op("LayerNormalization", {"x": x}, {"scale": random(shape, seed=1), "bias": random(shape, seed=2)},
              outputs=outputs, opset=17, axis=axis, epsilon=1e-3)
 
