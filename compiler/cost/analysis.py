@@ -97,23 +97,33 @@ class TileAnalysis:
         with the touch cap)."""
         return self.input_bytes(spatial, reduce) + self.output_bytes(spatial)
 
+    def input_traffic(self, spatial: Sequence[int], transaction: int,
+                      reduce: Sequence[int] | None = None) -> int:
+        """Whole-transaction bytes one tile reads (te.box_bytes of each input region; a
+        capped input costs at most one transaction per touched element)."""
+        key = ("it", tuple(spatial), transaction, None if reduce is None else tuple(reduce))
+
+        def measure() -> int:
+            caps = self._touch_caps(spatial, reduce)
+            boxes = self.regions(spatial, reduce)
+            return sum(min(te.box_bytes(t.shape, box, nb, transaction),
+                           cap * -(-nb // transaction) * transaction)
+                       for t, box, cap, nb in zip(self.compute.inputs, boxes, caps, self.in_bytes,
+                                                  strict=True))
+
+        return self._cached(key, measure)
+
     def traffic(self, spatial: Sequence[int], transaction: int,
                 reduce: Sequence[int] | None = None) -> te.Traffic:
-        """Whole-transaction bytes per tile (te.box_bytes of each region and of the output
-        tile; a capped input costs at most one transaction per touched element) and the
-        tile count."""
+        """te.traffic with the touch cap: the inputs a tile reads and the output tile it
+        writes, in whole transactions, and the tile count."""
         key = ("tr", tuple(spatial), transaction, None if reduce is None else tuple(reduce))
 
         def measure() -> te.Traffic:
-            per = 0
-            caps = self._touch_caps(spatial, reduce)
-            boxes = self.regions(spatial, reduce)
-            for t, box, cap, nb in zip(self.compute.inputs, boxes, caps, self.in_bytes, strict=True):
-                per += min(te.box_bytes(t.shape, box, nb, transaction),
-                           cap * -(-nb // transaction) * transaction)
             out_box = [self.tile(spatial).interval(a) for a in self.compute.axes]
-            per += te.box_bytes(self.extents, out_box, self.out_bytes, transaction)
-            return te.Traffic(per, self.tiles(spatial))
+            written = te.box_bytes(self.extents, out_box, self.out_bytes, transaction)
+            return te.Traffic(self.input_traffic(spatial, transaction, reduce) + written,
+                              self.tiles(spatial))
 
         return self._cached(key, measure)
 

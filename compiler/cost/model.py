@@ -15,7 +15,7 @@ Stages per kind:
   reductions run by a thread team per output), compute (plus exposed latency of
   each reduce step and block start).
 - CPU: dram (after last-level-cache hits), l3 (block tiles), l2 (register
-  tiles), l1 (register loads per reduce step), compute.
+  tiles), l1 (vector loads into registers per reduce element), compute.
 """
 
 from __future__ import annotations
@@ -227,9 +227,11 @@ def _cpu(an: TileAnalysis, tile: Tiling, target: Target) -> Estimate:
     micro_tiles = an.tiles(tile.thread)
     stages["l2"] = an.traffic(tile.thread, l2.transaction).per_tile * micro_tiles / (
         l2.bandwidth * core_util)
-    # Per reduce element the register tile loads one step of inputs; between reduce
-    # steps its accumulators are stored and reloaded.
-    loads = an.input_bytes(tile.thread, unit_step(an)) * math.prod(an.reduce_extents)
+    # Per reduce element the register tile loads one step of inputs, each load a whole
+    # vector slot (a broadcast scalar costs as much as a vector); between reduce steps
+    # its accumulators are stored and reloaded.
+    vector_bytes = lanes * dtype(an.compute.acc_dtype).nbytes
+    loads = an.input_traffic(tile.thread, vector_bytes, unit_step(an)) * math.prod(an.reduce_extents)
     steps = _reduce_steps(an, tile)
     spills = 2 * an.output_bytes(tile.thread) * (steps - 1)
     stages["l1"] = (loads + spills) * micro_tiles / (l1.bandwidth * core_util)
