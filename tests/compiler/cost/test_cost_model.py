@@ -7,6 +7,7 @@ from compiler.cost import TileAnalysis, estimate, resources, violations
 from compiler.cost.resources import reduction_team
 from compiler.schedule.plan import TileConfig
 from compiler.target import get_target
+from compiler.target.cpu import CpuFacts, cpu_target
 from compiler.target.cuda import SPECS
 
 GPUS = [f"cuda:{s.key}" for s in SPECS]
@@ -108,3 +109,18 @@ def test_contiguous_row_reductions_get_a_thread_team_per_row():
     e = estimate(row_max(4096, 1000), TileConfig((4,), (1,), (32,)), t)
     assert e.bound == "dram" and "smem" not in e.stages  # teams read global memory directly
     assert resources(an, TileConfig((4,), (1,), (32,)), t).threads == 512
+
+
+def _avx2_machine():
+    facts = CpuFacts("x86_64", "test", 4, 3.0, {1: 32 << 10, 2: 1 << 20, 3: 32 << 20}, 64,
+                     ("avx", "avx2", "fma"), 16 << 30)
+    return cpu_target(facts, None, "gcc (test) 12")
+
+
+def test_cpu_broadcast_heavy_register_tiles_are_load_bound():
+    t = _avx2_machine()
+    c = matmul(512, 512, 512)
+    one_vector_rows = estimate(c, TileConfig((64, 64), (8, 8), (256,)), t)  # 9 loads / 8 FMAs
+    two_vector_rows = estimate(c, TileConfig((64, 64), (4, 16), (256,)), t)  # 6 loads / 8 FMAs
+    assert one_vector_rows.bound == "l1" and two_vector_rows.bound == "compute"
+    assert two_vector_rows.time_us < one_vector_rows.time_us
