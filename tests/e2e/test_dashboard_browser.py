@@ -236,3 +236,40 @@ def test_upload_watch_live_and_download(page, service, tmp_path):
     page.goto(f"{service.url}/")
     assert len(table_keys(page)) > 3  # the compile put its kernels in the cache
     shot(page, "09-cache-after-compile")
+
+
+def _model_with_names(node_name: str, input_name: str, op: str = "Relu") -> bytes:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node(op, [input_name], ["y"], name=node_name)], "g",
+                              [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_script_names_render_as_text(page, service):
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    log_in(page, service)
+    script = "<script>alert('pwned')</script>"
+
+    page.goto(f"{service.url}/models")
+    page.set_input_files("#upload-file", {"name": "refused.onnx", "mimeType": "application/octet-stream",
+                                          "buffer": _model_with_names(script, "x", op="NoSuchOp")})
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_selector("#form-error")
+    assert script in page.locator("#form-error").inner_text()
+    shot(page, "10-refused-script-node")
+
+    # A file name may not hold "/", so the one in "</script>" is a look-alike (U+2215).
+    filename = script.replace("/", "\u2215") + ".onnx"
+    page.set_input_files("#upload-file", {"name": filename, "mimeType": "application/octet-stream",
+                                          "buffer": _model_with_names(script, f"x{script}")})
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_url("**/jobs/*")
+    page.click("h1 + p a")  # the model's page
+    page.wait_for_url("**/models/*")
+    assert page.locator("h1").inner_text() == filename
+    assert f"x{script}" in page.locator("#model-io").inner_text()
+    shot(page, "11-script-names-as-text")
+    assert dialogs == [], f"a model-derived string ran as script: {dialogs}"

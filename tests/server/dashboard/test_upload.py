@@ -7,12 +7,12 @@ from sqlalchemy import select
 from server.db.models import Job, JobStatus, Model
 
 
-def matmul_relu(input_name: str = "x") -> bytes:
-    """A 1x4 @ 4x3 MatMul followed by Relu."""
+def matmul_relu(input_name: str = "x", tail_op: str = "Relu", node_name: str = "relu") -> bytes:
+    """A 1x4 @ 4x3 MatMul followed by an element-wise op (Relu)."""
     w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3], [0.5] * 12)
     graph = helper.make_graph(
         [helper.make_node("MatMul", [input_name, "w"], ["h"], name="mm"),
-         helper.make_node("Relu", ["h"], ["y"], name="relu")],
+         helper.make_node(tail_op, ["h"], ["y"], name=node_name)],
         "g", [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [1, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], initializer=[w])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
@@ -65,3 +65,11 @@ def test_model_page_escapes_a_script_node_name(alice, dashboard_app):
         model_id = s.scalars(select(Model.id).where(Model.filename == "<b>bold</b>.onnx")).one()
     detail = alice.get(f"/models/{model_id}").text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail and "<script>alert(1)" not in detail
+
+
+def test_a_refused_model_names_its_script_node_as_text(alice):
+    data = matmul_relu(tail_op="NoSuchOp", node_name="<script>alert(1)</script>")
+    r = alice.post("/models", files={"file": ("bad.onnx", data, "application/octet-stream")}, data={"target": "cpu"})
+    assert r.status_code == 422
+    assert "NoSuchOp (node &#39;&lt;script&gt;alert(1)&lt;/script&gt;&#39;)" in r.text
+    assert "<script>alert(1)" not in r.text
