@@ -19,13 +19,21 @@ def target_aliases() -> dict[str, str]:
     return {f"cuda:{arch}": f"cuda:{key}" for arch, key in CANONICAL_BY_ARCH.items()}
 
 
-def get_target(name: str) -> Target:
-    """The target called `name`: "cpu" (this machine), "cuda:h100", "cuda:sm_90", or a
-    path to a .json / .yaml target file. TargetError names unknown targets."""
+def get_target(name: str, *, allow_files: bool = False) -> Target:
+    """The target called `name`: "cpu" (this machine), "cuda:h100", "cuda:sm_90", or, with
+    `allow_files`, a path to a .json / .yaml target file. TargetError names unknown targets.
+
+    Files are opt-in because names arrive from users of the service: reading any
+    server-side path they name (and echoing what is wrong with it) would leak the
+    server's files. Local callers (the CLI) pass `allow_files=True`.
+    """
     if not isinstance(name, str) or not name.strip():
         raise TargetError(f"a target name is required; known targets: {', '.join(list_targets())}")
     key = name.strip()
     if is_target_file(key):
+        if not allow_files:
+            raise TargetError(f"target {name!r} is a file; target files are read only for local "
+                              f"use; known targets: {', '.join(list_targets())}")
         return load_target_file(key)
     if key.lower() == "cpu":
         return detect_cpu()

@@ -21,7 +21,7 @@ FULL = {
 def test_full_json_target(tmp_path):
     p = tmp_path / "toy.json"
     p.write_text(json.dumps(FULL))
-    t = get_target(str(p))
+    t = get_target(str(p), allow_files=True)
     assert t.name == "toy-gpu" and t.units == 4 and t.level("dram").shared
     assert t.extras["smem_per_block"] == 48 << 10  # filled from the smem level
     assert t.toolchain.startswith("nvcc")
@@ -52,17 +52,27 @@ def test_bad_files_get_clear_errors(tmp_path, patch, message):
     p = tmp_path / "bad.json"
     p.write_text(json.dumps({**FULL, **patch}))
     with pytest.raises(TargetError, match=message) as e:
-        get_target(str(p))
+        get_target(str(p), allow_files=True)
     assert str(p) in str(e.value)
 
 
 def test_missing_and_malformed_files(tmp_path):
     with pytest.raises(TargetError, match="cannot be read"):
-        get_target(str(tmp_path / "absent.yaml"))
+        get_target(str(tmp_path / "absent.yaml"), allow_files=True)
     p = tmp_path / "broken.yaml"
     p.write_text("name: [unclosed\n")
     with pytest.raises(TargetError, match="not valid YAML"):
-        get_target(str(p))
+        get_target(str(p), allow_files=True)
     p.write_text("- just\n- a list\n")
     with pytest.raises(TargetError, match="mapping"):
+        get_target(str(p), allow_files=True)
+
+
+def test_files_are_refused_unless_allowed(tmp_path):
+    p = tmp_path / "secret.json"
+    p.write_text(json.dumps({"password": "hunter2"}))
+    with pytest.raises(TargetError, match="read only for local use") as e:
         get_target(str(p))
+    assert "password" not in str(e.value)
+    with pytest.raises(TargetError, match=r"unknown fields \['password'\]"):
+        get_target(str(p), allow_files=True)
