@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
 
 from compiler.errors import ModelError
 from compiler.target import list_targets
@@ -18,12 +20,15 @@ from server.api.deps import JobQueueDep, SessionDep, SettingsDep, StorageDep
 from server.api.routes.compilations import create_compilation
 from server.api.routes.models import upload_model
 from server.api.schemas import CompilationIn
+from server.api.upload_limit import MULTIPART_OVERHEAD
+from server.core.config import Settings
 from server.dashboard.auth import CookieTenantDep, SameOriginDep
 from server.dashboard.charts.bars import bar_chart
 from server.dashboard.queries import jobs as job_queries
 from server.dashboard.queries import models as q
 from server.dashboard.templating import render
 from server.db.models import Tenant
+from server.storage import Storage
 from worker.queue import JobQueue
 
 router = APIRouter()
@@ -53,11 +58,8 @@ def models_page(request: Request, session: SessionDep, tenant: CookieTenantDep, 
     return _models_page(request, session, tenant, page)
 
 
-@router.post("/models", dependencies=[SameOriginDep])
-def upload_and_compile(request: Request, session: SessionDep, storage: StorageDep, settings: SettingsDep,
-                       queue: JobQueueDep, tenant: CookieTenantDep, file: UploadFile,
-                       target: Annotated[str, Form()] = "cpu") -> Response:
-    """Upload a model and start its compilation for `target`; then show the job."""
+def _upload_and_compile(request: Request, session: Session, storage: Storage, settings: Settings,
+                        queue: JobQueue, tenant: Tenant, file: UploadFile, target: str) -> Response:
     try:
         model = upload_model(file, Response(), session, storage, settings, tenant)
         job_id = _compile(session, queue, tenant, model.id, target)
@@ -66,6 +68,25 @@ def upload_and_compile(request: Request, session: SessionDep, storage: StorageDe
         status = e.status_code if isinstance(e, HTTPException) else 422
         return _models_page(request, session, tenant, error=_problem(e), status_code=status)
     return RedirectResponse(f"/jobs/{job_id}", status_code=303)
+
+
+@router.post("/models", dependencies=[SameOriginDep])
+async def upload_and_compile(request: Request, session: SessionDep, storage: StorageDep,
+                             settings: SettingsDep, queue: JobQueueDep, tenant: CookieTenantDep) -> Response:
+    """Upload a model (form fields `file`, `target`) and start its compilation; then show the job."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > settings.max_upload_bytes + MULTIPART_OVERHEAD:
+        # Refused before the body is read, like the API's own upload limit on /v1/models.
+        return await run_in_threadpool(
+            _models_page, request, session, tenant, error=f"model is larger than the upload limit of "
+            f"{settings.max_upload_bytes} bytes (TILEFORGE_MAX_UPLOAD_BYTES)", status_code=413)
+    async with request.form(max_files=1, max_fields=4) as form:
+        file, target = form.get("file"), form.get("target") or "cpu"
+        if not isinstance(file, UploadFile):
+            return await run_in_threadpool(_models_page, request, session, tenant,
+                                           error="choose an ONNX file to upload", status_code=422)
+        return await run_in_threadpool(_upload_and_compile, request, session, storage, settings, queue,
+                                       tenant, file, str(target))
 
 
 def _model_page(request: Request, session: Session, tenant: Tenant, model_id: str,

@@ -73,3 +73,16 @@ def test_a_refused_model_names_its_script_node_as_text(alice):
     assert r.status_code == 422
     assert "NoSuchOp (node &#39;&lt;script&gt;alert(1)&lt;/script&gt;&#39;)" in r.text
     assert "<script>alert(1)" not in r.text
+
+
+def test_upload_form_applies_the_upload_limit(alice, dashboard_app):
+    dashboard_app.state.settings.max_upload_bytes = 100
+    declared_too_big = alice.post("/models", files={"file": ("big.onnx", b"\0" * 200_000)}, data={"target": "cpu"})
+    assert declared_too_big.status_code == 413 and "upload limit of 100 bytes" in declared_too_big.text
+    stored_too_big = alice.post("/models", files={"file": ("big.onnx", b"\0" * 1000)}, data={"target": "cpu"})
+    assert stored_too_big.status_code == 413 and "upload limit of 100 bytes" in stored_too_big.text
+
+
+def test_upload_form_without_a_file_says_so(alice):
+    r = alice.post("/models", data={"target": "cpu"})
+    assert r.status_code == 422 and "choose an ONNX file" in r.text
