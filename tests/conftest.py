@@ -146,14 +146,6 @@ class WorkerProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
 
 @pytest.fixture(scope="module")
 def start_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., WorkerProcess]]:
@@ -173,14 +165,14 @@ def start_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
         deadline = time.monotonic() + 60
         while " ready." not in worker.output():
             if process.poll() is not None or time.monotonic() > deadline:
-                worker.stop()
+                worker.kill()
                 raise RuntimeError(f"worker {name} did not start:\n{worker.output()[-3000:]}")
             time.sleep(0.2)
         return worker
 
     yield start
     for w in started:
-        w.stop()
+        w.kill()  # no graceful shutdown to wait for: the module's queues are deleted with it
 
 
 def _create_database(base_url: str, suffix: str) -> str:
