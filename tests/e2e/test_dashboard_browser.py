@@ -145,10 +145,13 @@ def page(chromium, service):
     page = context.new_page()
     page.set_default_timeout(30_000)
     errors: list[str] = []
+    elsewhere: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: None if r.url.startswith(service.url) else elsewhere.append(r.url))
     yield page
     context.close()
     assert not errors, f"script errors on the page: {errors}"
+    assert not elsewhere, f"the pages fetched from outside the app (they must work offline): {elsewhere}"
 
 
 def shot(page, name: str) -> None:
