@@ -26,11 +26,11 @@ import numpy as np
 import onnx
 from onnx import ModelProto, numpy_helper
 
-from compiler.errors import UnsupportedOpError
 from compiler.frontend.dtypes import IR_ELEMENT_TYPES
 from compiler.frontend.importer import import_model
 from compiler.frontend.loader import DEFAULT_DOMAINS
 from compiler.frontend.ops import SUPPORTED_OPS
+from compiler.frontend.registry import DataDependentShapeError
 from compiler.ir.graph import Graph
 
 
@@ -145,20 +145,25 @@ def bind_case(model: ModelProto, inputs: dict[str, np.ndarray]) -> tuple[Graph, 
     """Import a node test model; returns (graph, runtime inputs, whether inputs were frozen).
 
     Node tests often pass shape-carrying tensors (Reshape's shape, Slice's
-    starts, reduction axes) as graph inputs. A static-shape compiler needs
-    them as constants, so when the plain import reports a data-dependent
-    shape, the integer, boolean and scalar inputs are frozen to the test's
-    values and imported again.
+    starts, Resize's scales) as graph inputs. A static-shape compiler needs
+    them as constants, so each input an import reports as deciding a shape is
+    frozen to the test's value and the import retried; when the culprit is
+    computed from inputs, the integer, boolean and scalar inputs are frozen.
     """
-    try:
-        return import_model(model), inputs, False
-    except UnsupportedOpError as e:
-        if "data-dependent" not in e.why:
-            raise
-    shape_like = {n: a for n, a in inputs.items()
-                  if np.asarray(a).dtype.kind in "iub" or np.asarray(a).ndim == 0}
-    graph = import_model(freeze_inputs(model, shape_like))
-    return graph, {n: a for n, a in inputs.items() if n not in shape_like}, True
+    frozen: dict[str, np.ndarray] = {}
+    while True:
+        try:
+            graph = import_model(freeze_inputs(model, frozen) if frozen else model)
+            return graph, {n: a for n, a in inputs.items() if n not in frozen}, bool(frozen)
+        except DataDependentShapeError as e:
+            if e.value is not None and e.value not in frozen:
+                frozen[e.value] = inputs[e.value]
+                continue
+            shape_like = {n: a for n, a in inputs.items()
+                          if np.asarray(a).dtype.kind in "iub" or np.asarray(a).ndim == 0}
+            if set(shape_like) <= set(frozen):
+                raise
+            frozen.update(shape_like)
 
 
 def check_case(case: NodeCase, run: Callable[[ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]) -> None:

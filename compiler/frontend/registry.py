@@ -24,6 +24,15 @@ LoweringFn = Callable[["OpContext"], Outputs]
 LOWERINGS: dict[str, LoweringFn] = {}
 
 
+class DataDependentShapeError(UnsupportedOpError):
+    """An input that decides an output shape (Reshape's shape, Slice's starts...) is only
+    known at run time. `value` names the model input it is, when it is one."""
+
+    def __init__(self, op: str, node: str, why: str, value: str | None) -> None:
+        super().__init__(op, node, why)
+        self.value = value
+
+
 def lowering(*op_types: str) -> Callable[[LoweringFn], LoweringFn]:
     """Register a function as the lowering of the given ONNX op types."""
 
@@ -84,7 +93,11 @@ class OpContext:
         if v is None:
             return None
         if v.array is None:
-            raise self.unsupported(f"data-dependent shape: {what} (input {i}) is not a constant")
+            graph = self.builder.graph
+            is_input = v.tid is not None and v.tid in graph.inputs
+            raise DataDependentShapeError(shorten(self.op), shorten(self.name),
+                                          f"data-dependent shape: {what} (input {i}) is not a constant",
+                                          graph.tensors[v.tid].name if is_input else None)
         return v.array
 
     def ints_from(self, attr: str, i: int, what: str) -> list[int] | None:

@@ -8,6 +8,7 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
     normalization,
     pooling,
     reduction,
+    resize,
 )
 from compiler.frontend.registry import LOWERINGS
 

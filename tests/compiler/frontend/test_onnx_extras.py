@@ -2,7 +2,10 @@
 
 import numpy as np
 import pytest
-from frontend_kit import check_op, random
+from frontend_kit import check_op, make_model, random
+from onnx import helper
+
+from compiler.frontend import import_model
 
 
 @pytest.mark.parametrize("attrs", [{}, {"strides": [2, 2]}, {"strides": [2, 2], "pads": [1, 0, 1, 1]},
@@ -55,3 +58,29 @@ def test_hardmax_and_trilu():
 
 def test_mean_variance_normalization():
     check_op("MeanVarianceNormalization", {"x": random((2, 3, 4, 5))})
+
+
+@pytest.mark.parametrize("mode,coords", [("nearest", "asymmetric"), ("nearest", "half_pixel"), ("linear", "half_pixel"),
+                                         ("linear", "align_corners"), ("cubic", "pytorch_half_pixel"),
+                                         ("linear", "asymmetric")])
+@pytest.mark.parametrize("scales", [(1, 1, 2, 2), (1, 1, 0.5, 1.5)])
+def test_resize_with_scales(mode, coords, scales):
+    attrs = {"mode": mode, "coordinate_transformation_mode": coords}
+    if mode == "nearest":
+        attrs["nearest_mode"] = "floor" if coords == "asymmetric" else "round_prefer_ceil"
+    check_op("Resize", {"x": random((1, 2, 4, 6))}, {"scales": np.array(scales, np.float32)},
+             input_order=["x", "", "scales"], opset=13, **attrs)
+
+
+def test_resize_with_sizes_and_upsample():
+    check_op("Resize", {"x": random((1, 2, 4, 6))}, {"sizes": np.array([1, 2, 7, 3], np.int64)},
+             input_order=["x", "", "", "sizes"], opset=13, mode="linear")
+    check_op("Upsample", {"x": random((1, 2, 3, 3))}, {"s": np.array([1, 1, 2, 3], np.float32)}, opset=9)
+
+
+def test_integer_nearest_upsampling_is_index_arithmetic():
+    model = make_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest",
+                                         coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
+                       {"x": random((1, 2, 4, 4))}, ["y"], {"s": np.array([1, 1, 2, 2], np.float32)}, opset=13)
+    (node,) = import_model(model).nodes
+    assert len(node.inputs) == 1 and not node.compute.reduce_axes
