@@ -1,0 +1,113 @@
+"""CUDA C++ code generation: one `extern "C" __global__` kernel per Compute.
+
+The kernel ABI is the plan's (compiler/schedule/plan.py): the output pointer
+first, then one pointer per Compute input, all dense row-major. Which kernel
+shape a Compute gets is decided here, from the Compute and its TileConfig alone,
+so `render_kernel` and `launch_dims` always agree:
+
+- contraction (`sum(x * y)` with both operands owning spatial axes: matmul,
+  batched matmul, implicit-GEMM convolution): shared-memory tiled GEMM
+  (`cuda_gemm`);
+- long reduction over a contiguous innermost axis (softmax / layer-norm
+  stages, reduce ops): a thread team per row with warp shuffles
+  (`cuda_rowreduce`);
+- everything else (element-wise, pooling, depthwise, gather, short or strided
+  reductions): one register tile of outputs per thread (`cuda_general`).
+
+Every kernel is launched on a 1-D grid and walks its tiles grid-stride.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from compiler.codegen.cuda_expr import PRELUDE
+from compiler.codegen.cuda_gemm import (
+    Contraction,
+    GemmGeometry,
+    gemm_geometry,
+    gemm_launch,
+    match_contraction,
+    render_gemm,
+)
+from compiler.codegen.cuda_general import GeneralGeometry, general_geometry, render_general
+from compiler.codegen.cuda_rowreduce import (
+    RowGeometry,
+    is_row_reduction,
+    render_rowreduce,
+    row_geometry,
+    row_launch,
+)
+from compiler.ir.te import Compute
+from compiler.schedule.plan import TileConfig
+
+Dim3 = tuple[int, int, int]
+
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+@dataclass(frozen=True)
+class KernelShape:
+    """The kernel shape chosen for one Compute under one TileConfig."""
+
+    kind: str  # "gemm" | "rowreduce" | "general"
+    geometry: GemmGeometry | RowGeometry | GeneralGeometry
+    contraction: Contraction | None = None
+
+
+def kernel_shape(compute: Compute, tile: TileConfig) -> KernelShape:
+    """Pick the kernel shape for `compute` and make `tile` legal for it."""
+    _check_tile(compute, tile)
+    m = match_contraction(compute)
+    if m is not None:
+        return KernelShape("gemm", gemm_geometry(compute, m, tile), m)
+    if is_row_reduction(compute):
+        return KernelShape("rowreduce", row_geometry(compute, tile))
+    return KernelShape("general", general_geometry(compute, tile))
+
+
+def render_kernel(compute: Compute, tile: TileConfig, symbol: str) -> str:
+    """CUDA C++ source defining `extern "C" __global__ void symbol(out, in0, ...)`.
+
+    The source starts with the shared device helpers behind an include guard,
+    so several kernels can be concatenated into one translation unit.
+    """
+    if not _SYMBOL.fullmatch(symbol):
+        raise ValueError(f"kernel symbol {symbol!r} is not a C identifier")
+    shape = kernel_shape(compute, tile)
+    g = shape.geometry
+    if isinstance(g, GemmGeometry):
+        assert shape.contraction is not None
+        body = render_gemm(compute, shape.contraction, g, symbol)
+    elif isinstance(g, RowGeometry):
+        body = render_rowreduce(compute, g, symbol)
+    else:
+        body = render_general(compute, g, symbol)
+    return f"{PRELUDE}\n{body}"
+
+
+def launch_dims(compute: Compute, tile: TileConfig) -> tuple[Dim3, Dim3]:
+    """(grid, block) for the kernel `render_kernel(compute, tile, ...)` returns."""
+    shape = kernel_shape(compute, tile)
+    g = shape.geometry
+    if isinstance(g, GemmGeometry):
+        assert shape.contraction is not None
+        return gemm_launch(compute, shape.contraction, g)
+    if isinstance(g, RowGeometry):
+        return row_launch(compute, g)
+    return g.launch(compute)
+
+
+
+
+def _check_tile(c: Compute, tile: TileConfig) -> None:
+    if len(tile.block) != len(c.axes) or len(tile.thread) != len(c.axes):
+        raise ValueError(f"TileConfig has block {tile.block} / thread {tile.thread} for "
+                         f"{len(c.axes)} spatial axes")
+    if len(tile.reduce_step) != len(c.reduce_axes):
+        raise ValueError(f"TileConfig has reduce_step {tile.reduce_step} for "
+                         f"{len(c.reduce_axes)} reduce axes")
+    if min((*tile.block, *tile.thread, *tile.reduce_step), default=1) < 1:
+        raise ValueError(f"TileConfig sizes must be positive: {tile}")
+

@@ -1,0 +1,104 @@
+"""Pieces every CUDA kernel shape shares: the entry signature, index arithmetic,
+the reduction's identity and combine, and the epilogue that stores one output.
+
+Only generated identifiers are written: pointers `out`, `in0`.. (the names
+cexpr's loads use), axis values named by the caller; nothing of the model's
+names reaches the source.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+
+from compiler.codegen import cexpr
+from compiler.codegen.cuda_expr import emit, literal, round_value, storage_ctype
+from compiler.ir.te import ACC, INIT, Compute
+
+# Blocks in a 1-D grid: far below the hardware's 2^31-1, enough to fill any GPU
+# many times over; larger index spaces are covered by grid-stride loops.
+MAX_GRID = 1 << 20
+MAX_THREADS = 1024
+WARP = 32
+
+def signature(c: Compute, symbol: str, threads: int) -> str:
+    """`extern "C" __global__` entry point with the plan's ABI: output first, then inputs."""
+    params = [f"{storage_ctype(c.dtype)}* __restrict__ out"]
+    params += [f"const {storage_ctype(t.dtype)}* __restrict__ in{i}"
+               for i, t in enumerate(c.inputs)]
+    return (f'extern "C" __global__ void __launch_bounds__({threads}) '
+            f"{symbol}({', '.join(params)})")
+
+
+def decompose(flat: str, names: Sequence[str], extents: Sequence[int], indent: str,
+              ctype: str = "long long") -> list[str]:
+    """Statements splitting row-major index `flat` into one value per axis (innermost fastest)."""
+    lines, rest = [], flat
+    for d in reversed(range(1, len(names))):
+        lines.append(f"{indent}const {ctype} {names[d]} = {rest} % {extents[d]};")
+        lines.append(f"{indent}const {ctype} {names[d]}_q = {rest} / {extents[d]};")
+        rest = f"{names[d]}_q"
+    if names:
+        lines.append(f"{indent}const {ctype} {names[0]} = {rest};")
+    return lines
+
+
+def linear(values: Sequence[str], shape: Sequence[int]) -> str:
+    """Row-major offset of `values` in a tensor of `shape` (64-bit)."""
+    terms, stride = [], 1
+    for v, n in zip(reversed(values), reversed(shape), strict=True):
+        terms.append(v if stride == 1 else f"{v} * {stride}LL")
+        stride *= n
+    return " + ".join(reversed(terms)) if terms else "0"
+
+
+def identity(c: Compute) -> str:
+    """The reduction's initial accumulator value."""
+    assert c.reduce_op is not None
+    return literal(INIT[c.reduce_op](c.acc_dtype), c.acc_dtype)
+
+
+def combine(c: Compute, acc: str, value: str) -> str:
+    """C text of the accumulator after folding in `value` (rounded to the accumulator's dtype)."""
+    assert c.reduce_op is not None
+    return round_value(c.acc_dtype, cexpr.combine(c.reduce_op, c.acc_dtype, acc, value))
+
+
+def epilogue(c: Compute, acc: str | None, axis_values: Mapping[str, str], offset: str,
+             counter: Iterator[int], indent: str) -> list[str]:
+    """Statements storing one output: `post` (when given) on `acc`, cast, write at `offset`.
+
+    `acc` is the accumulator's C expression for reductions; for element-wise
+    Computes it is None and the body is evaluated here.
+    """
+    lines: list[str] = []
+    names = dict(axis_values)
+    if acc is not None:
+        names[ACC] = acc
+    if acc is None:
+        expr = c.body
+    elif c.post is not None:
+        expr = c.post
+    else:
+        expr = None
+    value = acc if expr is None else emit(c.inputs, names, counter, expr, lines, indent)
+    dt = c.acc_dtype if expr is None else expr.dtype
+    stored = cexpr.render_call("cast", [value], [dt], c.dtype) if dt != c.dtype else value
+    if c.dtype == "float16":
+        stored = f"__float2half({stored})"
+    lines.append(f"{indent}out[{offset}] = {stored};")
+    return lines
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def pow2_at_most(n: int) -> int:
+    """The largest power of two <= n (1 for n < 1)."""
+    return 1 << max(0, int(math.log2(max(1, n))))
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= n (1 for n < 1)."""
+    return 1 << max(0, (max(1, n) - 1).bit_length())

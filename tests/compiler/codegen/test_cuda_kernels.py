@@ -1,0 +1,124 @@
+"""Generated CUDA kernels agree with the TE interpreter, run on the CPU emulator (no GPU
+needed), and their kind and launch shape follow the rules in compiler.codegen.cuda."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cuda_cases import ALL_CASES, GPU, tile_for
+from cuda_emulator import EmulatedKernels
+from test_c_kernels import conv2d, depthwise, matmul, maxpool, row_reduce
+
+from compiler.codegen.cuda import kernel_shape, launch_dims, render_kernel
+from compiler.codegen.cuda_gemm import SMEM_LIMIT, GemmGeometry
+from compiler.codegen.cuda_parts import MAX_GRID, MAX_THREADS
+from compiler.ir.interp import evaluate
+from compiler.ir.te import Axis, Compute, Load, TensorType, Var
+from compiler.schedule.plan import TileConfig
+from compiler.schedule.rtile import construct
+
+# float16 needs cuda_fp16's __half, which the emulator does not model (nvcc compiles it).
+EMULATED = {name: case for name, case in ALL_CASES.items()
+            if "float16" not in {case[0].dtype, *(t.dtype for t in case[0].inputs)}}
+ROLLER = {"roller_matmul": matmul(96, 80, 64), "roller_conv": conv2d(1, 1, 1),
+          "roller_rows": row_reduce("sum", 8, 300)}
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA emulator needs g++")
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory: pytest.TempPathFactory) -> EmulatedKernels:
+    kernels = {f"k{n}": (case[0], tile_for(case)) for n, case in enumerate(EMULATED.values())}
+    kernels |= {name: (c, construct(c, GPU)[0].tile) for name, c in ROLLER.items()}
+    kernels["unaligned"] = kernels[f"k{list(EMULATED).index('gemm_vector_loads')}"]
+    return EmulatedKernels(kernels, Path(tmp_path_factory.mktemp("cuda_emulated")))
+
+
+def _check(got: np.ndarray, want: np.ndarray, c: Compute) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if np.issubdtype(want.dtype, np.floating):
+        reduce_len = max(1, math.prod(a.extent for a in c.reduce_axes))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * reduce_len, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", list(EMULATED))
+def test_kernel_matches_interpreter(emulated: EmulatedKernels, name: str) -> None:
+    compute, _, make_inputs = EMULATED[name]
+    inputs = make_inputs()
+    _check(emulated.run(f"k{list(EMULATED).index(name)}", inputs), evaluate(compute, inputs), compute)
+
+
+@pytest.mark.parametrize("name", list(ROLLER))
+def test_roller_tiles_run(emulated: EmulatedKernels, name: str) -> None:
+    c = ROLLER[name]
+    inputs = [np.random.default_rng(3).standard_normal(t.shape).astype(np.float32) for t in c.inputs]
+    _check(emulated.run(name, inputs), evaluate(c, inputs), c)
+
+
+def test_unaligned_operands_fall_back_to_scalar_loads(emulated: EmulatedKernels) -> None:
+    c, _, make_inputs = EMULATED["gemm_vector_loads"]
+    assert "float4" in render_kernel(c, tile_for(EMULATED["gemm_vector_loads"]), "k")
+    # views one element into a larger buffer: 4-byte but not 16-byte aligned
+    shifted = []
+    for x in make_inputs():
+        buf = np.empty(x.size + 1, np.float32)
+        buf[1:] = x.reshape(-1)
+        shifted.append(buf[1:].reshape(x.shape))
+    assert shifted[0].ctypes.data % 16
+    _check(emulated.run("unaligned", shifted), evaluate(c, shifted), c)
+
+
+@pytest.mark.parametrize(("compute", "kind"), [
+    (matmul(64, 64, 64), "gemm"), (conv2d(2, 1, 1), "gemm"), (depthwise(), "general"),
+    (maxpool(), "general"), (row_reduce("max", 4, 300), "rowreduce"),
+    (row_reduce("max", 4, 8), "general"),
+])
+def test_kernel_kind(compute: Compute, kind: str) -> None:
+    assert kernel_shape(compute, tile_for((compute, None, None))).kind == kind
+
+
+@pytest.mark.parametrize("tile", [
+    TileConfig((4096, 4096), (64, 64), (1024,)), TileConfig((1, 1), (1, 1), (1,)),
+    TileConfig((3, 5000), (7, 1), (3,)),
+])
+@pytest.mark.parametrize("compute", [matmul(2000, 3000, 500, "float64"), matmul(3, 5000, 7)])
+def test_any_tile_gives_a_legal_launch(compute: Compute, tile: TileConfig) -> None:
+    (grid, gy, gz), (block, by, bz) = launch_dims(compute, tile)
+    assert 1 <= grid <= MAX_GRID and 1 <= block <= MAX_THREADS and gy == gz == by == bz == 1
+    g = kernel_shape(compute, tile).geometry
+    assert isinstance(g, GemmGeometry)
+    assert g.bk * (g.bm + g.bn + 2) * 8 <= SMEM_LIMIT and g.tm * g.tn <= 64
+
+
+def test_huge_elementwise_is_covered_grid_stride() -> None:
+    n = 1 << 33
+    c = Compute((Axis("i0", n),), Load(0, (Var("i0"),), "float32") * 2.0,
+                (TensorType((n,), "float32"),), "float32")
+    (grid, _, _), (block, _, _) = launch_dims(c, TileConfig((256,), (4,), ()))
+    assert grid == MAX_GRID and block == 64  # 256 outputs, 4 per thread
+    assert "tile += gridDim.x" in render_kernel(c, TileConfig((256,), (4,), ()), "k")
+
+
+def test_source_has_only_generated_identifiers() -> None:
+    c = Compute((Axis("secret_axis", 4),), Load(0, (Var("secret_axis"),), "float32") * 2.0,
+                (TensorType((4,), "float32"),), "float32", label="Evil; system(rm)")
+    src = render_kernel(c, TileConfig((4,), (1,), ()), "tf_0123abcd")
+    assert "secret" not in src and "Evil" not in src and "system" not in src
+    assert ('extern "C" __global__ void __launch_bounds__(4) '
+            "tf_0123abcd(float* __restrict__ out, const float* __restrict__ in0)") in src
+
+
+def test_bad_symbol_or_tile_is_refused() -> None:
+    c = matmul(4, 4, 4)
+    with pytest.raises(ValueError, match="identifier"):
+        render_kernel(c, TileConfig((4, 4), (1, 1), (4,)), "x; int y")
+    with pytest.raises(ValueError, match="axes"):
+        render_kernel(c, TileConfig((4,), (1,), (4,)), "k")
+    with pytest.raises(ValueError, match="positive"):
+        launch_dims(c, TileConfig((4, 0), (1, 1), (4,)))
