@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.core.config import Settings, get_settings
@@ -22,15 +23,27 @@ class WorkerContext:
     kernel_cache: DatabaseKernelCache
 
 
-_contexts: dict[int, WorkerContext] = {}
+_context: WorkerContext | None = None
 
 
 def worker_context() -> WorkerContext:
-    """This process's context (a forked child builds its own)."""
-    pid = os.getpid()
-    if pid not in _contexts:
+    """This process's context, built on first use (a forked child builds its own)."""
+    global _context
+    if _context is None:
         settings = get_settings()
         sessions = make_sessionmaker(make_engine(settings.db_url))
-        _contexts[pid] = WorkerContext(settings, sessions, LocalStorage(settings.storage_root),
-                                       DatabaseKernelCache(sessions))
-    return _contexts[pid]
+        _context = WorkerContext(settings, sessions, LocalStorage(settings.storage_root),
+                                 DatabaseKernelCache(sessions))
+    return _context
+
+
+def _forget_parent_connections() -> None:
+    """In a forked child: drop the parent's pooled connections without closing them (they are the parent's)."""
+    global _context
+    if _context is not None:
+        engine: Engine = _context.sessions.kw["bind"]
+        engine.dispose(close=False)
+        _context = None
+
+
+os.register_at_fork(after_in_child=_forget_parent_connections)
