@@ -233,6 +233,11 @@ def test_upload_watch_live_and_download(page, service, tmp_path):
             f"{service.url}/v1/compilations/{job_id}", headers={"Authorization": f"Bearer {service.token}"})) as r:
         assert json.load(r)["artifact_sha256"] == hashlib.sha256(artifact.read_bytes()).hexdigest()
 
+    page.click("#job-kernels tbody tr:first-child a")  # the kernel lists this job among its users
+    page.wait_for_url("**/kernels/*")
+    assert job_id[:12] in page.locator("#kernel-uses").inner_text()
+    assert page.locator("#kernel-source .tok-keyword").count() > 0
+
     page.click("nav >> text=Jobs")
     assert page.locator("#jobs tbody tr").count() == 1
     shot(page, "08-jobs")

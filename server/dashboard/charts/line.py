@@ -9,7 +9,7 @@ from markupsafe import Markup
 from server.dashboard.charts.scale import LinearScale
 from server.dashboard.charts.svg import document, element, empty, number
 
-WIDTH = 820
+WIDTH = 1160
 HEIGHT = 220
 LEFT, RIGHT, TOP, BOTTOM = 44, 16, 12, 30
 
