@@ -255,6 +255,25 @@ class OnnxModels:
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
 
+    @staticmethod
+    def deep(layers: int = 12) -> bytes:
+        """`layers` of MatMul + Tanh of varying widths: compiling takes seconds (gcc), time to act mid-job."""
+        import numpy as np
+        from onnx import TensorProto, helper, numpy_helper
+
+        rng = np.random.default_rng(7)
+        nodes, inits, x = [], [], "x"
+        for i in range(layers):
+            width = 16 + 8 * (i % 4)
+            prev = 16 if i == 0 else 16 + 8 * ((i - 1) % 4)
+            inits.append(numpy_helper.from_array(rng.standard_normal((prev, width)).astype(np.float32) * 0.3, f"w{i}"))
+            nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"]), helper.make_node("Tanh", [f"h{i}"], [f"a{i}"])]
+            x = f"a{i}"
+        out = 16 + 8 * ((layers - 1) % 4)
+        graph = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                                  [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, out])], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
+
 
 @pytest.fixture(scope="session")
 def onnx_models() -> OnnxModels:

@@ -7,6 +7,7 @@ import logging
 import threading
 
 from celery import Task
+from celery.exceptions import TimeLimitExceeded
 from celery.signals import worker_ready, worker_shutdown
 
 from server.core.config import get_settings
@@ -24,10 +25,15 @@ log = logging.getLogger(__name__)
 
 
 class CompileTask(Task):
-    """Fails the job with the reason when the task itself gives up (retries exhausted)."""
+    """Fails the job with the reason when the task itself gives up (retries exhausted, or killed
+    at the hard time limit)."""
 
     def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
-        reason = f"gave up after {self.request.retries} retries: {type(exc).__name__}: {exc}"
+        if isinstance(exc, TimeLimitExceeded):  # called in the main process: the child was killed
+            limit = worker_context().settings.job_hard_time_limit
+            reason = f"compilation exceeded the hard time limit of {limit} s; its process was killed"
+        else:
+            reason = f"gave up after retrying: {type(exc).__name__}: {exc}"
         try:
             with transaction(worker_context().sessions) as s:
                 state.fail_unfinished(s, args[0], task_id, reason)

@@ -9,26 +9,7 @@ from conftest import ServiceFlow, make_token
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 
-def deep_mlp(layers: int = 12) -> bytes:
-    """Enough distinct layers that compiling takes a while (time to kill the worker)."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(7)
-    nodes, inits, x = [], [], "x"
-    for i in range(layers):
-        width = 16 + 8 * (i % 4)
-        prev = 16 if i == 0 else 16 + 8 * ((i - 1) % 4)
-        inits.append(numpy_helper.from_array(rng.standard_normal((prev, width)).astype(np.float32) * 0.3, f"w{i}"))
-        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"]), helper.make_node("Tanh", [f"h{i}"], [f"a{i}"])]
-        x = f"a{i}"
-    out = 16 + 8 * ((layers - 1) % 4)
-    graph = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, out])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
-
-
-def test_killed_worker_job_finishes_on_another(pg_redis_settings, start_worker, tmp_path):
+def test_killed_worker_job_finishes_on_another(pg_redis_settings, start_worker, onnx_models, tmp_path):
     from fastapi.testclient import TestClient
 
     from server.main import create_app
@@ -36,7 +17,7 @@ def test_killed_worker_job_finishes_on_another(pg_redis_settings, start_worker, 
     first = start_worker(pg_redis_settings, "doomed")
     with TestClient(create_app(pg_redis_settings)) as client:
         flow = ServiceFlow(client, make_token(pg_redis_settings, "alice"))
-        data = deep_mlp()
+        data = onnx_models.deep()
         job = flow.submit(flow.upload(data)["id"])
         running = flow.wait(job["id"], timeout=60, until=lambda j: j["status"] != "queued")
         assert running["status"] == "running", running
