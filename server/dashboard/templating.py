@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -24,7 +23,6 @@ def _environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True)
     env.filters.update(FILTERS)
     env.filters["highlight"] = highlight
-    env.filters["pretty_json"] = lambda value: json.dumps(value, indent=2, sort_keys=True)
     return env
 
 

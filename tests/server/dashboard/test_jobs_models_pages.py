@@ -2,6 +2,9 @@
 
 from dashboard_seed import SCRIPT
 
+from server.db.models import Job, JobStatus
+from server.db.session import transaction
+
 
 def test_jobs_page_lists_only_the_tenants_jobs(alice, seeded):
     html = alice.get("/jobs").text
@@ -65,3 +68,20 @@ def test_static_files_are_served_and_nothing_else(client):
     assert client.get("/static/dashboard.js").status_code == 200
     assert client.get("/static/..%2Fdashboard%2Fauth.py").status_code == 404
     assert client.get("/static/missing.css").status_code == 404
+
+
+def test_cancel_from_the_job_page(alice, seeded, dashboard_app):
+    with transaction(dashboard_app.state.sessions) as s:
+        queued = Job(tenant_id=seeded.tenant_ids["alice"], model_id=seeded.models["alice"], target="cpu",
+                     target_kind="cpu", task_id="t-cancel")
+        s.add(queued)
+        s.flush()
+        queued_id = queued.id
+    assert 'action="/jobs/' + queued_id + '/cancel"' in alice.get(f"/jobs/{queued_id}").text
+    r = alice.post(f"/jobs/{queued_id}/cancel")
+    assert r.status_code == 303 and r.headers["location"] == f"/jobs/{queued_id}"
+    with dashboard_app.state.sessions() as s:
+        assert s.get(Job, queued_id).status == JobStatus.cancelled
+    finished = alice.post(f"/jobs/{seeded.jobs['alice']}/cancel")  # nothing to cancel: just show it
+    assert finished.status_code == 303
+    assert alice.post(f"/jobs/{seeded.jobs['bob']}/cancel").status_code == 404
