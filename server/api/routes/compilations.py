@@ -97,6 +97,7 @@ async def compilation_events(job_id: str, request: Request, session: SessionDep,
                              tenant: TenantDep) -> StreamingResponse:
     """Server-sent events: the compilation each time it changes, ending when it finishes."""
     owned_or_404(session, Job, job_id, tenant, "compilation")
+    session.close()  # hand the connection back: the stream may last minutes and polls with its own
     sessions = request.app.state.sessions
     poll = request.app.state.settings.sse_poll_seconds
 
