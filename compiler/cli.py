@@ -52,6 +52,13 @@ class _ProgressLine:
             print(line, file=sys.stderr, flush=True)
 
 
+def _target(name: str):
+    """A preset name, or (from the command line only) a JSON/YAML target file."""
+    from compiler.target import get_target
+
+    return get_target(name, allow_files=True)
+
+
 def cmd_compile(a: argparse.Namespace) -> int:
     from compiler.cache import FileKernelCache, MemoryKernelCache
     from compiler.pipeline import compile_model
@@ -61,7 +68,7 @@ def cmd_compile(a: argparse.Namespace) -> int:
         options["threads"] = a.threads
     cache = MemoryKernelCache() if a.no_cache else FileKernelCache(a.cache_dir)
     t0 = time.perf_counter()
-    r = compile_model(Path(a.model), a.target, options, cache=cache, progress=_ProgressLine(),
+    r = compile_model(Path(a.model), _target(a.target), options, cache=cache, progress=_ProgressLine(),
                       output=Path(a.output))
     total = time.perf_counter() - t0
     v = r.validation
@@ -92,7 +99,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     from compiler.bench.measure import bench_model
     from compiler.cache import FileKernelCache
 
-    r = bench_model(Path(a.model), Path(a.model).stem, a.target, a.threads,
+    r = bench_model(Path(a.model), Path(a.model).stem, _target(a.target), a.threads,
                     {"input_shapes": _input_shapes(a.input_shape)}, FileKernelCache(a.cache_dir))
     if a.json:
         print(json.dumps(r.to_dict(), indent=2))
@@ -125,7 +132,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     cache_help = "kernel cache folder (default $TILEFORGE_HOME/kernels or ~/.cache/tileforge/kernels)"
     p = sub.add_parser("compile", help="compile an ONNX model into an artifact")
     p.add_argument("model")
-    p.add_argument("--target", default="cpu")
+    p.add_argument("--target", default="cpu", help="a preset (see `targets`) or a JSON/YAML target file")
     p.add_argument("-o", "--output", required=True, help="artifact path (.tar.gz)")
     p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
                    help="bind an input's symbolic dims (repeatable)")

@@ -1,7 +1,8 @@
 """compile_model(): the compiler's stages in order, with progress callbacks.
 
-load -> lower -> partition (register-level connection) -> schedule (tiles,
-keys, plan) -> codegen (cache misses only) -> build -> package -> validate.
+load -> lower -> partition (register-level connection) -> schedule (rTile
+construction, top-k measurement on the device where it is present, keys,
+plan) -> codegen (cache misses only) -> build -> package -> validate.
 """
 
 from __future__ import annotations
@@ -19,17 +20,29 @@ from pathlib import Path
 import onnx
 
 from compiler import frontend
-from compiler.cache import KernelCache, KernelEntry, MemoryKernelCache, signature_of
+from compiler.cache import (
+    KernelCache,
+    KernelEntry,
+    KernelSignature,
+    MemoryKernelCache,
+    signature_of,
+)
 from compiler.errors import ModelError, ValidationError
 from compiler.ir.graph import Graph
+from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.schedule.fuse import fuse
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import build_plan, weights_blob
+from compiler.schedule.rtile import Candidate, construct
 from compiler.target import get_target
 from compiler.target.base import Target
 
 STAGES = ("load", "lower", "partition", "schedule", "codegen", "build", "package", "validate")
+
+# Kernels the model predicts faster than this are not worth timing on the device:
+# measurement noise and the extra toolchain run cost more than any difference found.
+MEASURE_THRESHOLD_US = 20.0
 
 Progress = Callable[[str, float], None]
 
@@ -64,7 +77,8 @@ class _Stages:
         self.seconds[name] = round(time.perf_counter() - t0, 4)
 
 
-def _model_bytes(model: bytes | str | Path | onnx.ModelProto) -> bytes:
+def model_bytes(model: bytes | str | Path | onnx.ModelProto) -> bytes:
+    """The serialized model, from bytes, a path or a ModelProto."""
     if isinstance(model, onnx.ModelProto):
         return model.SerializeToString()
     if isinstance(model, str | Path):
@@ -83,7 +97,7 @@ def compile_model(
     options: CompileOptions | dict | None = None,
     cache: KernelCache | None = None,
     progress: Progress | None = None,
-    output: Path | None = None,
+    output: Path | str | None = None,
 ) -> CompileResult:
     """Compile an ONNX model for `target` into an artifact that runs and matches onnxruntime.
 
@@ -92,47 +106,40 @@ def compile_model(
     """
     opts = CompileOptions.from_dict(options) if not isinstance(options, CompileOptions) else options
     tgt = get_target(target) if isinstance(target, str) else target
-    cache = cache if cache is not None else MemoryKernelCache()
+    c = _Compilation(tgt, opts, cache if cache is not None else MemoryKernelCache())
     st = _Stages(progress)
 
     with st.stage("load"):
-        data = _model_bytes(model)
+        data = model_bytes(model)
         model_sha = hashlib.sha256(data).hexdigest()
     with st.stage("lower"):
         graph = frontend.import_model(data, input_shapes=opts.input_shapes)
-        io_names = _io_names(graph)
     with st.stage("partition"):
         if opts.fuse:
             fuse(graph)
     with st.stage("schedule"):
-        plan, entries = _schedule(graph, tgt, opts, cache)
+        c.schedule(graph)
     with st.stage("codegen"):
-        sources = _render_misses(plan, entries, tgt)
+        sources = c.render_misses()
     with st.stage("build"):
-        binary = _build(plan, entries, sources, tgt, cache)
+        binary = c.build(sources)
+    report = c.report(model_sha, graph)
+    files = c.artifact_files(graph, binary)
     workdir = Path(tempfile.mkdtemp(prefix="tileforge-"))
     try:
         out = Path(output) if output is not None else workdir / "model.tar.gz"
-        kernels = _kernel_report(plan)
-        report = {"model_sha256": model_sha, "target": tgt.name, "kernels": kernels,
-                  "cache_hits": sum(k.cache_hit for k in plan.kernels),
-                  "cache_misses": sum(not k.cache_hit for k in plan.kernels),
-                  "options": opts.to_dict(), "io_names": io_names}
-        files = _artifact_files(graph, plan, entries, binary)
         with st.stage("package"):
-            sha = _package(out, plan, files, tgt, model_sha, report)
-        validation: dict = {}
-        with st.stage("validate"):
-            if opts.validate:
-                validation = _validate(data, out, opts)
-                report["validation"] = validation
+            sha = c.package(out, files, model_sha, report)
+        if opts.validate:
+            with st.stage("validate"):
+                report["validation"] = _validate(data, out, opts)
                 report["stage_seconds"] = dict(st.seconds)
-                sha = _package(out, plan, files, tgt, model_sha, report)
-                if not validation["passed"]:
-                    raise ValidationError(
-                        f"compiled model disagrees with onnxruntime: relative L2 error "
-                        f"{validation['rel_l2_error']:.3g} > tolerance {opts.tolerance:g}"
-                    )
+                sha = c.package(out, files, model_sha, report)
+            if not report["validation"]["passed"]:
+                raise ValidationError(
+                    f"compiled model disagrees with onnxruntime: relative L2 error "
+                    f"{report['validation']['rel_l2_error']:.3g} > tolerance {opts.tolerance:g}"
+                )
         report["stage_seconds"] = dict(st.seconds)
         if output is None:
             final = Path(tempfile.mkdtemp(prefix="tileforge-artifact-")) / "model.tar.gz"
@@ -145,114 +152,171 @@ def compile_model(
     return CompileResult(
         artifact_path=out, artifact_sha256=sha, report=report,
         cache_hits=report["cache_hits"], cache_misses=report["cache_misses"],
-        stage_seconds=dict(st.seconds), validation=validation, kernels=kernels,
+        stage_seconds=dict(st.seconds), validation=report.get("validation", {}),
+        kernels=report["kernels"],
     )
 
 
-def _io_names(graph: Graph) -> dict:
-    return {"inputs": [graph.tensors[t].name for t in graph.inputs],
-            "outputs": [graph.tensors[t].name for t in graph.outputs]}
+class _Compilation:
+    """The state of one compilation between stages: plan, cache entries, candidates."""
 
+    def __init__(self, target: Target, opts: CompileOptions, cache: KernelCache) -> None:
+        self.target, self.opts, self.cache = target, opts, cache
+        self.fingerprint = target.fingerprint()
+        self.entries: dict[str, KernelEntry] = {}  # key -> cached or newly built kernel
+        self.signatures: dict[str, KernelSignature] = {}
+        self.candidates: dict[str, list[Candidate]] = {}  # key -> ranked tilings of a miss
+        self.measured: dict[str, list[float | None]] = {}  # key -> per-candidate microseconds
+        self.construct_seconds = 0.0
+        self.plan = ExecutionPlan(target=self.fingerprint)
 
-def _schedule(
-    graph: Graph, tgt: Target, opts: CompileOptions, cache: KernelCache
-) -> tuple[ExecutionPlan, dict[str, KernelEntry]]:
-    """Plan the graph; a cached kernel brings its tiling, a new one is tiled by construction."""
-    from compiler.schedule.tiling import default_tile
+    # -- schedule -----------------------------------------------------------------------------
 
-    fp = tgt.fingerprint()
-    entries: dict[str, KernelEntry] = {}
-    sigs = {}
-
-    def key_of(compute) -> str:
-        sig = signature_of(compute, fp, opts.codegen_key())
-        sigs[sig.key] = sig
-        if sig.key not in entries:
-            hit = cache.get(sig.key)
+    def key_of(self, compute: Compute) -> str:
+        sig = signature_of(compute, self.fingerprint, self.opts.codegen_key())
+        if sig.key not in self.signatures:
+            self.signatures[sig.key] = sig
+            hit = self.cache.get(sig.key)
             if hit is not None:
-                entries[sig.key] = hit
+                self.entries[sig.key] = hit
         return sig.key
 
-    def tile_of(compute) -> TileConfig:
-        key = key_of(compute)
-        if key in entries:
-            return TileConfig.from_json(entries[key].tile_config)
-        return default_tile(compute, tgt)
+    def tile_of(self, compute: Compute) -> TileConfig:
+        key = self.key_of(compute)
+        if key in self.entries:
+            return TileConfig.from_json(self.entries[key].tile_config)
+        if key not in self.candidates:
+            t0 = time.perf_counter()
+            self.candidates[key] = construct(compute, self.target, top_k=self._top_k())
+            self.construct_seconds += time.perf_counter() - t0
+        return self.candidates[key][0].tile
 
-    plan = build_plan(graph, fp, tile_of, key_of)
-    for k in plan.kernels:
-        k.cache_hit = k.key in entries
-        if k.cache_hit:
-            k.estimated_us = entries[k.key].estimated_us
-            k.measured_us = entries[k.key].measured_us
-    plan.signatures = sigs  # type: ignore[attr-defined]
-    return plan, entries
+    def _top_k(self) -> int:
+        return self.opts.top_k if self.opts.measure and self._device_present() else 1
 
+    def _device_present(self) -> bool:
+        # The CPU target is this machine; GPU kernels are timed by GPU workers (not here yet).
+        return self.target.kind == "cpu"
 
-def _unique_misses(plan: ExecutionPlan, entries: dict[str, KernelEntry]) -> dict[str, Kernel]:
-    out: dict[str, Kernel] = {}
-    for k in plan.kernels:
-        if k.key not in entries and k.key not in out:
-            out[k.key] = k
-    return out
+    def schedule(self, graph: Graph) -> None:
+        self.plan = build_plan(graph, self.fingerprint, self.tile_of, self.key_of)
+        self._measure_candidates()
+        for k in self.plan.kernels:
+            k.cache_hit = k.key in self.entries
+            if k.cache_hit:
+                e = self.entries[k.key]
+                k.estimated_us, k.measured_us = e.estimated_us, e.measured_us
+                continue
+            best = self._best(k.key)
+            cand = self.candidates[k.key][best]
+            k.tile = cand.tile
+            k.estimated_us = round(cand.estimate.time_us, 3)
+            times = self.measured.get(k.key)
+            k.measured_us = None if times is None else times[best]
 
+    def _best(self, key: str) -> int:
+        times = self.measured.get(key)
+        if not times:
+            return 0
+        return min(range(len(times)), key=lambda i: times[i] if times[i] is not None else float("inf"))
 
-def _render_misses(plan: ExecutionPlan, entries: dict[str, KernelEntry], tgt: Target) -> dict[str, str]:
-    """Generated source of every kernel not in the cache (symbol -> source)."""
-    from compiler.codegen.c import render_kernel
+    def _measure_candidates(self) -> None:
+        """Compile and time the top-k tilings of every heavy miss; the fastest is kept."""
+        from compiler.build.gcc import c_flags, compile_objects, link_shared
+        from compiler.codegen.c import render_kernel
+        from compiler.runtime.kernel_timer import time_kernels
 
-    return {k.symbol: render_kernel(k.compute, k.tile, k.symbol)
-            for k in _unique_misses(plan, entries).values()}
+        todo = {key: cands for key, cands in self.candidates.items()
+                if len(cands) > 1 and max(c.estimate.time_us for c in cands) >= MEASURE_THRESHOLD_US}
+        if not todo:
+            return
+        computes = {k.key: k.compute for k in self.plan.kernels}
+        sources = {f"tf_cand_{key[:16]}_{i}": render_kernel(computes[key], c.tile, f"tf_cand_{key[:16]}_{i}")
+                   for key, cands in todo.items() for i, c in enumerate(cands)}
+        flags = c_flags(self.target)
+        objects = compile_objects(sources, flags)
+        library = link_shared(list(objects.values()), {}, flags)
+        for key, cands in todo.items():
+            symbols = [f"tf_cand_{key[:16]}_{i}" for i in range(len(cands))]
+            times = time_kernels(library, symbols, computes[key], self.opts.threads)
+            self.measured[key] = [round(times[s], 3) for s in symbols]
 
+    # -- codegen and build --------------------------------------------------------------------
 
-def _build(
-    plan: ExecutionPlan, entries: dict[str, KernelEntry], sources: dict[str, str],
-    tgt: Target, cache: KernelCache,
-) -> bytes:
-    """Compile the misses (and store them in the cache), link everything with the entry point."""
-    from compiler.build.gcc import c_flags, compile_objects, link_shared
-    from compiler.codegen.c_entry import render_entry
+    def _misses(self) -> dict[str, Kernel]:
+        out: dict[str, Kernel] = {}
+        for k in self.plan.kernels:
+            if k.key not in self.entries and k.key not in out:
+                out[k.key] = k
+        return out
 
-    flags = c_flags(tgt)
-    objects = compile_objects(sources, flags) if sources else {}
-    for key, k in _unique_misses(plan, entries).items():
-        entry = KernelEntry(
-            signature=plan.signatures[key],  # type: ignore[attr-defined]
-            tile_config=k.tile.to_json(), source=sources[k.symbol], binary=objects[k.symbol],
-            te_json=k.compute.canonical(), estimated_us=k.estimated_us, measured_us=k.measured_us,
-        )
-        cache.put(entry)
-        entries[key] = entry
-    symbols = sorted({k.symbol: k.key for k in plan.kernels}.items())
-    return link_shared([entries[key].binary for _, key in symbols],
-                       {"entry": render_entry(plan)}, flags)
+    def render_misses(self) -> dict[str, str]:
+        """Generated source of every kernel not in the cache (symbol -> source)."""
+        from compiler.codegen.c import render_kernel
 
+        return {k.symbol: render_kernel(k.compute, k.tile, k.symbol) for k in self._misses().values()}
 
-def _artifact_files(
-    graph: Graph, plan: ExecutionPlan, entries: dict[str, KernelEntry], binary: bytes
-) -> dict[str, bytes]:
-    from compiler.codegen.c_entry import render_entry
+    def build(self, sources: dict[str, str]) -> bytes:
+        """Compile the misses (storing them in the cache), then link all kernels with the entry."""
+        from compiler.build.gcc import c_flags, compile_objects, link_shared
+        from compiler.codegen.c_entry import render_entry
 
-    files = {f"src/{k.symbol}.c": entries[k.key].source.encode() for k in plan.kernels}
-    files["src/entry.c"] = render_entry(plan).encode()
-    files["model.so"] = binary
-    files["weights.bin"] = weights_blob(graph, plan)
-    return files
+        flags = c_flags(self.target)
+        objects = compile_objects(sources, flags) if sources else {}
+        for key, k in self._misses().items():
+            entry = KernelEntry(
+                signature=self.signatures[key], tile_config=k.tile.to_json(),
+                source=sources[k.symbol], binary=objects[k.symbol], te_json=k.compute.canonical(),
+                estimated_us=k.estimated_us, measured_us=k.measured_us,
+                extras={"candidates": self._candidate_log(key)},
+            )
+            self.cache.put(entry)
+            self.entries[key] = entry
+        keys = sorted({k.symbol: k.key for k in self.plan.kernels}.items())
+        return link_shared([self.entries[key].binary for _, key in keys],
+                           {"entry": render_entry(self.plan)}, flags)
 
+    def _candidate_log(self, key: str) -> list[dict]:
+        """Predicted beside measured time of each candidate, so the model can be checked."""
+        times = self.measured.get(key) or [None] * len(self.candidates.get(key, []))
+        return [{"tile": c.tile.to_json(), "estimated_us": round(c.estimate.time_us, 3),
+                 "bound": c.estimate.bound, "measured_us": t}
+                for c, t in zip(self.candidates.get(key, []), times, strict=True)]
 
-def _kernel_report(plan: ExecutionPlan) -> list[dict]:
-    return [{"symbol": k.symbol, "key": k.key, "op_pattern": k.compute.label, "ops": list(k.ops),
-             "tile": k.tile.to_json(), "estimated_us": k.estimated_us,
-             "measured_us": k.measured_us, "cache_hit": k.cache_hit} for k in plan.kernels]
+    # -- package ------------------------------------------------------------------------------
 
+    def report(self, model_sha: str, graph: Graph) -> dict:
+        kernels = [{"symbol": k.symbol, "key": k.key, "op_pattern": k.compute.label,
+                    "ops": list(k.ops), "tile": k.tile.to_json(), "estimated_us": k.estimated_us,
+                    "measured_us": k.measured_us, "cache_hit": k.cache_hit,
+                    "candidates": self._candidate_log(k.key) if not k.cache_hit else []}
+                   for k in self.plan.kernels]
+        return {
+            "model_sha256": model_sha, "target": self.target.name, "kernels": kernels,
+            "cache_hits": sum(k.cache_hit for k in self.plan.kernels),
+            "cache_misses": sum(not k.cache_hit for k in self.plan.kernels),
+            "construct_seconds": round(self.construct_seconds, 4),
+            "options": self.opts.to_dict(),
+            "inputs": [graph.tensors[t].name for t in graph.inputs],
+            "outputs": [graph.tensors[t].name for t in graph.outputs],
+        }
 
-def _package(out: Path, plan: ExecutionPlan, files: dict[str, bytes], tgt: Target,
-             model_sha: str, report: dict) -> str:
-    from compiler.runtime.artifact import write_artifact
+    def artifact_files(self, graph: Graph, binary: bytes) -> dict[str, bytes]:
+        from compiler.codegen.c_entry import render_entry
 
-    extra = {"target": tgt.name, "target_fingerprint": tgt.fingerprint(), "toolchain": tgt.toolchain,
-             "model_sha256": model_sha, "target_kind": tgt.kind}
-    return write_artifact(out, plan, files, extra, json.loads(json.dumps(report, default=str)))
+        files = {f"src/{k.symbol}.c": self.entries[k.key].source.encode() for k in self.plan.kernels}
+        files["src/entry.c"] = render_entry(self.plan).encode()
+        files["model.so"] = binary
+        files["weights.bin"] = weights_blob(graph, self.plan)
+        return files
+
+    def package(self, out: Path, files: dict[str, bytes], model_sha: str, report: dict) -> str:
+        from compiler.runtime.artifact import write_artifact
+
+        extra = {"target": self.target.name, "target_fingerprint": self.fingerprint,
+                 "toolchain": self.target.toolchain, "model_sha256": model_sha,
+                 "target_kind": self.target.kind}
+        return write_artifact(out, self.plan, files, extra, json.loads(json.dumps(report, default=str)))
 
 
 def _validate(data: bytes, artifact: Path, opts: CompileOptions) -> dict:

@@ -14,6 +14,7 @@ import onnxruntime as ort
 
 from compiler.cache import KernelCache
 from compiler.options import CompileOptions
+from compiler.target.base import Target
 
 
 def time_call(fn: Callable[[], object], min_runs: int = 10, min_seconds: float = 0.3,
@@ -74,13 +75,13 @@ def compare_latency(artifact: Path, model: bytes, threads: int, seed: int = 0) -
     return ours, ref
 
 
-def bench_model(model: bytes | str | Path | onnx.ModelProto, name: str = "model", target: str = "cpu",
+def bench_model(model: bytes | str | Path | onnx.ModelProto, name: str = "model", target: str | Target = "cpu",
                 threads: int = 1, options: dict | None = None,
                 cache: KernelCache | None = None) -> BenchResult:
     """Compile (validated against onnxruntime), then time both runtimes on the same inputs."""
-    from compiler.pipeline import _model_bytes, compile_model
+    from compiler.pipeline import compile_model, model_bytes
 
-    data = _model_bytes(model)
+    data = model_bytes(model)
     opts = CompileOptions.from_dict({**(options or {}), "threads": threads})
     t0 = time.perf_counter()
     result = compile_model(data, target, opts, cache=cache)

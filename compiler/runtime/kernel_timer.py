@@ -1,0 +1,74 @@
+"""Times single CPU kernels on the machine that compiles them (Roller's top-k measurement).
+
+The candidates of one kernel are linked into one shared library; each is called
+on the same random buffers, after a warm-up call, until a small time budget is
+spent; the median is its measured time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from compiler.ir.dtypes import dtype
+from compiler.ir.te import Compute
+from compiler.runtime.executable import aligned_empty
+
+_MIN_RUNS = 3
+_MAX_RUNS = 50
+_BUDGET_S = 0.05  # per candidate, after warm-up
+
+
+def _buffers(compute: Compute, seed: int = 0) -> list[np.ndarray]:
+    """Output then inputs, random but in range for index-like integer inputs."""
+    rng = np.random.default_rng(seed)
+    out = [aligned_empty(compute.shape, dtype(compute.dtype).np_type)]
+    for t in compute.inputs:
+        a = aligned_empty(t.shape, dtype(t.dtype).np_type)
+        if dtype(t.dtype).is_float:
+            a[...] = rng.standard_normal(t.shape)
+        else:
+            a[...] = 0  # integer inputs of a kernel may be indices: 0 is always in range
+        out.append(a)
+    return out
+
+
+def time_kernels(library: bytes, symbols: Sequence[str], compute: Compute,
+                 threads: int | None = None) -> dict[str, float]:
+    """Median microseconds per call of each symbol (all computing `compute`) in `library`."""
+    with tempfile.TemporaryDirectory(prefix="tileforge-timer-") as d:
+        path = Path(d) / "candidates.so"
+        path.write_bytes(library)
+        lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+    if threads is not None:
+        _set_omp_threads(threads)
+    bufs = _buffers(compute)
+    ptrs = [ctypes.c_void_p(b.ctypes.data) for b in bufs]
+    result: dict[str, float] = {}
+    for sym in symbols:
+        fn = getattr(lib, sym)
+        fn.restype = None
+        fn(*ptrs)  # warm-up: page faults, OpenMP thread start
+        times: list[float] = []
+        start = time.perf_counter()
+        while len(times) < _MAX_RUNS and (len(times) < _MIN_RUNS or time.perf_counter() - start < _BUDGET_S):
+            t0 = time.perf_counter()
+            fn(*ptrs)
+            times.append(time.perf_counter() - t0)
+        result[sym] = statistics.median(times) * 1e6
+    return result
+
+
+def _set_omp_threads(n: int) -> None:
+    """Set the OpenMP thread count of this process (libgomp is shared by all loaded kernels)."""
+    try:
+        gomp = ctypes.CDLL("libgomp.so.1")
+    except OSError:
+        return
+    gomp.omp_set_num_threads(ctypes.c_int(n))
