@@ -40,9 +40,12 @@ from compiler.codegen.cuda_rowreduce import (
     row_launch,
 )
 from compiler.ir.te import Compute
-from compiler.schedule.plan import TileConfig
+from compiler.schedule.plan import ExecutionPlan, TileConfig
 
 Dim3 = tuple[int, int, int]
+
+# The manifest key under which a CUDA artifact lists its launches (see `launch_table`).
+MANIFEST_LAUNCHES = "cuda_launches"
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
@@ -99,6 +102,35 @@ def launch_dims(compute: Compute, tile: TileConfig) -> tuple[Dim3, Dim3]:
     return g.launch(compute)
 
 
+
+
+def render_module(plan: ExecutionPlan) -> str:
+    """One translation unit with every distinct kernel of `plan` (kernels sharing a
+    symbol share a cache key, hence their source): what `model.cubin` is built from."""
+    sources: dict[str, str] = {}
+    for k in plan.kernels:
+        if k.symbol not in sources:
+            sources[k.symbol] = render_kernel(k.compute, k.tile, k.symbol)
+    return "\n".join(sources.values())
+
+
+def launch_table(plan: ExecutionPlan) -> list[list[dict]]:
+    """Per wave, each kernel's launch: symbol, argument buffer ids, grid and block.
+
+    Stored in a CUDA artifact's manifest under `MANIFEST_LAUNCHES`; the CUDA
+    runtime needs nothing else about the kernels (it never sees the TE).
+    """
+    kernels = {k.id: k for k in plan.kernels}
+    table = []
+    for wave in plan.waves:
+        row = []
+        for kid in wave:
+            k = kernels[kid]
+            grid, block = launch_dims(k.compute, k.tile)
+            row.append({"kernel": k.id, "symbol": k.symbol, "args": list(k.args),
+                        "grid": list(grid), "block": list(block)})
+        table.append(row)
+    return table
 
 
 def _check_tile(c: Compute, tile: TileConfig) -> None:

@@ -113,10 +113,12 @@ class EmulatedKernels:
         out = np.empty(c.shape, dtype(c.dtype).np_type)
         out.reshape(-1).view(np.uint8).fill(0xA5)  # garbage: an element the kernel skips shows
         (grid, _, _), (block, _, _) = launch_dims(c, tile)
-        pointers = (ctypes.c_void_p * (1 + len(arrays)))(
-            out.ctypes.data, *(a.ctypes.data for a in arrays))
+        self.launch(symbol, grid, block, [out.ctypes.data, *(a.ctypes.data for a in arrays)])
+        return out
+
+    def launch(self, symbol: str, grid: int, block: int, pointers: Sequence[int]) -> None:
+        """Launch kernel `symbol` on raw (host) pointers, output first."""
         fn = getattr(self.lib, f"launch_{symbol}")
         fn.restype = None
         fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
-        fn(min(grid, self.max_grid), block, pointers)
-        return out
+        fn(min(grid, self.max_grid), block, (ctypes.c_void_p * len(pointers))(*pointers))

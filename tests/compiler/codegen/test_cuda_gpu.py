@@ -1,0 +1,71 @@
+"""Every CUDA test case's kernel, built for this machine's GPU, matches the TE interpreter
+(marked `gpu`: skips with the reason when no GPU, pycuda or nvcc is present)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import numpy as np
+import pytest
+from cuda_cases import ALL_CASES, tile_for
+
+from compiler.build.nvcc import compile_cubin
+from compiler.codegen.cuda import launch_dims, render_kernel
+from compiler.ir.dtypes import dtype
+from compiler.ir.interp import evaluate
+
+
+def _device_arch() -> tuple[str | None, str]:
+    """(sm_XY of device 0, "") when a GPU, pycuda and nvcc are usable, else (None, why not)."""
+    try:
+        import pycuda.driver as drv
+    except ImportError:
+        return None, "no GPU/pycuda: pycuda is not installed (docs/CUDA.md)"
+    try:
+        drv.init()
+        if drv.Device.count() == 0:
+            return None, "no GPU/pycuda: the CUDA driver finds no GPU"
+        major, minor = drv.Device(0).compute_capability()
+    except drv.Error as e:
+        return None, f"no GPU/pycuda: {e}"
+    if shutil.which("nvcc") is None:
+        return None, "no nvcc to build the kernels"
+    return f"sm_{major}{minor}", ""
+
+
+ARCH, WHY_NOT = _device_arch()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(ARCH is None, reason=WHY_NOT)]
+
+
+def test_every_case_kernel_matches_the_interpreter_on_the_gpu() -> None:
+    import pycuda.autoinit  # noqa: F401  (a context on device 0 for this test)
+    import pycuda.driver as drv
+
+    assert ARCH is not None
+    cases = list(ALL_CASES.items())
+    source = "\n".join(render_kernel(case[0], tile_for(case), f"k{n}") for n, (_, case) in enumerate(cases))
+    module = drv.module_from_buffer(compile_cubin(source, ARCH))
+    failures = []
+    for n, (name, case) in enumerate(cases):
+        c, _, make_inputs = case
+        inputs = make_inputs()
+        want = evaluate(c, inputs)
+        dev_in = [drv.to_device(np.ascontiguousarray(x, dtype(t.dtype).np_type))
+                  for x, t in zip(inputs, c.inputs, strict=True)]
+        dev_out = drv.mem_alloc(max(1, want.nbytes))
+        grid, block = launch_dims(c, tile_for(case))
+        module.get_function(f"k{n}")(dev_out, *dev_in, grid=grid, block=block)
+        got = np.empty_like(want)
+        if got.nbytes:
+            drv.memcpy_dtoh(got, dev_out)
+        reduce_len = max(1, math.prod(a.extent for a in c.reduce_axes))
+        try:
+            if np.issubdtype(want.dtype, np.floating):
+                tol = 2e-3 if c.dtype == "float16" else 1e-5
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol * reduce_len, equal_nan=True)
+            else:
+                np.testing.assert_array_equal(got, want)
+        except AssertionError as e:
+            failures.append(f"{name}: {e}")
+    assert not failures, "\n".join(failures)

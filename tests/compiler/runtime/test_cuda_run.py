@@ -1,0 +1,212 @@
+"""The CUDA runtime: artifacts of generated kernels (model.cubin + launch table) load and
+run through pycuda and match the references (the hand-built model's numpy reference,
+onnxruntime for the zoo models). Those tests are
+marked `gpu` and skip with the reason when no GPU or pycuda is present; without them, a
+CUDA artifact must be refused with an error that says what is missing."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import sys
+import types
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from handbuilt import X_NAME, graph, reference
+
+from compiler import frontend
+from compiler.bench.measure import ort_session
+from compiler.bench.models import ZOO, transformer_encoder
+from compiler.build.nvcc import compile_cubin
+from compiler.codegen.cuda import MANIFEST_LAUNCHES, launch_table, render_module
+from compiler.errors import ArtifactError
+from compiler.ir.graph import Graph
+from compiler.runtime import load
+from compiler.runtime.artifact import write_artifact
+from compiler.runtime.cuda import _check_arch
+from compiler.runtime.executable import aligned_empty
+from compiler.schedule.fuse import fuse
+from compiler.schedule.plan import ExecutionPlan
+from compiler.schedule.planner import build_plan, weights_blob
+from compiler.schedule.rtile import construct
+from compiler.target.registry import get_target
+
+# The kernel emulator lives with the codegen tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
+from cuda_emulator import EmulatedKernels
+
+H100 = get_target("cuda:h100")
+
+
+def _gpu_arch() -> tuple[str | None, str]:
+    """(the device's sm_XY, "") when a GPU and pycuda are usable, else (None, why not)."""
+    try:
+        import pycuda.driver as drv
+    except ImportError:
+        return None, "no GPU/pycuda: pycuda is not installed (docs/CUDA.md)"
+    try:
+        drv.init()
+        if drv.Device.count() == 0:
+            return None, "no GPU/pycuda: the CUDA driver finds no GPU"
+        major, minor = drv.Device(0).compute_capability()
+    except drv.Error as e:
+        return None, f"no GPU/pycuda: {e}"
+    if shutil.which("nvcc") is None:
+        return None, "no nvcc to build the kernels"
+    return f"sm_{major}{minor}", ""
+
+
+ARCH, WHY_NOT = _gpu_arch()
+
+
+def cuda_artifact(g: Graph, path: Path, arch: str, build: bool = True) -> tuple[Path, ExecutionPlan]:
+    """Plan `g` with Roller's tiles for the H100 preset, build it for `arch` (unless `build`
+    is False: the emulator needs no cubin), write the artifact."""
+    plan = build_plan(g, f"cuda:{arch}:test", lambda c: construct(c, H100)[0].tile)
+    source = render_module(plan)
+    cubin = compile_cubin(source, arch) if build else b"\x7fELF not built"
+    files = {"model.cubin": cubin, "weights.bin": weights_blob(g, plan), "src/model.cu": source.encode()}
+    extra = {"target": f"cuda:{arch}", "target_kind": "cuda", "toolchain": "nvcc test",
+             "model_sha256": "0" * 64, MANIFEST_LAUNCHES: launch_table(plan)}
+    write_artifact(path, plan, files, extra, {"kernels": len(plan.kernels)})
+    return path, plan
+
+
+@pytest.mark.skipif(ARCH is not None, reason="a GPU is present: the artifact runs instead")
+def test_without_gpu_or_pycuda_loading_says_what_is_missing(tmp_path: Path) -> None:
+    artifact, _ = cuda_artifact(graph(), tmp_path / "m.tar.gz", "sm_80", build=False)
+    with pytest.raises(ArtifactError, match=r"pycuda|GPU"):
+        load(artifact)
+
+
+def test_cubin_compatibility_follows_compute_capability() -> None:
+    _check_arch("cuda:sm_80:0", (8, 6))
+    _check_arch("cuda:sm_90:0", (9, 0))
+    with pytest.raises(ArtifactError, match="sm_90"):
+        _check_arch("cuda:sm_90:0", (8, 9))
+    with pytest.raises(ArtifactError, match="sm_86"):
+        _check_arch("cuda:sm_86:0", (8, 0))
+    with pytest.raises(ArtifactError, match="no CUDA arch"):
+        _check_arch("cpu:x86_64:0", (9, 0))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(ARCH is None, reason=WHY_NOT)
+def test_handbuilt_model_runs_on_the_gpu(tmp_path: Path) -> None:
+    assert ARCH is not None
+    exe = load(cuda_artifact(graph(), tmp_path / "m.tar.gz", ARCH)[0])
+    x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
+    got = exe.run({X_NAME: x})
+    for name, want in reference(x).items():
+        np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ArtifactError, match="shape"):
+        exe.run({X_NAME: x[:1]})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(ARCH is None, reason=WHY_NOT)
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_zoo_model_runs_on_the_gpu_and_matches_onnxruntime(tmp_path: Path, name: str) -> None:
+    assert ARCH is not None
+    model = ZOO[name]()
+    g = fuse(frontend.import_model(model.SerializeToString()))
+    exe = load(cuda_artifact(g, tmp_path / "m.tar.gz", ARCH)[0])
+    rng = np.random.default_rng(7)
+    feeds = {s.name: rng.standard_normal(s.shape).astype(s.dtype) for s in exe.input_specs}
+    ours = exe.run(feeds)
+    refs = ort_session(model.SerializeToString(), 1).run(None, feeds)
+    for out, ref in zip(model.graph.output, refs, strict=True):
+        err = np.linalg.norm(ours[out.name] - ref) / max(np.linalg.norm(ref), 1e-30)
+        assert err <= 1e-4, f"{name} output {out.name}: relative L2 error {err:.3g}"
+
+
+class _EmulatedDriver(types.ModuleType):
+    """The part of pycuda.driver the runtime uses, over host memory and the CPU emulator:
+    "device" allocations are aligned host buffers, a launch runs the g++-built kernel."""
+
+    Error = RuntimeError
+
+    def __init__(self, kernels: EmulatedKernels) -> None:
+        super().__init__("pycuda.driver")
+        self.kernels = kernels
+        self.launched: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = []
+        self.allocations: list[np.ndarray] = []
+        driver = self
+
+        class Device:
+            @staticmethod
+            def count() -> int:
+                return 1
+
+            def __init__(self, index: int) -> None:
+                assert index == 0
+
+            def compute_capability(self) -> tuple[int, int]:
+                return (8, 0)
+
+            def retain_primary_context(self) -> SimpleNamespace:
+                return SimpleNamespace(push=lambda: None)
+
+        class Function:
+            def __init__(self, symbol: str) -> None:
+                self.symbol = symbol
+
+            def prepare(self, fmt: str) -> None:
+                self.fmt = fmt
+
+            def prepared_call(self, grid: tuple[int, ...], block: tuple[int, ...], *ptrs: int) -> None:
+                assert len(ptrs) == len(self.fmt)
+                driver.launched.append((self.symbol, grid, block))
+                driver.kernels.launch(self.symbol, grid[0], block[0], [int(p) for p in ptrs])
+
+        self.Device = Device
+        self.Context = SimpleNamespace(pop=lambda: None, synchronize=lambda: None)
+        self.module_from_buffer = lambda cubin: SimpleNamespace(get_function=Function)
+
+    def init(self) -> None:
+        pass
+
+    def mem_alloc(self, nbytes: int) -> int:
+        buf = aligned_empty((nbytes,), np.uint8)
+        buf.fill(0xA5)  # garbage: a kernel reading what nobody wrote shows
+        self.allocations.append(buf)
+        return buf.ctypes.data
+
+    def memcpy_htod(self, dst: int, src: bytes | np.ndarray) -> None:
+        view = memoryview(src).cast("B")
+        ctypes.memmove(dst, (ctypes.c_char * len(view)).from_buffer_copy(view), len(view))
+
+    def memcpy_dtoh(self, dst: np.ndarray, src: int) -> None:
+        ctypes.memmove(dst.ctypes.data, src, dst.nbytes)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA emulator needs g++")
+@pytest.mark.parametrize("model", ["handbuilt", "transformer_encoder"])
+def test_runtime_runs_the_launch_table_on_emulated_kernels(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str) -> None:
+    if model == "handbuilt":
+        g, onnx_model = graph(), None
+    else:
+        onnx_model = transformer_encoder(seq=8, hidden=32, heads=2, ffn=64)
+        g = fuse(frontend.import_model(onnx_model.SerializeToString()))
+    artifact, plan = cuda_artifact(g, tmp_path / "m.tar.gz", "sm_80", build=False)
+    kernels = {k.symbol: (k.compute, k.tile) for k in plan.kernels}
+    driver = _EmulatedDriver(EmulatedKernels(kernels, tmp_path))
+    monkeypatch.setitem(sys.modules, "pycuda", types.ModuleType("pycuda"))
+    monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+    exe = load(artifact)
+    rng = np.random.default_rng(5)
+    feeds = {s.name: rng.standard_normal(s.shape).astype(s.dtype) for s in exe.input_specs}
+    got = exe.run(feeds)
+    if onnx_model is None:
+        want = reference(feeds[X_NAME])
+    else:
+        refs = ort_session(onnx_model.SerializeToString(), 1).run(None, feeds)
+        want = {o.name: r for o, r in zip(onnx_model.graph.output, refs, strict=True)}
+    for name, ref in want.items():
+        np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-4)
+    assert [s for s, _, _ in driver.launched] == [
+        launch["symbol"] for wave in launch_table(plan) for launch in wave]
