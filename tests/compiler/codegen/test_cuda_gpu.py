@@ -4,37 +4,18 @@
 from __future__ import annotations
 
 import math
-import shutil
 
 import numpy as np
 import pytest
 from cuda_cases import ALL_CASES, tile_for
+from cuda_device import device_arch
 
 from compiler.build.nvcc import compile_cubin
 from compiler.codegen.cuda import launch_dims, render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.interp import evaluate
 
-
-def _device_arch() -> tuple[str | None, str]:
-    """(sm_XY of device 0, "") when a GPU, pycuda and nvcc are usable, else (None, why not)."""
-    try:
-        import pycuda.driver as drv
-    except ImportError:
-        return None, "no GPU/pycuda: pycuda is not installed (docs/CUDA.md)"
-    try:
-        drv.init()
-        if drv.Device.count() == 0:
-            return None, "no GPU/pycuda: the CUDA driver finds no GPU"
-        major, minor = drv.Device(0).compute_capability()
-    except drv.Error as e:
-        return None, f"no GPU/pycuda: {e}"
-    if shutil.which("nvcc") is None:
-        return None, "no nvcc to build the kernels"
-    return f"sm_{major}{minor}", ""
-
-
-ARCH, WHY_NOT = _device_arch()
+ARCH, WHY_NOT = device_arch()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(ARCH is None, reason=WHY_NOT)]
 
 

@@ -1,8 +1,9 @@
 """The CUDA runtime: artifacts of generated kernels (model.cubin + launch table) load and
 run through pycuda and match the references (the hand-built model's numpy reference,
-onnxruntime for the zoo models). Those tests are
-marked `gpu` and skip with the reason when no GPU or pycuda is present; without them, a
-CUDA artifact must be refused with an error that says what is missing."""
+onnxruntime for the zoo models). Those tests are marked `gpu` and skip with the reason
+when no GPU or pycuda is present; without them, a CUDA artifact must be refused with an
+error that says what is missing. The runtime's own logic (buffers, offsets, launch
+order, copies) also runs here, through a stand-in driver over the CPU kernel emulator."""
 
 from __future__ import annotations
 
@@ -34,32 +35,13 @@ from compiler.schedule.planner import build_plan, weights_blob
 from compiler.schedule.rtile import construct
 from compiler.target.registry import get_target
 
-# The kernel emulator lives with the codegen tests.
+# The kernel emulator and the device probe live with the codegen tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
+from cuda_device import device_arch
 from cuda_emulator import EmulatedKernels
 
 H100 = get_target("cuda:h100")
-
-
-def _gpu_arch() -> tuple[str | None, str]:
-    """(the device's sm_XY, "") when a GPU and pycuda are usable, else (None, why not)."""
-    try:
-        import pycuda.driver as drv
-    except ImportError:
-        return None, "no GPU/pycuda: pycuda is not installed (docs/CUDA.md)"
-    try:
-        drv.init()
-        if drv.Device.count() == 0:
-            return None, "no GPU/pycuda: the CUDA driver finds no GPU"
-        major, minor = drv.Device(0).compute_capability()
-    except drv.Error as e:
-        return None, f"no GPU/pycuda: {e}"
-    if shutil.which("nvcc") is None:
-        return None, "no nvcc to build the kernels"
-    return f"sm_{major}{minor}", ""
-
-
-ARCH, WHY_NOT = _gpu_arch()
+ARCH, WHY_NOT = device_arch()
 
 
 def cuda_artifact(g: Graph, path: Path, arch: str, build: bool = True) -> tuple[Path, ExecutionPlan]:
