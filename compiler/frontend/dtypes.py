@@ -23,6 +23,12 @@ _ONNX_TO_IR = {
 
 
 IR_ELEMENT_TYPES: frozenset[int] = frozenset(_ONNX_TO_IR)
+_IR_TO_ONNX = {ir: elem for elem, ir in _ONNX_TO_IR.items()}
+
+
+def onnx_elem_type(ir: str) -> int:
+    """The ONNX element type of an IR dtype."""
+    return _IR_TO_ONNX[ir]
 
 
 def ir_dtype(elem_type: int, what: str) -> str:

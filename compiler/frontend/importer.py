@@ -15,12 +15,13 @@ from compiler.frontend.binding import bind_inputs
 from compiler.frontend.builder import Builder
 from compiler.frontend.dtypes import ir_dtype
 from compiler.frontend.exprs import elementwise
+from compiler.frontend.functions import expand
 from compiler.frontend.fusion import fold_batchnorm_into_conv
 from compiler.frontend.limits import Limits
-from compiler.frontend.loader import ModelSource, read_model
+from compiler.frontend.loader import DEFAULT_DOMAINS, ModelSource, read_model
 from compiler.frontend.model_info import screen
 from compiler.frontend.names import shorten, shown
-from compiler.frontend.ops import LOWERINGS
+from compiler.frontend.ops import LOWERINGS, SUPPORTED_OPS
 from compiler.frontend.prune import prune
 from compiler.frontend.registry import OpContext
 from compiler.frontend.values import Value
@@ -50,6 +51,9 @@ def attributes(node: NodeProto) -> dict[str, Any]:
 
 def lower_node(b: Builder, node: NodeProto, values: dict[str, Value], opset: int) -> None:
     """Lower one node, binding its output names to Values."""
+    if node.op_type not in LOWERINGS:
+        lower_function(b, node, values, opset)
+        return
     b.op, b.node_name = node.op_type, node.name
     cx = OpContext(b, node.op_type, node.name, [values[i] if i else None for i in node.input],
                    attributes(node), len(node.output), opset)
@@ -67,6 +71,20 @@ def lower_node(b: Builder, node: NodeProto, values: dict[str, Value], opset: int
         if v is None:
             raise cx.unsupported(f"output {k} is not supported")
         values[name] = v
+
+
+def lower_function(b: Builder, node: NodeProto, values: dict[str, Value], opset: int) -> None:
+    """Lower a function-defined op through the nodes of its body."""
+    try:
+        body, body_opset = expand(node, opset, [values[i] if i else None for i in node.input])
+    except (onnx.checker.ValidationError, RuntimeError, ValueError) as e:
+        raise UnsupportedOpError(shorten(node.op_type), shorten(node.name),
+                                 f"cannot instantiate its function body: {shorten(str(e))}") from None
+    for inner in body:
+        if inner.op_type not in SUPPORTED_OPS or inner.domain not in DEFAULT_DOMAINS:
+            raise UnsupportedOpError(shorten(node.op_type), shorten(node.name),
+                                     f"its function body uses {shorten(inner.op_type)}, which has no lowering")
+        lower_node(b, inner, values, body_opset)
 
 
 def bind_outputs(b: Builder, names: Sequence[str], values: Mapping[str, Value]) -> None:

@@ -1,9 +1,11 @@
 """Lowerings of ONNX operators, one module per op family; importing this registers them all."""
 
+from compiler.frontend.functions import function_ops
 from compiler.frontend.ops import (  # noqa: F401  (imported for their registrations)
     constants,
     contraction,
     elementwise,
+    loss,
     movement,
     normalization,
     pooling,
@@ -12,6 +14,8 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
 )
 from compiler.frontend.registry import LOWERINGS
 
-SUPPORTED_OPS: frozenset[str] = frozenset(LOWERINGS)
+# ops lowered through their ONNX function body, node by node
+FUNCTION_OPS: frozenset[str] = function_ops(frozenset(LOWERINGS))
+SUPPORTED_OPS: frozenset[str] = frozenset(LOWERINGS) | FUNCTION_OPS
 
-__all__ = ["LOWERINGS", "SUPPORTED_OPS"]
+__all__ = ["FUNCTION_OPS", "LOWERINGS", "SUPPORTED_OPS"]

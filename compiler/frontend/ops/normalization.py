@@ -32,18 +32,19 @@ def _softmax_axes(cx: OpContext, x: Value) -> list[int]:
 @lowering("Softmax", "LogSoftmax")
 def softmax(cx: OpContext) -> Outputs:
     x = _float_input(cx)
-    axes = _softmax_axes(cx, x)
+    return [softmax_values(cx, x, _softmax_axes(cx, x), log=cx.op == "LogSoftmax")]
+
+
+def softmax_values(cx: OpContext, x: Value, axes: Sequence[int], log: bool) -> Value:
+    """softmax (or log-softmax) of `x` over `axes`: max, sum of exponentials, then one element-wise pass."""
     m = reduce_values(cx, [x], axes, "max", lambda f: load(0, x, f))
     s = reduce_values(cx, [x, m], axes, "sum",
                       lambda f: call("exp", load(0, x, f) - load(1, m, kept_index(f, axes))))
     i = out_index(x.rank)
     k = kept_index(i, axes)
     shifted = load(0, x, i) - load(1, m, k)
-    if cx.op == "Softmax":
-        body = call("exp", shifted) / load(2, s, k)
-    else:
-        body = shifted - call("log", load(2, s, k))
-    return [cx.emit(compute(x.shape, body, [x, m, s]), [x, m, s])]
+    body = shifted - call("log", load(2, s, k)) if log else call("exp", shifted) / load(2, s, k)
+    return cx.emit(compute(x.shape, body, [x, m, s]), [x, m, s])
 
 
 @lowering("Hardmax")

@@ -84,3 +84,12 @@ def test_integer_nearest_upsampling_is_index_arithmetic():
                        {"x": random((1, 2, 4, 4))}, ["y"], {"s": np.array([1, 1, 2, 2], np.float32)}, opset=13)
     (node,) = import_model(model).nodes
     assert len(node.inputs) == 1 and not node.compute.reduce_axes
+
+
+def test_function_defined_op_lowers_through_its_body():
+    q, k, v = random((2, 3, 4, 8), seed=1), random((2, 3, 6, 8), seed=2), random((2, 3, 6, 8), seed=3)
+    check_op("Attention", {"q": q, "k": k, "v": v}, opset=23, is_causal=1)
+    model = make_model([helper.make_node("Attention", ["q", "k", "v"], ["y"])], {"q": q, "k": k, "v": v},
+                       ["y"], opset=23)
+    ops = {n.op for n in import_model(model).nodes}
+    assert "Attention" not in ops and {"MatMul", "Softmax"} <= ops
