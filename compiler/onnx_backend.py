@@ -2,7 +2,9 @@
 
 Each prepared model is compiled for the CPU target into an artifact and run
 from it, exactly as a user's model would be. Validation against onnxruntime
-is off here: the suite's expected outputs are the reference.
+is off here: the suite's expected outputs are the reference. Inputs that decide
+shapes (Reshape's shape, a Reduce's axes...) are specialized: the model is
+compiled on first use with them frozen, once per distinct set of their values.
 """
 
 from __future__ import annotations
@@ -19,32 +21,60 @@ from onnx.backend.base import Backend, BackendRep
 
 from compiler.cache import KernelCache, MemoryKernelCache
 from compiler.frontend import SUPPORTED_OPS
+from compiler.frontend.dtypes import IR_ELEMENT_TYPES
+from compiler.frontend.registry import DataDependentShapeError
+from compiler.frontend.specialize import element_types, specialize
+from compiler.runtime.executable import Executable
 
 _CACHE: KernelCache = MemoryKernelCache()
 
 
 class TileforgeRep(BackendRep):
-    """A compiled model; `run` takes inputs positionally, as onnx's runner passes them."""
+    """A model compiled for tileforge; `run` takes inputs positionally, as onnx's runner passes them."""
 
     def __init__(self, model: onnx.ModelProto, target: str) -> None:
-        from compiler.pipeline import compile_model
-        from compiler.runtime import load
-
+        self._model, self._target = model, target
         self._dir = tempfile.TemporaryDirectory(prefix="tileforge-backend-")
-        out = Path(self._dir.name) / "model.tar.gz"
-        compile_model(model, target, {"validate": False}, cache=_CACHE, output=out)
-        self._exe = load(out)
         initializers = {i.name for i in model.graph.initializer}
         self._inputs = [i.name for i in model.graph.input if i.name not in initializers]
         self._outputs = [o.name for o in model.graph.output]
+        # frozen input values (as a hashable key) -> (executable, names of the frozen inputs)
+        self._compiled: dict[tuple, tuple[Executable, frozenset[str]]] = {}
+        self._frozen_names: frozenset[str] | None = None
+        try:
+            self._compiled[()] = (self._compile(model), frozenset())
+            self._frozen_names = frozenset()
+        except DataDependentShapeError:
+            pass  # compiled on first run, with shape inputs frozen
+
+    def _compile(self, model: onnx.ModelProto) -> Executable:
+        from compiler.pipeline import compile_model
+        from compiler.runtime import load
+
+        out = Path(self._dir.name) / f"model{len(self._compiled)}.tar.gz"
+        compile_model(model, self._target, {"validate": False}, cache=_CACHE, output=out)
+        return load(out)
+
+    def _executable(self, feeds: dict[str, np.ndarray]) -> tuple[Executable, frozenset[str]]:
+        if self._frozen_names is not None:
+            key = tuple((n, feeds[n].dtype.str, feeds[n].shape, feeds[n].tobytes())
+                        for n in sorted(self._frozen_names))
+            if key in self._compiled:
+                return self._compiled[key]
+        exe, frozen = specialize(self._model, feeds, self._compile)
+        self._frozen_names = frozenset(frozen)
+        key = tuple((n, feeds[n].dtype.str, feeds[n].shape, feeds[n].tobytes()) for n in sorted(frozen))
+        self._compiled[key] = (exe, self._frozen_names)
+        return self._compiled[key]
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         if isinstance(inputs, dict):
-            feeds = dict(inputs)
+            feeds = {k: np.asarray(v) for k, v in inputs.items()}
         else:
             seq = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
-            feeds = dict(zip(self._inputs, seq, strict=False))
-        outs = self._exe.run(feeds)
+            feeds = {n: np.asarray(v) for n, v in zip(self._inputs, seq, strict=False)}
+        exe, frozen = self._executable(feeds)
+        outs = exe.run({n: v for n, v in feeds.items() if n not in frozen})
         return tuple(outs[n] for n in self._outputs)
 
 
@@ -54,22 +84,25 @@ class TileforgeBackend(Backend):
     target = "cpu"
 
     @classmethod
-    def unsupported_ops(cls, model: onnx.ModelProto) -> list[str]:
-        """Op types of `model` that tileforge does not lower (sorted, unique)."""
-        return sorted({n.op_type for n in model.graph.node
-                       if n.op_type not in SUPPORTED_OPS or n.domain not in ("", "ai.onnx")})
+    def unsupported(cls, model: onnx.ModelProto) -> list[str]:
+        """What of `model` tileforge does not handle: op types and element types (sorted)."""
+        ops = {f"op {n.op_type}" for n in model.graph.node
+               if n.op_type not in SUPPORTED_OPS or n.domain not in ("", "ai.onnx")}
+        types = {f"element type {onnx.TensorProto.DataType.Name(t)}"
+                 for t in element_types(model) - IR_ELEMENT_TYPES}
+        return sorted(ops | types)
 
     @classmethod
     def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
-        return not cls.unsupported_ops(model)
+        return not cls.unsupported(model)
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> TileforgeRep:
-        """Compile `model`; a model with ops outside the supported set is skipped, naming them."""
+        """Compile `model`; a model using what tileforge does not support is skipped, naming it."""
         super().prepare(model, device, **kwargs)
-        missing = cls.unsupported_ops(model)
+        missing = cls.unsupported(model)
         if missing:
-            raise unittest.SkipTest(f"op not supported by tileforge: {', '.join(missing)}")
+            raise unittest.SkipTest(f"not supported by tileforge: {', '.join(missing)}")
         return TileforgeRep(model, cls.target)
 
     @classmethod
