@@ -32,7 +32,7 @@ from compiler.codegen.cuda_parts import (
     pow2_at_most,
     signature,
 )
-from compiler.ir.te import Call, Compute, Expr, Load, Var, walk
+from compiler.ir.te import Call, Compute, Const, Expr, Load, Var, walk
 from compiler.schedule.plan import TileConfig
 
 _GEMM_DTYPES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
@@ -271,7 +271,8 @@ def _stage_loop(c: Compute, m: Contraction, g: GemmGeometry, operand: Expr, side
         ld = _plain_load(operand)
         assert ld is not None
         shape = c.inputs[ld.input].shape
-        index = [names[i.name] for i in ld.indices]  # type: ignore[attr-defined]
+        index = [names[i.name] if isinstance(i, Var) else f"{int(i.value)}L"  # type: ignore[attr-defined]
+                 for i in ld.indices]
         lines.append(f"{inner}float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);")
         lines.append(f"{inner}if (sv < {big_s}LL && kv < {big_k}LL) {{")
         lines += split
@@ -299,15 +300,19 @@ def _vector_index(c: Compute, operand: Expr, side: tuple[int, ...], fast_k: bool
                   bk: int) -> int | None:
     """The input number when the operand can be staged with float4 loads, else None.
 
-    Needs a bare float32 load (no cast, no padding) indexed by plain axis variables,
-    whose innermost variable is the only axis of the contiguous dimension (K or the
-    side), with that extent, the tensor's row and the staged tile all multiples of 4.
+    Needs a bare float32 load (no cast, no padding) indexed by axis variables and
+    constants, whose innermost index is a variable used nowhere else in the load and
+    the only axis of the contiguous dimension (K or the side), with that extent, the
+    tensor's row and the staged tile all multiples of 4.
     """
     if not isinstance(operand, Load) or operand.pad is not None or operand.dtype != "float32":
         return None
-    if not operand.indices or not all(isinstance(i, Var) for i in operand.indices):
+    if not operand.indices or not all(isinstance(i, Var | Const) for i in operand.indices):
         return None
-    inner = operand.indices[-1].name  # type: ignore[attr-defined]
+    last = operand.indices[-1]
+    if not isinstance(last, Var) or last in operand.indices[:-1]:
+        return None
+    inner = last.name
     if fast_k:
         axes, tile = list(c.reduce_axes), bk
     else:

@@ -11,6 +11,7 @@ import numpy as np
 from test_c_kernels import CASES as C_CASES
 from test_c_kernels import Case, axes, i0, i1, i2, i3, matmul, r0, r1, r2, rand
 
+from compiler.ir import te
 from compiler.ir.te import Compute, Load, TensorType, Var, call
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
@@ -63,6 +64,14 @@ def int64_row_sum(rows: int, cols: int) -> Compute:
                    "int64", axes(cols, prefix="r"), "sum")
 
 
+def gemm_repeated_index(m: int, n: int, k: int) -> Compute:
+    """out[i, j] = sum_r a[0, i, r] * b[r, j, j]: a constant index, and a column index used
+    twice (its elements are not contiguous, so no 128-bit loads on that side)."""
+    body = Load(0, (te.const(0, "int64"), i0, r0), "float32") * Load(1, (r0, i1, i1), "float32")
+    return Compute(axes(m, n), body, (TensorType((1, m, k), "float32"),
+                   TensorType((k, n, n), "float32")), "float32", axes(k, prefix="r"), "sum")
+
+
 def _layernorm_rstd_inputs() -> list[np.ndarray]:
     x = rand((6, 768))
     return [x, x.mean(axis=1)]
@@ -81,6 +90,7 @@ def _plain(c: Compute, tile: TileConfig | None = None,
 CUDA_CASES: dict[str, Case] = {
     "gemm_vector_loads": _plain(matmul(128, 256, 64), TileConfig((64, 128), (4, 8), (16,))),
     "gemm_ragged_edges": _plain(matmul(70, 45, 37), TileConfig((32, 32), (4, 4), (8,))),
+    "gemm_repeated_index": _plain(gemm_repeated_index(16, 8, 12), TileConfig((16, 8), (2, 2), (4,))),
     "gemm_int32": _plain(matmul(33, 40, 21, "int32"), TileConfig((32, 32), (2, 2), (8,))),
     "batched_gemm_epilogue": _plain(batched_matmul_bias_relu(3, 33, 40, 24)),
     "conv_implicit_gemm": _plain(conv_implicit_gemm(2, 8, 10, 16)),
