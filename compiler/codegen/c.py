@@ -44,6 +44,8 @@ from compiler.schedule.plan import TileConfig
 
 # Below this many scalar ops a kernel runs on the calling thread alone.
 PARALLEL_MIN_FLOPS = 1 << 17
+# A tile's partial sums between reduce chunks live on the stack; keep that small.
+MAX_TILE_ACC_BYTES = 64 << 10
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
@@ -77,7 +79,11 @@ def _check(compute: Compute, tile: TileConfig, symbol: str) -> _Shape:
     ext = [a.extent for a in compute.axes]
     block = [max(1, min(b, e)) for b, e in zip(tile.block, ext, strict=True)]
     thread = [max(1, min(u, b)) for u, b in zip(tile.thread, block, strict=True)]
-    return _Shape(ext, block, thread, max(1, tile.vector))
+    chunk = 0
+    if compute.reduce_axes and 0 < tile.reduce_step[0] < compute.reduce_axes[0].extent:
+        fits = math.prod(block) * dtype(compute.acc_dtype).nbytes <= MAX_TILE_ACC_BYTES
+        chunk = tile.reduce_step[0] if fits else 0
+    return _Shape(ext, block, thread, max(1, tile.vector), chunk)
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,7 @@ class _Shape:
     block: list[int]
     thread: list[int]
     vector: int
+    chunk: int  # steps of the first reduce axis per pass over the tile (0: all at once)
 
 
 class _KernelWriter:
@@ -101,6 +108,7 @@ class _KernelWriter:
         self.names = {a.name: f"i{d}" for d, a in enumerate(compute.axes)}
         self.names.update({a.name: f"r{k}" for k, a in enumerate(compute.reduce_axes)})
         self.ranges = {a.name: (0, a.extent - 1) for a in compute.all_axes()}
+        self._row = compute.is_reduction and self._is_row_reduction()
 
     # -- structure -----------------------------------------------------------------
 
@@ -121,7 +129,7 @@ class _KernelWriter:
                 self.src.line(f"const int64_t e{d} = {e}L - b{d} < {b}L ? {e}L - b{d} : {b}L;")
             if not self.c.is_reduction:
                 self._elementwise()
-            elif self._is_row_reduction():
+            elif self._row:
                 self._row_reduction()
             else:
                 self._micro_tiles()
@@ -178,7 +186,18 @@ class _KernelWriter:
                     f"if ({test})" if k == 0 else "else" if k == len(variants) - 1 else f"else if ({test})")
                 with self.src.block(header):
                     self._interior_split(bounds)
-        origins(0)
+
+        chunk = self.s.chunk
+        if not chunk:
+            origins(0)
+            return
+        # Reduce in chunks of the first reduce axis (Roller's reduce step): each pass
+        # over the tile reads a cache-sized slab of the inputs; partial sums wait in tacc.
+        extent = self.c.reduce_axes[0].extent
+        self.src.line(f"{value_ctype(self.c.acc_dtype)} tacc[{math.prod(self.s.block)}];")
+        with self.src.block(f"for (int64_t c0 = 0; c0 < {extent}L; c0 += {chunk}L)"):
+            self.src.line(f"const int64_t c1 = c0 + {chunk}L < {extent}L ? c0 + {chunk}L : {extent}L;")
+            origins(0)
 
     def _interior_split(self, bounds: Sequence[int]) -> None:
         """A micro-tile whose padded loads all stay inside their tensors (the bulk of a
@@ -272,16 +291,36 @@ class _KernelWriter:
             self.src.line(f"acc[{flat}] = {combine(c.reduce_op, c.acc_dtype, f'acc[{flat}]', value)};")
 
         order = [self.n - 1, *range(self.n - 1)] if self.n else []
-        self._spatial(order, bounds, lambda: self.src.line(f"acc[{flat}] = {init};"))
+        if not self.s.chunk:
+            self._spatial(order, bounds, lambda: self.src.line(f"acc[{flat}] = {init};"))
+            self._reduce_loops(len(c.reduce_axes), lambda: self._spatial(order, bounds, accumulate))
+            self._spatial(order, bounds, lambda: self._finish(f"acc[{flat}]"))
+            return
+        saved = f"tacc[{self._tile_offset()}]"
+        self._spatial(order, bounds, lambda: self.src.line(f"acc[{flat}] = c0 == 0 ? {init} : {saved};"))
         self._reduce_loops(len(c.reduce_axes), lambda: self._spatial(order, bounds, accumulate))
-        self._spatial(order, bounds, lambda: self._finish(f"acc[{flat}]"))
+        with self.src.block(f"if (c1 == {c.reduce_axes[0].extent}L)"):
+            self._spatial(order, bounds, lambda: self._finish(f"acc[{flat}]"))
+        with self.src.block("else"):
+            self._spatial(order, bounds, lambda: self.src.line(f"{saved} = acc[{flat}];"))
+
+    def _tile_offset(self) -> str:
+        """Position of the current micro-tile element in the row-major tile (tacc)."""
+        terms = [f"(m{d} + u{d}) * {math.prod(self.s.block[d + 1:])}L"
+                 for d in range(self.n) if self.s.block[d] > 1]
+        return " + ".join(terms) or "0"
 
     def _reduce_loops(self, count: int, inner: Callable[[], None], k: int = 0) -> None:
-        """Loops over the first `count` reduce axes around `inner`."""
+        """Loops over the first `count` reduce axes around `inner` (the first one over
+        the current chunk when the micro-tiles reduce in chunks)."""
         if k == count:
             inner()
             return
-        with self._loop(f"r{k}", f"{self.c.reduce_axes[k].extent}L"):
+        if k == 0 and self.s.chunk and self.c.is_reduction and not self._row:
+            loop = self._loop("r0", "c1", start="c0")
+        else:
+            loop = self._loop(f"r{k}", f"{self.c.reduce_axes[k].extent}L")
+        with loop:
             self._reduce_loops(count, inner, k + 1)
 
     def _finish(self, acc: str) -> None:

@@ -6,7 +6,8 @@ rows of one other axis. The row axis is the one the most vector loads do not
 depend on, so a loaded vector is shared by every row (matmul: the rows of A
 share a row of B; convolution: the output channels share a row of the input).
 Rows are as many as the vector registers allow. Blocks hold a few micro-tiles
-and are halved until every core has several tasks.
+and are halved until every core has several tasks; long reductions are walked
+in steps.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from compiler.target.base import Target
 
 ELEMENTWISE_BLOCK = 256
 INNER_BLOCK = 64
-MICRO_TILES_PER_BLOCK = 4
+MICRO_TILES_PER_BLOCK = 8
 SPARE_REGISTERS = 4  # for the shared vector, a broadcast and temporaries
 TASKS_PER_UNIT = 4
-MAX_REDUCE_STEP = 256
+# Reduce axes longer than this are walked in steps of REDUCE_STEP (the inputs a
+# pass over one tile reads then stay in L1 / L2).
+LONG_REDUCE = 512
+REDUCE_STEP = 256
 
 
 def _ceil_to(x: int, m: int) -> int:
@@ -49,7 +53,8 @@ def default_tile(compute: Compute, target: Target) -> TileConfig:
             thread[row] = min(ext[row], rows)
             block[row] = min(ext[row], thread[row] * MICRO_TILES_PER_BLOCK)
     _scale_out(block, thread, ext, target.units * TASKS_PER_UNIT)
-    reduce_step = tuple(max(1, min(a.extent, MAX_REDUCE_STEP)) for a in compute.reduce_axes)
+    reduce_step = tuple(REDUCE_STEP if a.extent > LONG_REDUCE else max(1, a.extent)
+                        for a in compute.reduce_axes)
     return TileConfig(tuple(block), tuple(thread), reduce_step, vector)
 
 
