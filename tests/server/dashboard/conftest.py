@@ -4,13 +4,14 @@ artifacts and a shared kernel cache."""
 from __future__ import annotations
 
 import pytest
-from dashboard_seed import Seeded, seed
 from fastapi.testclient import TestClient
 
 from server.core.config import Settings
 from server.dashboard.auth import COOKIE_NAME
 from server.db.models import Base
 from server.main import create_app
+
+from .dashboard_seed import Seeded, seed
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import re
 
-from dashboard_seed import CPU, GPU, key_of
+from .dashboard_seed import CPU, GPU, key_of
 
 
 def keys_on(html: str) -> list[str]:

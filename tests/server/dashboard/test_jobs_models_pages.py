@@ -1,9 +1,9 @@
 """Jobs and models pages: tenant isolation, escaping of model-derived strings, events, downloads."""
 
-from dashboard_seed import SCRIPT
-
 from server.db.models import Job, JobStatus
 from server.db.session import transaction
+
+from .dashboard_seed import SCRIPT
 
 
 def test_jobs_page_lists_only_the_tenants_jobs(alice, seeded):
