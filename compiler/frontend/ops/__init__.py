@@ -4,11 +4,13 @@ from compiler.frontend.functions import function_ops
 from compiler.frontend.ops import (  # noqa: F401  (imported for their registrations)
     constants,
     contraction,
+    einsum,
     elementwise,
     loss,
     movement,
     normalization,
     pooling,
+    quantize,
     reduction,
     resize,
 )

@@ -93,3 +93,19 @@ def test_function_defined_op_lowers_through_its_body():
                        ["y"], opset=23)
     ops = {n.op for n in import_model(model).nodes}
     assert "Attention" not in ops and {"MatMul", "Softmax"} <= ops
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("ii->i", [(4, 4)]),
+    ("...ij,...jk", [(2, 3, 4), (1, 4, 2)]), ("i,i", [(5,), (5,)]), ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+])
+def test_einsum(equation, shapes):
+    check_op("Einsum", {f"x{k}": random(s, seed=k) for k, s in enumerate(shapes)}, opset=12, equation=equation)
+
+
+def test_quantize_dequantize_round_trip_per_axis():
+    x = random((2, 3, 4), low=-5, high=5)
+    check_op("QuantizeLinear", {"x": x}, {"s": np.array([0.1, 0.2, 0.05], np.float32),
+                                          "z": np.array([0, 3, -2], np.int8)}, axis=1, opset=13)
+    check_op("DequantizeLinear", {"q": random((2, 3), np.uint8, 0, 0, 255)},
+             {"s": np.array(0.05, np.float32), "z": np.array(128, np.uint8)}, opset=13)
