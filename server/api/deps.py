@@ -19,24 +19,28 @@ from worker.queue import JobQueue
 bearer = HTTPBearer(auto_error=False, description="a token from `tileforge token create --tenant NAME`")
 
 
-def get_settings(request: Request) -> Settings:
+def app_settings(request: Request) -> Settings:
+    """The settings the app was created with."""
     return request.app.state.settings
 
 
 def get_session(request: Request) -> Iterator[Session]:
+    """A database session for one request."""
     with request.app.state.sessions() as session:
         yield session
 
 
 def get_storage(request: Request) -> Storage:
+    """Where models and artifacts are kept."""
     return request.app.state.storage
 
 
 def get_job_queue(request: Request) -> JobQueue:
+    """The Celery queues compile jobs go to."""
     return request.app.state.job_queue
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+SettingsDep = Annotated[Settings, Depends(app_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 StorageDep = Annotated[Storage, Depends(get_storage)]
 JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
@@ -84,6 +88,7 @@ class PageParams:
 
 def page_params(limit: Annotated[int, Query(ge=1, le=500)] = 50,
                 offset: Annotated[int, Query(ge=0)] = 0) -> PageParams:
+    """Paging from the query string (limit 1..500, offset >= 0)."""
     return PageParams(limit, offset)
 
 

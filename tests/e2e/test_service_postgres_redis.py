@@ -78,3 +78,21 @@ def test_cuda_jobs_wait_on_their_own_queue(flow, pg_redis_settings, onnx_models)
     assert client.llen(pg_redis_settings.queue_for("cpu")) == 0
     client.close()
     assert flow.client.post(f"/v1/compilations/{job['id']}/cancel", headers=flow.headers).json()["status"] == "cancelled"
+
+
+def test_artifacts_are_the_tenants_own_and_go_with_their_model(flow, pg_redis_settings, onnx_models):
+    from conftest import auth
+
+    model = flow.upload(onnx_models.mlp(seed=15))
+    done = flow.wait(flow.submit(model["id"])["id"])
+    assert done["status"] == "succeeded", done["error"]
+    artifact = f"/v1/artifacts/{done['artifact_id']}"
+    mallory = auth(make_token(pg_redis_settings, "mallory"))
+    for url in (artifact, artifact + "/report"):
+        r = flow.client.get(url, headers=mallory)
+        assert r.status_code == 404 and "not found" in r.json()["detail"]
+    blob = pg_redis_settings.storage_root / done["artifact_sha256"][:2] / done["artifact_sha256"]
+    assert blob.exists()
+    assert flow.client.delete(f"/v1/models/{model['id']}", headers=flow.headers).status_code == 204
+    assert flow.client.get(artifact, headers=flow.headers).status_code == 404
+    assert not blob.exists()
