@@ -6,6 +6,7 @@ from compiler.frontend.broadcast import broadcast_index, broadcast_shape
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.windows import window_of
 from compiler.frontend.registry import OpContext, Outputs, lowering
+from compiler.frontend.values import Value
 from compiler.ir.te import ACC, Expr, Var, call, select
 
 
@@ -60,13 +61,29 @@ def gemm(cx: OpContext) -> Outputs:
                             post=None if post is acc else post), inputs)]
 
 
-@lowering("Conv")
-def conv(cx: OpContext) -> Outputs:
+def _conv_operands(cx: OpContext) -> tuple[Value, Value, Value | None, int, int]:
+    """Conv / ConvTranspose inputs (x, w, bias), the number of spatial dims and the group count."""
     x, w, bias = cx.input(0), cx.input(1), cx.optional(2)
     nd = x.rank - 2
     if nd < 1 or w.rank != x.rank:
         raise cx.error(f"input {list(x.shape)} and weight {list(w.shape)} ranks do not fit a convolution")
-    groups = int(cx.attr("group", 1))
+    return x, w, bias, nd, int(cx.attr("group", 1))
+
+
+def _emit_conv(cx: OpContext, shape: tuple[int, ...], body: Expr, x: Value, w: Value, bias: Value | None,
+               reduce: list[int]) -> Value:
+    """The conv Compute: a sum over `reduce`, plus the per-output-channel bias when given."""
+    inputs = [x, w]
+    post = None
+    if bias is not None:
+        post = Var(ACC, body.dtype) + load(2, bias, [Var("i1")])
+        inputs.append(bias)
+    return cx.emit(compute(shape, body, inputs, reduce=reduce, reduce_op="sum", post=post), inputs)
+
+
+@lowering("Conv")
+def conv(cx: OpContext) -> Outputs:
+    x, w, bias, nd, groups = _conv_operands(cx)
     n, c = x.shape[:2]
     m, cg = w.shape[:2]
     kernel = tuple(cx.attr("kernel_shape", w.shape[2:]))
@@ -81,13 +98,7 @@ def conv(cx: OpContext) -> Outputs:
     at = [i[0], channel, *(win.position(d, i[2 + d], r[1 + d]) for d in range(nd))]
     pad = scalar(0, x.dtype).value if win.reads_outside(x.shape[2:]) else None
     body = load(0, x, at, pad=pad) * load(1, w, [i[1], *r])
-    inputs = [x, w]
-    post = None
-    if bias is not None:
-        post = Var(ACC, body.dtype) + load(2, bias, [i[1]])
-        inputs.append(bias)
-    return [cx.emit(compute((n, m, *win.out), body, inputs, reduce=[cg, *kernel], reduce_op="sum", post=post),
-                    inputs)]
+    return [_emit_conv(cx, (n, m, *win.out), body, x, w, bias, [cg, *kernel])]
 
 
 def _transposed_geometry(cx: OpContext, spatial: tuple[int, ...], kernel: tuple[int, ...]
@@ -118,11 +129,7 @@ def _transposed_geometry(cx: OpContext, spatial: tuple[int, ...], kernel: tuple[
 
 @lowering("ConvTranspose")
 def conv_transpose(cx: OpContext) -> Outputs:
-    x, w, bias = cx.input(0), cx.input(1), cx.optional(2)
-    nd = x.rank - 2
-    if nd < 1 or w.rank != x.rank:
-        raise cx.error(f"input {list(x.shape)} and weight {list(w.shape)} ranks do not fit a convolution")
-    groups = int(cx.attr("group", 1))
+    x, w, bias, nd, groups = _conv_operands(cx)
     n, c = x.shape[:2]
     cg, mg = w.shape[:2]
     if c != cg or c % groups:
@@ -142,10 +149,4 @@ def conv_transpose(cx: OpContext) -> Outputs:
         if strides[d] > 1:
             hit = call("eq", call("floormod", q[d], idx(strides[d])), idx(0))
             body = select(hit, body, scalar(0, body))
-    inputs = [x, w]
-    post = None
-    if bias is not None:
-        post = Var(ACC, body.dtype) + load(2, bias, [i[1]])
-        inputs.append(bias)
-    return [cx.emit(compute((n, mg * groups, *out), body, inputs, reduce=[per, *kernel], reduce_op="sum",
-                            post=post), inputs)]
+    return [_emit_conv(cx, (n, mg * groups, *out), body, x, w, bias, [per, *kernel])]
