@@ -6,6 +6,8 @@ from fastapi import APIRouter, HTTPException
 from sqlalchemy import func, select
 from sqlalchemy.orm import defer
 
+from compiler.errors import TargetError
+from compiler.target import get_target
 from server.api.deps import PageDep, SessionDep, TenantDep
 from server.api.schemas import KernelDetail, KernelOut, Page
 from server.db.models import Kernel
@@ -16,11 +18,11 @@ router = APIRouter(prefix="/kernels", tags=["kernels"])
 @router.get("", response_model=Page[KernelOut])
 def list_kernels(session: SessionDep, _: TenantDep, page: PageDep, target: str | None = None,
                  op: str | None = None, stale: bool | None = None) -> dict:
-    """Cached kernels, most recently used first; `target` is a fingerprint prefix
-    (`cpu`, `cuda:sm_80`), `op` a substring of the op pattern."""
+    """Cached kernels, most recently used first; `target` is a target name (`cpu`, `cuda:a100`)
+    or a fingerprint prefix (`cuda:sm_80`), `op` a substring of the op pattern."""
     where = []
     if target:
-        where.append(Kernel.target_fingerprint.startswith(target, autoescape=True))
+        where.append(Kernel.target_fingerprint.startswith(_fingerprint_prefix(target), autoescape=True))
     if op:
         where.append(Kernel.op_pattern.contains(op, autoescape=True))
     if stale is not None:
@@ -40,3 +42,12 @@ def get_kernel(key: str, session: SessionDep, _: TenantDep) -> KernelDetail:
     out = KernelOut.model_validate(row).model_dump()
     return KernelDetail(**out, source=row.source, te_json=row.te_json, binary_size=len(row.binary),
                         extras=row.extras or {})
+
+
+def _fingerprint_prefix(target: str) -> str:
+    """`kind:arch:` of a known target name (kernels built with any toolchain version); else as given."""
+    try:
+        t = get_target(target)
+    except TargetError:
+        return target
+    return f"{t.kind}:{t.arch}:"

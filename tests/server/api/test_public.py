@@ -44,13 +44,16 @@ def _put(settings, op: str, target: str, stale: bool = False) -> str:
 def test_kernel_cache_listing_filters_and_pages(api):
     token = auth(make_token(api.settings, "alice"))
     relu = _put(api.settings, "Relu", "cpu:x86_64:aaaa")
-    _put(api.settings, "MatMul+Relu", "cuda:sm_80:bbbb")
+    a100 = _put(api.settings, "MatMul+Relu", "cuda:sm_80:bbbb")
     _put(api.settings, "Softmax", "cpu:x86_64:aaaa", stale=True)
     every = api.get("/v1/kernels", headers=token).json()
     assert every["total"] == 3 and "source" not in every["items"][0]
     assert {k["op_pattern"] for k in api.get("/v1/kernels", params={"target": "cpu"}, headers=token)
             .json()["items"]} == {"Relu", "Softmax"}
     assert api.get("/v1/kernels", params={"op": "Relu"}, headers=token).json()["total"] == 2
+    for name in ("cuda:a100", "cuda:sm_80"):  # a target name, or a fingerprint prefix
+        by_target = api.get("/v1/kernels", params={"target": name}, headers=token).json()["items"]
+        assert [k["key"] for k in by_target] == [a100]
     stale = api.get("/v1/kernels", params={"stale": True}, headers=token).json()["items"]
     assert [k["op_pattern"] for k in stale] == ["Softmax"]
     page = api.get("/v1/kernels", params={"limit": 2, "offset": 2}, headers=token).json()
