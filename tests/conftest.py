@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_ADMIN_URL = os.environ.get("TILEFORGE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+REDIS_SERVER = os.environ.get("TILEFORGE_TEST_REDIS", "redis://127.0.0.1:6379")
 
 # Short leases and fast polling so recovery paths run in seconds, not minutes.
 FAST_JOB_SETTINGS = {
@@ -42,9 +42,11 @@ def _reachable(host: str, port: int) -> bool:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for this test session (dropped at the end)."""
-    if not _reachable("127.0.0.1", 5432):
-        pytest.skip("PostgreSQL is not reachable on 127.0.0.1:5432")
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import create_engine, make_url, text
+
+    server = make_url(PG_ADMIN_URL)
+    if not _reachable(server.host or "127.0.0.1", server.port or 5432):
+        pytest.skip(f"PostgreSQL is not reachable at {server.host}:{server.port} (TILEFORGE_TEST_PG)")
 
     name = f"tileforge_test_{os.getpid()}_{secrets.token_hex(3)}"
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
@@ -65,9 +67,12 @@ def postgres_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """A Redis URL on a DB number picked for this session (queue names are unique too)."""
-    if not _reachable(REDIS_HOST, REDIS_PORT):
-        pytest.skip(f"Redis is not reachable on {REDIS_HOST}:{REDIS_PORT}")
-    return f"redis://{REDIS_HOST}:{REDIS_PORT}/{1 + os.getpid() % 15}"
+    from urllib.parse import urlsplit
+
+    server = urlsplit(REDIS_SERVER)
+    if not _reachable(server.hostname or "127.0.0.1", server.port or 6379):
+        pytest.skip(f"Redis is not reachable at {server.netloc} (TILEFORGE_TEST_REDIS)")
+    return f"redis://{server.netloc}/{1 + os.getpid() % 15}"
 
 
 def migrated(url: str) -> str:
