@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from server.api.errors import install_error_handlers
@@ -68,7 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-async def _reap_forever(settings: Settings, sessions, job_queue: JobQueue) -> None:
+async def _reap_forever(settings: Settings, sessions: sessionmaker[Session], job_queue: JobQueue) -> None:
     """Re-queue or fail jobs whose worker went silent, every reaper interval."""
     while True:
         await asyncio.sleep(settings.reaper_interval_seconds)
