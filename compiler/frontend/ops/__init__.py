@@ -13,6 +13,8 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
     quantize,
     reduction,
     resize,
+    scatter,
+    sorting,
 )
 from compiler.frontend.registry import LOWERINGS
 

@@ -109,3 +109,18 @@ def test_quantize_dequantize_round_trip_per_axis():
                                           "z": np.array([0, 3, -2], np.int8)}, axis=1, opset=13)
     check_op("DequantizeLinear", {"q": random((2, 3), np.uint8, 0, 0, 255)},
              {"s": np.array(0.05, np.float32), "z": np.array(128, np.uint8)}, opset=13)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "max"])
+def test_scatter_elements_and_nd(reduction):
+    check_op("ScatterElements", {"x": random((3, 4)), "u": random((2, 4), seed=1)},
+             {"i": np.array([[0, 2, 1, 0], [2, 2, 0, 1]], np.int64)}, input_order=["x", "i", "u"], opset=18,
+             axis=0, reduction=reduction)
+    check_op("ScatterND", {"x": random((4, 3)), "u": random((2, 3), seed=1)},
+             {"i": np.array([[3], [1]], np.int64)}, input_order=["x", "i", "u"], opset=18, reduction=reduction)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+def test_top_k_with_ties(largest):
+    x = random((3, 6), np.int64, 0, 0, 3).astype(np.float32)
+    check_op("TopK", {"x": x}, {"k": np.array([4], np.int64)}, outputs=2, axis=1, largest=largest)
