@@ -166,18 +166,36 @@ class _KernelWriter:
 
     def _micro_tiles(self) -> None:
         """Walk the tile in micro-tiles; each size a micro-tile can have gets its own
-        copy with constant bounds (extents are static, so the sizes are known)."""
+        copy with constant bounds (extents are static, so the sizes are known).
+
+        Along the vector axis, micro-tiles do not straddle the edges of the interior
+        (where no padded load can leave its tensor), so most of them skip the checks.
+        """
         u = self.s.thread
         tiled = [d for d in range(self.n) if u[d] > 1]
+        # Cutting pays when a micro-tile row spans several vectors; with one vector the
+        # narrow pieces it leaves at the edges cost more than the masked loads it saves.
+        wide = self.n and u[-1] > self.s.vector
+        cuts = {d: self._interior_edges(d) if wide and d == self.n - 1 else None for d in tiled}
 
         def origins(d: int) -> None:
-            if d < self.n:
+            if d < self.n and d not in cuts:
                 with self.src.block(f"for (int64_t m{d} = 0; m{d} < e{d}; m{d} += {u[d]}L)"):
                     origins(d + 1)
                 return
-            for d in tiled:
-                self.src.line(f"const int64_t n{d} = e{d} - m{d} < {u[d]}L ? e{d} - m{d} : {u[d]}L;")
-            variants = list(itertools.product(*(self._micro_sizes(d) for d in tiled)))
+            if d < self.n:
+                with self.src.block(f"for (int64_t m{d} = 0, n{d}; m{d} < e{d}; m{d} += n{d})"):
+                    limit = f"e{d}"
+                    if cuts[d] is not None:
+                        lo, hi = cuts[d]
+                        self.src.line(f"const int64_t p{d} = b{d} + m{d};")
+                        edge = f"(p{d} < {lo}L ? {lo}L : p{d} <= {hi}L ? {hi + 1}L : {self.s.extents[d]}L)"
+                        self.src.line(f"const int64_t g{d} = {edge} - b{d} < e{d} ? {edge} - b{d} : e{d};")
+                        limit = f"g{d}"
+                    self.src.line(f"n{d} = {limit} - m{d} < {u[d]}L ? {limit} - m{d} : {u[d]}L;")
+                    origins(d + 1)
+                return
+            variants = list(itertools.product(*(self._micro_sizes(d, cuts[d]) for d in tiled)))
             for k, sizes in enumerate(variants):
                 size_of = dict(zip(tiled, sizes, strict=True))
                 bounds = [size_of.get(d, 1) for d in range(self.n)]
@@ -249,11 +267,43 @@ class _KernelWriter:
             return None
         return list(dict.fromkeys(checks)), substitute(self.c.body, unpad)
 
-    def _micro_sizes(self, d: int) -> list[int]:
-        """Sizes the micro-tiles of axis d take: full, and the remainders of full and last tiles."""
+    def _micro_sizes(self, d: int, cuts: tuple[int, int] | None) -> list[int]:
+        """Every size a micro-tile of axis d takes, found by walking each tile as the C does."""
         e, b, u = self.s.extents[d], self.s.block[d], self.s.thread[d]
-        last = e % b or b
-        return sorted({u, b % u or u, last % u or u}, reverse=True)
+        sizes = set()
+        for start in range(0, e, b):
+            extent, m = min(b, e - start), 0
+            while m < extent:
+                p = start + m
+                edge = e if cuts is None else cuts[0] if p < cuts[0] else cuts[1] + 1 if p <= cuts[1] else e
+                size = min(u, min(edge - start, extent) - m)
+                sizes.add(size)
+                m += size
+        return sorted(sizes, reverse=True)
+
+    def _interior_edges(self, d: int) -> tuple[int, int] | None:
+        """[lo, hi] of axis d outside which some padded load may leave its tensor
+        (None when there is no such edge or it cannot be found simply)."""
+        var = self.c.axes[d].name
+        spatial = {a.name for a in self.c.axes}
+        lo, hi = 0, self.s.extents[d] - 1
+        for ld in (x for x in walk(self.c.body) if isinstance(x, Load) and x.pad is not None):
+            for index, n in zip(ld.indices, self.c.inputs[ld.input].shape, strict=True):
+                form = linear_form(index)
+                if form is None:
+                    return None
+                coef = form[1].get(var, 0)
+                rest = {v: k for v, k in form[1].items() if v != var}
+                if coef == 0:
+                    continue
+                if coef < 0 or any(v in spatial or v not in self.ranges for v in rest):
+                    return None
+                low, high = form_bounds((form[0], rest), self.ranges)
+                lo = max(lo, -(low // coef))  # coef * x + low >= 0
+                hi = min(hi, (n - 1 - high) // coef)  # coef * x + high <= n - 1
+        if lo > hi or (lo == 0 and hi == self.s.extents[d] - 1):
+            return None
+        return lo, hi
 
     def _spatial(self, order: Sequence[int], bounds: Sequence[int], inner: Callable[[], None],
                  unroll: bool = False) -> None:

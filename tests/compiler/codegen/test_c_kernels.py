@@ -54,9 +54,9 @@ def batched_matmul_broadcast() -> Compute:
                    TensorType((3, 7, 9), "float32")), "float32", axes(7, prefix="r"), "sum")
 
 
-def conv2d(stride: int, dilation: int, pad: int) -> Compute:
-    """x (1,3,11,10) * w (4,3,3,3) + bias, relu; padding through padded loads."""
-    n, c, h, w, co, k = 1, 3, 11, 10, 4, 3
+def conv2d(stride: int, dilation: int, pad: int, h: int = 11, w: int = 10) -> Compute:
+    """x (1,3,h,w) * w (4,3,3,3) + bias, relu; padding through padded loads."""
+    n, c, co, k = 1, 3, 4, 3
     oh = (h + 2 * pad - dilation * (k - 1) - 1) // stride + 1
     ow = (w + 2 * pad - dilation * (k - 1) - 1) // stride + 1
     x = Load(0, (i0, r0, i2 * stride + r1 * dilation - pad, i3 * stride + r2 * dilation - pad),
@@ -232,6 +232,9 @@ CASES: dict[str, Case] = {
     "batched_matmul_broadcast": _case(batched_matmul_broadcast()),
     "conv2d_stride_dilation_pad": _case(conv2d(2, 2, 1)),
     "conv2d_same": _case(conv2d(1, 1, 1)),
+    # micro-tile rows wider than a vector: cut at the interior's edges
+    "conv2d_interior_cuts": _case(conv2d(1, 1, 1, 9, 45), TileConfig((1, 3, 4, 40), (1, 3, 1, 16), (3, 3, 3), 8)),
+    "conv2d_strided_cuts": _case(conv2d(2, 2, 2, 9, 45), TileConfig((1, 4, 4, 21), (1, 2, 1, 10), (3, 3, 3), 8)),
     "depthwise": _case(depthwise()),
     "maxpool_inf_pad": _case(maxpool()),
     "maxpool_reduce_chunks": _case(maxpool(), TileConfig((1, 2, 4, 5), (1, 1, 2, 4), (2, 3), 8)),
