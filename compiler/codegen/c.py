@@ -4,15 +4,21 @@ Loop structure (the CPU side of Roller's rTile):
 - one parallel loop over output tiles of `tile.block` (static schedule; small
   kernels run serially, thread start-up would cost more than they do);
 - inside a tile, register micro-tiles of `tile.thread`. A reduction keeps
-  one accumulator per micro-tile element (`acc[]`, which gcc keeps in
-  registers when the micro-tile is full and its loops have constant bounds)
-  and runs the reduce loops OUTSIDE the spatial micro loops, so the innermost
-  loop walks the contiguous output axis and vectorizes.
-  Remainder micro-tiles take a copy of the same code with clamped bounds;
+  one accumulator per micro-tile element (`acc[]`) and runs the reduce loops
+  OUTSIDE the micro-tile loops. In there the vector (innermost output) axis is
+  the loop gcc vectorizes and the other axes are fully unrolled, so a vector
+  loaded once serves every row and the accumulators stay in registers. Every
+  size a micro-tile takes (full, remainders) gets its own copy with constant
+  bounds; a micro-tile whose padded loads cannot leave their tensors (the
+  interior of a convolution) gets a copy without bounds checks;
+- a long first reduce axis is walked in `reduce_step` chunks over the whole
+  tile, partial sums waiting in a per-tile array, so the inputs one pass reads
+  stay in cache;
 - a row reduction (softmax / layer-norm style, where the innermost reduce axis
   is the contiguous one in memory and the innermost output axis is not)
   instead reduces into `tile.vector` partial accumulators along that axis,
-  vectorized, and folds them at the end.
+  vectorized, and folds them at the end (not `omp simd reduction`: max / min
+  must propagate NaN like numpy).
 
 Kernel ABI: `void sym(T_out* restrict out, const T0* restrict in0, ...)`
 (compiler/schedule/plan.py). Identifiers are generated (`i0`, `r1`, `t17`).
