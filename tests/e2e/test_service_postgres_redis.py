@@ -38,6 +38,8 @@ def test_upload_compile_watch_download_run(flow, onnx_models, tmp_path):
     assert streamed[-1]["status"] == "succeeded" and streamed[-1]["artifact_id"] == done["artifact_id"]
     assert [e["progress"] for e in streamed] == sorted(e["progress"] for e in streamed)
     flow.assert_runs_like_onnxruntime(flow.download(done, tmp_path), data)
+    listed = flow.client.get("/v1/compilations", params={"model_id": model["id"]}, headers=flow.headers).json()
+    assert listed["items"] == [done]
 
 
 def test_same_model_again_is_all_cache_hits(flow, onnx_models):

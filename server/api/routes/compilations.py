@@ -27,8 +27,11 @@ KEEPALIVE_SECONDS = 15.0
 
 def compilation_out(session: Session, job: Job) -> CompilationOut:
     """A job as the API shows it, with its artifact once there is one."""
+    return _with_artifact(job, session.scalar(select(Artifact).where(Artifact.job_id == job.id)))
+
+
+def _with_artifact(job: Job, artifact: Artifact | None) -> CompilationOut:
     out = CompilationOut.model_validate(job)
-    artifact = session.scalar(select(Artifact).where(Artifact.job_id == job.id))
     if artifact is not None:
         out.artifact_id, out.artifact_sha256 = artifact.id, artifact.sha256
     return out
@@ -63,10 +66,10 @@ def list_compilations(session: SessionDep, tenant: TenantDep, page: PageDep,
         where.append(Job.status == status)
     if model_id is not None:
         where.append(Job.model_id == model_id)
-    jobs = session.scalars(select(Job).where(*where).order_by(Job.created_at.desc(), Job.id)
-                           .limit(page.limit).offset(page.offset)).all()
+    rows = session.execute(select(Job, Artifact).outerjoin(Artifact, Artifact.job_id == Job.id).where(*where)
+                           .order_by(Job.created_at.desc(), Job.id).limit(page.limit).offset(page.offset)).all()
     total = session.scalar(select(func.count()).select_from(Job).where(*where))
-    return page.of([compilation_out(session, j) for j in jobs], total)
+    return page.of([_with_artifact(job, artifact) for job, artifact in rows], total)
 
 
 @router.get("/{job_id}", response_model=CompilationOut)
