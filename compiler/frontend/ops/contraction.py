@@ -2,21 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from compiler.frontend.broadcast import broadcast_index, broadcast_shape
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.windows import window_of
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
-from compiler.ir.te import ACC, Expr, Var, call, select
+from compiler.ir.te import ACC, Expr, Var, call, cast, select
+
+# term(a element, b element, output row index, output column index) -> the summed product
+ProductTerm = Callable[[Expr, Expr, Expr | None, Expr | None], Expr]
+
+
+def _product(a: Expr, b: Expr, row: Expr | None, col: Expr | None) -> Expr:
+    return a * b
 
 
 @lowering("MatMul")
 def matmul(cx: OpContext) -> Outputs:
     a, b = cx.input(0), cx.input(1)
-    if a.rank == 0 or b.rank == 0:
-        raise cx.error("MatMul operands must have rank >= 1")
     if a.dtype != b.dtype:
         raise cx.error(f"operand types differ: {a.dtype} and {b.dtype}")
+    return [matmul_values(cx, a, b)]
+
+
+def matmul_values(cx: OpContext, a: Value, b: Value, term: ProductTerm = _product,
+                  extra: Sequence[Value] = ()) -> Value:
+    """numpy-style matmul (batched, broadcast, 1-D operands) as one sum-reduce Compute.
+
+    `term` forms each product (quantized variants subtract zero points read
+    from `extra`, which follow a and b as Compute inputs 2...).
+    """
+    if a.rank == 0 or b.rank == 0:
+        raise cx.error("MatMul operands must have rank >= 1")
     k = a.shape[-1]
     kb = b.shape[-2] if b.rank >= 2 else b.shape[0]
     if k != kb:
@@ -31,8 +50,11 @@ def matmul(cx: OpContext) -> Outputs:
     (r,) = reduce_index(1)
     a_at = [*broadcast_index(a_batch, i[:nb]), *i[nb:nb + len(rows)], r]
     b_at = [*broadcast_index(b_batch, i[:nb]), r, *i[nb + len(rows):]]
-    body = load(0, a, a_at) * load(1, b, b_at)
-    return [cx.emit(compute(shape, body, [a, b], reduce=[k], reduce_op="sum"), [a, b])]
+    row = i[nb] if rows else None
+    col = i[-1] if cols else None
+    body = term(load(0, a, a_at), load(1, b, b_at), row, col)
+    inputs = [a, b, *extra]
+    return cx.emit(compute(shape, body, inputs, reduce=[k], reduce_op="sum"), inputs)
 
 
 @lowering("Gemm")
@@ -71,19 +93,31 @@ def _conv_operands(cx: OpContext) -> tuple[Value, Value, Value | None, int, int]
 
 
 def _emit_conv(cx: OpContext, shape: tuple[int, ...], body: Expr, x: Value, w: Value, bias: Value | None,
-               reduce: list[int]) -> Value:
+               reduce: list[int], extra: Sequence[Value] = ()) -> Value:
     """The conv Compute: a sum over `reduce`, plus the per-output-channel bias when given."""
     inputs = [x, w]
     post = None
     if bias is not None:
-        post = Var(ACC, body.dtype) + load(2, bias, [Var("i1")])
+        post = Var(ACC, body.dtype) + cast(load(2, bias, [Var("i1")]), body.dtype)
         inputs.append(bias)
+    inputs += extra
     return cx.emit(compute(shape, body, inputs, reduce=reduce, reduce_op="sum", post=post), inputs)
 
 
 @lowering("Conv")
 def conv(cx: OpContext) -> Outputs:
-    x, w, bias, nd, groups = _conv_operands(cx)
+    x, w, bias, _, groups = _conv_operands(cx)
+    return [conv_values(cx, x, w, bias, groups)]
+
+
+def conv_values(cx: OpContext, x: Value, w: Value, bias: Value | None, groups: int,
+                term: ProductTerm = _product, extra: Sequence[Value] = (), pad: float | int = 0) -> Value:
+    """Convolution as one sum-reduce over (input channel, kernel...) with padded loads of x.
+
+    `term(x element, w element, output channel, None)` forms each product; `pad`
+    is what x reads outside its bounds; `extra` inputs follow x, w (and bias).
+    """
+    nd = x.rank - 2
     n, c = x.shape[:2]
     m, cg = w.shape[:2]
     kernel = tuple(cx.attr("kernel_shape", w.shape[2:]))
@@ -96,9 +130,9 @@ def conv(cx: OpContext) -> Outputs:
     r = reduce_index(1 + nd)
     channel = r[0] if groups == 1 else call("floordiv", i[1], idx(m // groups)) * idx(cg) + r[0]
     at = [i[0], channel, *(win.position(d, i[2 + d], r[1 + d]) for d in range(nd))]
-    pad = scalar(0, x.dtype).value if win.reads_outside(x.shape[2:]) else None
-    body = load(0, x, at, pad=pad) * load(1, w, [i[1], *r])
-    return [_emit_conv(cx, (n, m, *win.out), body, x, w, bias, [cg, *kernel])]
+    outside = scalar(pad, x.dtype).value if win.reads_outside(x.shape[2:]) else None
+    body = term(load(0, x, at, pad=outside), load(1, w, [i[1], *r]), i[1], None)
+    return _emit_conv(cx, (n, m, *win.out), body, x, w, bias, [cg, *kernel], extra)
 
 
 def _transposed_geometry(cx: OpContext, spatial: tuple[int, ...], kernel: tuple[int, ...]

@@ -6,6 +6,7 @@ from frontend_kit import check_op, make_model, random
 from onnx import helper
 
 from compiler.frontend import import_model
+from compiler.ir.graph_interp import run_graph
 
 
 @pytest.mark.parametrize("attrs", [{}, {"strides": [2, 2]}, {"strides": [2, 2], "pads": [1, 0, 1, 1]},
@@ -124,3 +125,29 @@ def test_scatter_elements_and_nd(reduction):
 def test_top_k_with_ties(largest):
     x = random((3, 6), np.int64, 0, 0, 3).astype(np.float32)
     check_op("TopK", {"x": x}, {"k": np.array([4], np.int64)}, outputs=2, axis=1, largest=largest)
+
+
+def test_integer_and_quantized_contractions():
+    a, b = random((3, 4), np.uint8, 1, 0, 255), random((4, 5), np.uint8, 2, 0, 255)
+    check_op("MatMulInteger", {"a": a, "b": b}, {"az": np.array(12, np.uint8), "bz": np.array(200, np.uint8)})
+    check_op("QLinearMatMul", {"a": a},
+             {"as": np.array(0.02, np.float32), "az": np.array(12, np.uint8), "b": b,
+              "bs": np.array(0.01, np.float32), "bz": np.array(200, np.uint8),
+              "ys": np.array(0.5, np.float32), "yz": np.array(100, np.uint8)})
+
+
+def test_qlinear_conv_matches_integer_arithmetic():
+    # onnxruntime's u8s8 kernel saturates intermediate sums on x86, so the reference is exact numpy here
+    x, w = random((1, 2, 5, 5), np.uint8, 3, 0, 255), random((3, 2, 3, 3), np.int8, 4, -100, 100)
+    ws, b = np.array([0.01, 0.02, 0.03], np.float32), np.array([10, -20, 30], np.int32)
+    weights = {"xs": np.array(0.05, np.float32), "xz": np.array(20, np.uint8), "w": w, "ws": ws,
+               "wz": np.zeros(3, np.int8), "ys": np.array(0.9, np.float32), "yz": np.array(5, np.uint8), "b": b}
+    model = make_model([helper.make_node("QLinearConv", ["x", *weights], ["y"], pads=[1, 1, 1, 1])], {"x": x}, ["y"],
+                       weights)
+    got = run_graph(import_model(model), {"x": x})["y"]
+    padded = np.pad(x.astype(np.int64) - 20, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    acc = np.zeros((1, 3, 5, 5), np.int64)
+    for o, r, c in np.ndindex(3, 5, 5):
+        acc[0, o, r, c] = (padded[0, :, r:r + 3, c:c + 3] * w[o]).sum() + b[o]
+    real = acc.astype(np.float32) * (np.float32(0.05) * ws[None, :, None, None]) / np.float32(0.9)
+    np.testing.assert_array_equal(got, np.clip(np.rint(real) + 5, 0, 255).astype(np.uint8))
