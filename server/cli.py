@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 
@@ -85,6 +86,9 @@ def cmd_serve(a: argparse.Namespace) -> int:
         print(f"token for tenant {a.tenant!r}: {token}")
         print(f"try: curl -H 'Authorization: Bearer {token}' {url}/v1/models")
     sys.stdout.flush()
+    # uvicorn re-raises SIGTERM after its graceful shutdown; as SystemExit it still runs the
+    # `finally` below, so the worker never outlives the server.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         uvicorn.run(create_app(settings), host=a.host, port=a.port, log_level="info")
     finally:
@@ -95,6 +99,10 @@ def cmd_serve(a: argparse.Namespace) -> int:
             except subprocess.TimeoutExpired:
                 worker.kill()
     return 0
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def add_service_commands(sub: argparse._SubParsersAction) -> None:

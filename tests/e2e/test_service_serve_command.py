@@ -55,7 +55,7 @@ def test_serve_with_worker_compiles_and_stops_cleanly(tmp_path, onnx_models):
             assert done["status"] == "succeeded", done["error"]
             flow.assert_runs_like_onnxruntime(flow.download(done, tmp_path), data)
     finally:
-        serve.send_signal(signal.SIGINT)
+        serve.send_signal(signal.SIGTERM)  # what `docker stop`, systemd and `timeout` send
         try:
             serve.wait(timeout=40)
         finally:
