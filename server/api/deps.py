@@ -70,7 +70,7 @@ def owned_or_404(session: Session, kind: type[Row], row_id: str, tenant: Tenant,
     """The tenant's row `row_id`; another tenant's rows are as absent as missing ones."""
     row = session.get(kind, row_id)
     if row is None or row.tenant_id != tenant.id:
-        raise HTTPException(404, f"{noun} {row_id!r} not found")
+        raise HTTPException(404, f"{noun} {row_id[:80]!r} not found")
     return row
 
 

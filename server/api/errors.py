@@ -17,6 +17,10 @@ log = logging.getLogger(__name__)
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors():
+        if err.get("type") == "json_invalid":
+            reason = err.get("ctx", {}).get("error", "invalid JSON")
+            parts.append(f"request body is not valid JSON: {reason} at character {err['loc'][-1]}")
+            continue
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "request"
         parts.append(f"{where}: {err.get('msg', 'invalid')}")
     return "; ".join(parts) or "invalid request"

@@ -38,7 +38,7 @@ def get_kernel(key: str, session: SessionDep, _: TenantDep) -> KernelDetail:
     """One kernel with its source."""
     row = session.get(Kernel, key)
     if row is None:
-        raise HTTPException(404, f"kernel {key!r} not found")
+        raise HTTPException(404, f"kernel {key[:80]!r} not found")
     out = KernelOut.model_validate(row).model_dump()
     return KernelDetail(**out, source=row.source, te_json=row.te_json, binary_size=len(row.binary),
                         extras=row.extras or {})

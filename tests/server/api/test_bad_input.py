@@ -91,6 +91,8 @@ def test_unknown_option(api, alice):
 def test_malformed_request_body_names_the_field(api, alice):
     _refused(api, 422, "model_id", method="POST", url="/v1/compilations", json={"target": "cpu"},
              headers=auth(alice[0]))
+    _refused(api, 422, "not valid JSON", method="POST", url="/v1/compilations", content=b"{oops",
+             headers=auth(alice[0]) | {"Content-Type": "application/json"})
 
 
 @pytest.mark.parametrize("request_", [
