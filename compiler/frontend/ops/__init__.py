@@ -12,6 +12,7 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
     normalization,
     pooling,
     quantize,
+    recurrent,
     reduction,
     resize,
     scatter,
