@@ -7,36 +7,24 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-PG_ADMIN_URL = os.environ.get("TILEFORGE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-REDIS_SERVER = os.environ.get("TILEFORGE_TEST_REDIS", "redis://127.0.0.1:6379")
-
-# Short leases and fast polling so recovery paths run in seconds, not minutes.
-FAST_JOB_SETTINGS = {
-    "job_lease_seconds": 3.0,
-    "reaper_interval_seconds": 1.0,
-    "sse_poll_seconds": 0.1,
-    "job_max_attempts": 3,
-}
-
-
-def _reachable(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
+from service_kit import (
+    FAST_JOB_SETTINGS,
+    PG_ADMIN_URL,
+    REDIS_SERVER,
+    ROOT,
+    OnnxModels,
+    WorkerProcess,
+    create_database,
+    migrated,
+    reachable,
+)
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +33,7 @@ def postgres_url() -> Iterator[str]:
     from sqlalchemy import create_engine, make_url, text
 
     server = make_url(PG_ADMIN_URL)
-    if not _reachable(server.host or "127.0.0.1", server.port or 5432):
+    if not reachable(server.host or "127.0.0.1", server.port or 5432):
         pytest.skip(f"PostgreSQL is not reachable at {server.host}:{server.port} (TILEFORGE_TEST_PG)")
 
     name = f"tileforge_test_{os.getpid()}_{secrets.token_hex(3)}"
@@ -70,17 +58,9 @@ def redis_url() -> str:
     from urllib.parse import urlsplit
 
     server = urlsplit(REDIS_SERVER)
-    if not _reachable(server.hostname or "127.0.0.1", server.port or 6379):
+    if not reachable(server.hostname or "127.0.0.1", server.port or 6379):
         pytest.skip(f"Redis is not reachable at {server.netloc} (TILEFORGE_TEST_REDIS)")
     return f"redis://{server.netloc}/{1 + os.getpid() % 15}"
-
-
-def migrated(url: str) -> str:
-    """`url` after `alembic upgrade head`."""
-    from server.db.migrate import upgrade
-
-    upgrade(url)
-    return url
 
 
 @pytest.fixture(scope="session")
@@ -122,36 +102,6 @@ def pg_redis_settings(postgres_url: str, redis_url: str, tmp_path_factory: pytes
     client.close()
 
 
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def make_token(settings, tenant: str) -> str:
-    """A new token for `tenant` in the (migrated) database of `settings`."""
-    from server.core.security import create_token
-    from server.db.session import one_off_transaction
-
-    with one_off_transaction(settings.db_url) as s:
-        return create_token(s, tenant)
-
-
-@dataclass
-class WorkerProcess:
-    """A real `tileforge worker` (celery worker) subprocess."""
-
-    process: subprocess.Popen
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def kill(self) -> None:
-        """SIGKILL the worker and its pool children at once (a machine dying)."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def start_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., WorkerProcess]]:
     """Start workers on given settings; all are stopped when the module ends."""
@@ -180,27 +130,16 @@ def start_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
         w.kill()  # no graceful shutdown to wait for: the module's queues are deleted with it
 
 
-def _create_database(base_url: str, suffix: str) -> str:
-    from sqlalchemy import create_engine, text
-
-    name = f"{base_url.rsplit('/', 1)[1]}_{suffix}"
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return base_url.rsplit("/", 1)[0] + f"/{name}"
-
-
 @pytest.fixture
 def empty_postgres_url(postgres_url: str) -> str:
     """A new, empty PostgreSQL database (no migrations applied)."""
-    return _create_database(postgres_url, secrets.token_hex(3))
+    return create_database(postgres_url, secrets.token_hex(3))
 
 
 @pytest.fixture(scope="session")
 def postgres_unit_url(postgres_url: str) -> str:
     """A migrated PostgreSQL database for unit tests, emptied after each (dropped with the session's)."""
-    return migrated(_create_database(postgres_url, "unit"))
+    return migrated(create_database(postgres_url, "unit"))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
@@ -227,59 +166,6 @@ def db_sessions(request: pytest.FixtureRequest, tmp_path: Path):
     engine.dispose()
 
 
-class OnnxModels:
-    """Small ONNX models built in code for the service tests."""
-
-    @staticmethod
-    def mlp(seed: int = 0, hidden: int = 16, tail: str = "MatMul", out: int = 8) -> bytes:
-        """x[4,16] -> MatMul(16x`hidden`) -> Relu -> `tail` (MatMul to `out` wide, or an element-wise op)."""
-        import numpy as np
-        from onnx import TensorProto, helper, numpy_helper
-
-        rng = np.random.default_rng(seed)
-        inits = [numpy_helper.from_array(rng.standard_normal((16, hidden)).astype(np.float32), "w1")]
-        nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"])]
-        if tail == "MatMul":
-            inits.append(numpy_helper.from_array(rng.standard_normal((hidden, out)).astype(np.float32), "w2"))
-            nodes.append(helper.make_node("MatMul", ["r", "w2"], ["y"]))
-            out_shape = [4, out]
-        else:
-            nodes.append(helper.make_node(tail, ["r"], ["y"]))
-            out_shape = [4, hidden]
-        graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
-
-    @staticmethod
-    def with_op(op: str) -> bytes:
-        """A one-node model of `op` over x[2,3] (for refusals of unsupported ops)."""
-        from onnx import TensorProto, helper
-
-        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "one",
-                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
-
-    @staticmethod
-    def deep(layers: int = 12) -> bytes:
-        """`layers` of MatMul + Tanh of varying widths: compiling takes seconds (gcc), time to act mid-job."""
-        import numpy as np
-        from onnx import TensorProto, helper, numpy_helper
-
-        rng = np.random.default_rng(7)
-        nodes, inits, x = [], [], "x"
-        for i in range(layers):
-            width = 16 + 8 * (i % 4)
-            prev = 16 if i == 0 else 16 + 8 * ((i - 1) % 4)
-            inits.append(numpy_helper.from_array(rng.standard_normal((prev, width)).astype(np.float32) * 0.3, f"w{i}"))
-            nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"]), helper.make_node("Tanh", [f"h{i}"], [f"a{i}"])]
-            x = f"a{i}"
-        out = 16 + 8 * ((layers - 1) % 4)
-        graph = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
-                                  [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, out])], inits)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
-
-
 @pytest.fixture(scope="session")
 def onnx_models() -> OnnxModels:
     return OnnxModels()
@@ -297,79 +183,7 @@ def api(embedded_settings):
         yield client
 
 
-class ServiceFlow:
-    """The user's path through the API: upload, compile, watch, download, run."""
-
-    TERMINAL = ("succeeded", "failed", "cancelled")
-
-    def __init__(self, client, token: str) -> None:
-        self.client, self.headers = client, auth(token)
-
-    def upload(self, data: bytes) -> dict:
-        r = self.client.post("/v1/models", files={"file": ("model.onnx", data)}, headers=self.headers)
-        assert r.status_code in (200, 201), r.text
-        return r.json()
-
-    def submit(self, model_id: str, target: str = "cpu", options: dict | None = None) -> dict:
-        r = self.client.post("/v1/compilations", json={"model_id": model_id, "target": target,
-                                                       "options": options or {}}, headers=self.headers)
-        assert r.status_code == 202, r.text
-        return r.json()
-
-    def job(self, job_id: str) -> dict:
-        return self.client.get(f"/v1/compilations/{job_id}", headers=self.headers).json()
-
-    def wait(self, job_id: str, timeout: float = 180, until=None) -> dict:
-        """Poll until the job ends (or `until(job)` holds)."""
-        until = until or (lambda j: j["status"] in self.TERMINAL)
-        deadline = time.monotonic() + timeout
-        while not until(job := self.job(job_id)):
-            assert time.monotonic() < deadline, f"job still {job['status']} after {timeout}s: {job}"
-            time.sleep(0.05)
-        return job
-
-    def events(self, job_id: str) -> list[dict]:
-        """Every `status` event of the job's SSE stream, until it ends."""
-        import json
-
-        out = []
-        with self.client.stream("GET", f"/v1/compilations/{job_id}/events", headers=self.headers) as r:
-            assert r.status_code == 200
-            for line in r.iter_lines():
-                if line.startswith("data: ") and '"id"' in line:
-                    out.append(json.loads(line[len("data: "):]))
-        return out
-
-    def download(self, job: dict, folder: Path) -> Path:
-        """The job's artifact, checked against the sha256 header."""
-        import hashlib
-
-        r = self.client.get(f"/v1/artifacts/{job['artifact_id']}", headers=self.headers)
-        assert r.status_code == 200, r.text
-        assert r.headers["X-Artifact-SHA256"] == hashlib.sha256(r.content).hexdigest() == job["artifact_sha256"]
-        path = folder / f"{job['artifact_id']}.tar.gz"
-        path.write_bytes(r.content)
-        return path
-
-    @staticmethod
-    def assert_runs_like_onnxruntime(artifact: Path, model: bytes, seed: int = 0) -> None:
-        """compiler.runtime.load(artifact).run(x) matches onnxruntime on random inputs."""
-        import numpy as np
-        import onnxruntime as ort
-
-        from compiler.runtime import load
-
-        session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-        rng = np.random.default_rng(seed)
-        feeds = {i.name: rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape]).astype(np.float32)
-                 for i in session.get_inputs()}
-        expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
-        got = load(artifact).run(feeds)
-        assert set(got) == set(expected)
-        for name, want in expected.items():
-            np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4)
-
-
 @pytest.fixture(scope="module")
 def module_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("module")
+

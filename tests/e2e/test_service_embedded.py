@@ -2,7 +2,7 @@
 with a real `celery worker` subprocess and no servers."""
 
 import pytest
-from conftest import FAST_JOB_SETTINGS, ServiceFlow, make_token, migrated
+from service_kit import FAST_JOB_SETTINGS, ServiceFlow, make_token, migrated
 
 pytestmark = pytest.mark.slow
 

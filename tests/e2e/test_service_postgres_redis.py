@@ -4,7 +4,7 @@ subprocess: upload -> compile -> poll and SSE -> download -> run, matching onnxr
 import threading
 
 import pytest
-from conftest import ServiceFlow, make_token
+from service_kit import ServiceFlow, make_token
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -83,7 +83,7 @@ def test_cuda_jobs_wait_on_their_own_queue(flow, pg_redis_settings, onnx_models)
 
 
 def test_artifacts_are_the_tenants_own_and_go_with_their_model(flow, pg_redis_settings, onnx_models):
-    from conftest import auth
+    from service_kit import auth
 
     model = flow.upload(onnx_models.mlp(seed=15))
     done = flow.wait(flow.submit(model["id"])["id"])

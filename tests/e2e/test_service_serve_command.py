@@ -11,7 +11,7 @@ import time
 
 import httpx
 import pytest
-from conftest import ROOT, ServiceFlow
+from service_kit import ROOT, ServiceFlow
 
 pytestmark = pytest.mark.slow
 

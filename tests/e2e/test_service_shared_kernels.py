@@ -2,7 +2,7 @@
 each kernel is stored once, and a later job gets the shared ones from the cache."""
 
 import pytest
-from conftest import ServiceFlow, make_token
+from service_kit import ServiceFlow, make_token
 from sqlalchemy import func, select
 
 from server.db.models import Kernel

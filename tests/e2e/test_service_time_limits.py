@@ -2,14 +2,14 @@
 each ends the job as failed with the limit named, never leaving it running."""
 
 import pytest
-from conftest import FAST_JOB_SETTINGS, ServiceFlow, make_token
+from service_kit import FAST_JOB_SETTINGS, ServiceFlow, make_token
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def home(module_tmp):
-    from conftest import migrated
+    from service_kit import migrated
 
     from server.core.config import Settings
 

@@ -4,7 +4,7 @@ re-queues the job, another worker finishes it, and no half-written artifact is s
 import hashlib
 
 import pytest
-from conftest import ServiceFlow, make_token
+from service_kit import ServiceFlow, make_token
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -3,7 +3,7 @@ success, idempotent re-delivery, the user's errors, cancellation between stages,
 and transient faults handed back for retry."""
 
 import pytest
-from conftest import make_token
+from service_kit import make_token
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 

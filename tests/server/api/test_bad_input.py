@@ -2,7 +2,7 @@
 database or the storage folder."""
 
 import pytest
-from conftest import auth, make_token
+from service_kit import auth, make_token
 from sqlalchemy import func, select
 
 from server.db.models import Base

@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import auth, make_token
+from service_kit import auth, make_token
 
 from server.db.models import Job
 from server.db.session import one_off_transaction

@@ -1,6 +1,6 @@
 """Model uploads: checked, described, content-addressed, per tenant."""
 
-from conftest import auth, make_token
+from service_kit import auth, make_token
 
 
 def test_upload_describes_the_model_and_dedups(api, onnx_models):

@@ -1,6 +1,6 @@
 """Endpoints that need no token, the kernel listing, and the OpenAPI document."""
 
-from conftest import auth, make_token
+from service_kit import auth, make_token
 
 from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
 from server.db.kernel_cache import DatabaseKernelCache
