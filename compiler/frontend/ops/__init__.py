@@ -6,6 +6,7 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
     contraction,
     einsum,
     elementwise,
+    grid_sample,
     integer,
     loss,
     movement,

@@ -151,3 +151,11 @@ def test_qlinear_conv_matches_integer_arithmetic():
         acc[0, o, r, c] = (padded[0, :, r:r + 3, c:c + 3] * w[o]).sum() + b[o]
     real = acc.astype(np.float32) * (np.float32(0.05) * ws[None, :, None, None]) / np.float32(0.9)
     np.testing.assert_array_equal(got, np.clip(np.rint(real) + 5, 0, 255).astype(np.uint8))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample(mode, padding_mode, align_corners):
+    check_op("GridSample", {"x": random((1, 2, 4, 5)), "g": random((1, 3, 6, 2), seed=1, low=-1.3, high=1.3)},
+             opset=16, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
