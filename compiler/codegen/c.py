@@ -52,6 +52,7 @@ from compiler.schedule.plan import TileConfig
 PARALLEL_MIN_FLOPS = 1 << 17
 # A tile's partial sums between reduce chunks live on the stack; keep that small.
 MAX_TILE_ACC_BYTES = 64 << 10
+MAX_UNROLLED_ROWS = 32
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
@@ -329,9 +330,11 @@ class _KernelWriter:
                 self.src.line(f"const int64_t i{d} = b{d} + m{d} + u{d};")
                 self._spatial(rest, bounds, inner, unroll)
             return
-        with self._loop(f"u{d}", f"{bounds[d]}L", f"#pragma GCC unroll {bounds[d]}" if unroll else ""):
+        pragma = f"#pragma GCC unroll {bounds[d]}" if unroll else ""
+        with self._loop(f"u{d}", f"{bounds[d]}L", pragma):
             self.src.line(f"const int64_t i{d} = b{d} + m{d} + u{d};")
-            self._spatial(rest, bounds, inner, True)
+            # Beyond a register file's worth of rows, unrolling only grows the code.
+            self._spatial(rest, bounds, inner, math.prod(bounds[x] for x in rest) <= MAX_UNROLLED_ROWS)
 
     def _micro_tile(self, bounds: Sequence[int], body: Expr) -> None:
         """One register micro-tile: init accumulators, reduce `body`, then post and store."""
