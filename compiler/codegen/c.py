@@ -16,7 +16,7 @@ Loop structure (the CPU side of Roller's rTile):
   stay in cache;
 - a row reduction (softmax / layer-norm style, where the innermost reduce axis
   is the contiguous one in memory and the innermost output axis is not)
-  instead reduces into `tile.vector` partial accumulators along that axis,
+  instead reduces into two vectors of partial accumulators along that axis,
   vectorized, and folds them at the end (not `omp simd reduction`: max / min
   must propagate NaN like numpy).
 
@@ -407,7 +407,8 @@ class _KernelWriter:
         return False
 
     def _row_reduction(self) -> None:
-        c, v = self.c, self.s.vector
+        # Two vectors of partials: one would serialize every add on its latency.
+        c, v = self.c, 2 * self.s.vector
         last = len(c.reduce_axes) - 1
         extent = c.reduce_axes[-1].extent
         acc_t = value_ctype(c.acc_dtype)
