@@ -318,3 +318,11 @@ def test_default_tile_gives_every_core_work() -> None:
     tile = default_tile(matmul(512, 512, 512), CPU)
     assert te.num_tiles(matmul(512, 512, 512), te.Tile(dict(zip(("i0", "i1"), tile.block, strict=True)))) >= 2 * CPU.units
     assert tile.thread[-1] % tile.vector == 0 and all(b >= t for b, t in zip(tile.block, tile.thread, strict=True))
+
+
+def test_default_tile_puts_rows_where_vector_loads_are_shared() -> None:
+    conv = conv2d(1, 1, 1, 40, 64)  # axes (n, co, oh, ow): the input row is shared by channels
+    tile = default_tile(conv, CPU)
+    assert tile.thread[1] > 1 and tile.thread[2] == 1 and tile.thread[3] >= CPU.lanes
+    mm = matmul(96, 128, 64)  # rows of A share a row of B
+    assert default_tile(mm, CPU).thread[0] > 1
