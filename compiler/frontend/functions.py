@@ -85,8 +85,7 @@ def expand(node: NodeProto, opset: int, inputs: list[Value | None]) -> tuple[lis
     def rename(n: str) -> str:
         return "" if not n else names.get(n, prefix + n)
 
-    out = []
-    for inner in fn.node:
+    def instantiate(inner: NodeProto) -> NodeProto:
         new = NodeProto()
         new.CopyFrom(inner)
         new.input[:] = [rename(n) for n in inner.input]
@@ -100,8 +99,24 @@ def expand(node: NodeProto, opset: int, inputs: list[Value | None]) -> tuple[lis
                     bound.CopyFrom(attrs[a.ref_attr_name])
                     bound.name = a.name
                     new.attribute.append(bound)
-            else:
-                new.attribute.append(a)
-        out.append(new)
+                continue
+            bound = AttributeProto()
+            bound.CopyFrom(a)
+            for g in ([bound.g] if bound.HasField("g") else []) + list(bound.graphs):
+                instantiate_graph(g)
+            new.attribute.append(bound)
+        return new
+
+    def instantiate_graph(g: onnx.GraphProto) -> None:
+        """A subgraph (If branch) refers to the body's names: rename them the same way, in place."""
+        nodes = [instantiate(n) for n in g.node]
+        del g.node[:]
+        g.node.extend(nodes)
+        for v in (*g.input, *g.output, *g.value_info):
+            v.name = rename(v.name)
+        for t in g.initializer:
+            t.name = rename(t.name)
+
+    out = [instantiate(inner) for inner in fn.node]
     body_opset = next((o.version for o in fn.opset_import if o.domain in DEFAULT_DOMAINS), opset)
     return out, body_opset

@@ -56,7 +56,8 @@ def lower_node(b: Builder, node: NodeProto, values: dict[str, Value], opset: int
         return
     b.op, b.node_name = node.op_type, node.name
     cx = OpContext(b, node.op_type, node.name, [values[i] if i else None for i in node.input],
-                   attributes(node), len(node.output), opset)
+                   attributes(node), len(node.output), opset,
+                   lambda graph: lower_subgraph(b, graph, values, opset))
     try:
         outs = LOWERINGS[node.op_type](cx)
     except TileforgeError:
@@ -71,6 +72,21 @@ def lower_node(b: Builder, node: NodeProto, values: dict[str, Value], opset: int
         if v is None:
             raise cx.unsupported(f"output {k} is not supported")
         values[name] = v
+
+
+def lower_subgraph(b: Builder, graph: onnx.GraphProto, outer: dict[str, Value], opset: int) -> list[Value]:
+    """Lower a subgraph (an If branch) that sees the outer scope; returns its outputs' values."""
+    scope = dict(outer)  # names the subgraph defines stay inside it
+    for init in graph.initializer:
+        scope[init.name] = Value.of_array(tensor_array(init, f"initializer {shown(init.name)}"), name=init.name)
+    for node in graph.node:
+        if node.op_type not in SUPPORTED_OPS or node.domain not in DEFAULT_DOMAINS:
+            raise UnsupportedOpError(shorten(node.op_type), shorten(node.name), "no lowering for this operator type")
+        missing = [i for i in node.input if i and i not in scope]
+        if missing:
+            raise ModelError(f"node {shown(node.name)} in a subgraph reads {shown(missing[0])}, which is not defined")
+        lower_node(b, node, scope, opset)
+    return [scope[o.name] for o in graph.output]
 
 
 def lower_function(b: Builder, node: NodeProto, values: dict[str, Value], opset: int) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from onnx import GraphProto
 
 from compiler.errors import ModelError, UnsupportedOpError
 from compiler.frontend.builder import Builder
@@ -58,6 +59,7 @@ class OpContext:
         attrs: dict[str, Any],
         num_outputs: int,
         opset: int,
+        lower_graph: Callable[[GraphProto], list[Value]] | None = None,
     ) -> None:
         self.builder = builder
         self.op = op
@@ -66,6 +68,7 @@ class OpContext:
         self.attrs = attrs
         self.num_outputs = num_outputs
         self.opset = opset
+        self._lower_graph = lower_graph
 
     # -- inputs and attributes ------------------------------------------------
 
@@ -129,3 +132,9 @@ class OpContext:
 
     def constant(self, array: np.ndarray) -> Value:
         return Value.of_array(array)
+
+    def lower_graph(self, graph: GraphProto) -> list[Value]:
+        """Lower a subgraph attribute (a branch of If) in this node's scope; its outputs' values."""
+        if self._lower_graph is None:
+            raise self.unsupported("subgraphs are not available here")
+        return self._lower_graph(graph)

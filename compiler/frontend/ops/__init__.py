@@ -4,6 +4,7 @@ from compiler.frontend.functions import function_ops
 from compiler.frontend.ops import (  # noqa: F401  (imported for their registrations)
     constants,
     contraction,
+    control,
     einsum,
     elementwise,
     grid_sample,
@@ -11,6 +12,7 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
     loss,
     movement,
     normalization,
+    patches,
     pooling,
     quantize,
     recurrent,

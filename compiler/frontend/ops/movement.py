@@ -357,3 +357,15 @@ def one_hot(cx: OpContext) -> Outputs:
     v = select(call("lt", v, idx(0)), v + idx(depth), v)
     body = select(call("eq", v, i[axis]), load(1, values, [idx(1)]), load(1, values, [idx(0)]))
     return [cx.emit(compute(shape, body, [ind, values]), [ind, values])]
+
+
+@lowering("ReverseSequence")
+def reverse_sequence(cx: OpContext) -> Outputs:
+    x, lens = cx.input(0), cx.input(1)
+    t_axis, b_axis = cx.axis(cx.attr("time_axis", 0), x.rank), cx.axis(cx.attr("batch_axis", 1), x.rank)
+    i = out_index(x.rank)
+    n = cast(load(1, lens, [i[b_axis]]), INDEX)
+    t = i[t_axis]
+    src = clamp(select(call("lt", t, n), n - idx(1) - t, t), 0, x.shape[t_axis] - 1)
+    at = [src if d == t_axis else i[d] for d in range(x.rank)]
+    return [cx.emit(compute(x.shape, load(0, x, at), [x, lens]), [x, lens])]

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from frontend_kit import check_op, make_model, random
+from frontend_kit import check_model, check_op, make_model, random
 from onnx import helper
 
 from compiler.frontend import import_model
@@ -159,3 +159,37 @@ def test_qlinear_conv_matches_integer_arithmetic():
 def test_grid_sample(mode, padding_mode, align_corners):
     check_op("GridSample", {"x": random((1, 2, 4, 5)), "g": random((1, 3, 6, 2), seed=1, low=-1.3, high=1.3)},
              opset=16, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+
+
+def test_reverse_sequence_and_max_unpool():
+    check_op("ReverseSequence", {"x": random((4, 3)), "n": np.array([4, 1, 3], np.int64)}, batch_axis=1, time_axis=0)
+    check_op("MaxUnpool", {"x": random((1, 2, 2, 2))}, {"i": np.array([[[[0, 3], [9, 14]], [[17, 18], [24, 31]]]])},
+             kernel_shape=[2, 2], strides=[2, 2], opset=11)
+
+
+def test_col2im():
+    check_op("Col2Im", {"x": random((1, 6, 8))}, {"image": np.array([4, 5], np.int64),
+                                                 "block": np.array([2, 3], np.int64)}, opset=18, strides=[2, 1],
+             pads=[0, 1, 1, 0])
+
+
+def _if_model(cond_value=None):
+    x = random((2, 3))
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", 1, [2, 3])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", 1, [2, 3])])
+    nodes = [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+    weights = {} if cond_value is None else {"c": np.array(cond_value)}
+    inputs = {"x": x} if cond_value is not None else {"x": x, "c": np.array(False)}
+    return make_model(nodes, inputs, ["y"], weights), inputs
+
+
+@pytest.mark.parametrize("cond", [True, False, None])
+def test_if_inlines_a_constant_branch_or_selects(cond):
+    model, feeds = _if_model(cond)
+    g = import_model(model)
+    assert "If" not in {n.op for n in g.nodes}
+    if cond is not None:
+        assert len(g.nodes) == 1
+    check_model(model, feeds)
