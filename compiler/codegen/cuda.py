@@ -7,7 +7,7 @@ so `render_kernel` and `launch_dims` always agree:
 
 - contraction (`sum(x * y)` with both operands owning spatial axes: matmul,
   batched matmul, implicit-GEMM convolution): shared-memory tiled GEMM
-  (`cuda_gemm`);
+  (`cuda_contraction`, `cuda_gemm`, `cuda_gemm_stage`);
 - long reduction over a contiguous innermost axis (softmax / layer-norm
   stages, reduce ops): a thread team per row with warp shuffles
   (`cuda_rowreduce`);
@@ -22,15 +22,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from compiler.codegen.cuda_expr import PRELUDE
-from compiler.codegen.cuda_gemm import (
+from compiler.codegen.cuda_contraction import (
     Contraction,
     GemmGeometry,
     gemm_geometry,
     gemm_launch,
     match_contraction,
-    render_gemm,
 )
+from compiler.codegen.cuda_expr import PRELUDE
+from compiler.codegen.cuda_gemm import render_gemm
 from compiler.codegen.cuda_general import GeneralGeometry, general_geometry, render_general
 from compiler.codegen.cuda_rowreduce import (
     RowGeometry,
