@@ -13,14 +13,17 @@ from compiler.frontend.names import shown
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
 from compiler.ir.dtypes import from_numpy
-from compiler.ir.te import call, select
+from compiler.ir.te import call, cast, select
 
 
 def _dense(cx: OpContext, sparse: SparseTensorProto) -> np.ndarray:
     values = numpy_helper.to_array(sparse.values)
     indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
     dims = tuple(int(d) for d in sparse.dims)
-    cx.builder.check_shape(dims, f"sparse constant of node {shown(cx.name)}")
+    what = f"sparse constant of node {shown(cx.name)}"
+    cx.builder.check_shape(dims, what)
+    if math.prod(dims) * values.dtype.itemsize > cx.builder.limits.max_weight_bytes:
+        raise cx.error(f"{what} is larger than the weight limit once dense")
     out = np.zeros(math.prod(dims), dtype=values.dtype)
     flat = indices if indices.ndim == 1 else np.ravel_multi_index(tuple(indices.T), dims)
     out[flat] = values
@@ -81,9 +84,11 @@ def range_(cx: OpContext) -> Outputs:
     if float(delta) == 0:
         raise cx.error("delta is zero")
     n = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
-    cx.builder.check_shape((n,), f"output of Range node {shown(cx.name)}")
-    arr = (np.arange(n, dtype=np.float64) * delta + start).astype(np.asarray(start).dtype)
-    return [cx.constant(arr)]
+    dt = from_numpy(np.asarray(start).dtype)
+    (i,) = out_index(1)
+    # start + i * delta as a kernel: folded to a constant when small, computed at run time when not
+    body = scalar(start.item(), dt) + cast(i, dt) * scalar(delta.item(), dt)
+    return [cx.emit(compute((n,), body, []), [])]
 
 
 @lowering("EyeLike")
