@@ -26,6 +26,7 @@ from compiler.schedule.plan import TileConfig
 _GEMM_DTYPES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 SMEM_LIMIT = 48 * 1024  # static shared memory per block without opting in
 MAX_TILE = 256
+MIN_THREADS = 128  # per block, when the register tile can shrink to reach it
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ def side_extent(c: Compute, axes: tuple[int, ...]) -> int:
 
 def gemm_geometry(c: Compute, m: Contraction, tile: TileConfig) -> GemmGeometry:
     """The TileConfig's tiles on the GEMM's sides, made legal: powers of two, register
-    tile at most 8 x 8, 32..1024 threads where the sizes allow, shared memory under 48 KB."""
+    tile at most 8 x 8 (smaller when that is what it takes to reach 128 threads),
+    32..1024 threads where the sizes allow, shared memory under 48 KB."""
     big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
     big_k = math.prod(a.extent for a in c.reduce_axes)
     elem = _GEMM_DTYPES[c.acc_dtype]
@@ -110,6 +112,12 @@ def gemm_geometry(c: Compute, m: Contraction, tile: TileConfig) -> GemmGeometry:
     bn = max(tn, min(pow2_at_most(math.prod(tile.block[d] for d in m.cols)), MAX_TILE,
                      pow2_at_least(big_n)))
     bk = max(4, min(32, pow2_at_most(math.prod(tile.reduce_step)), pow2_at_least(big_k)))
+    # Too few threads hide no latency: give up register tile before block tile.
+    while (bm // tm) * (bn // tn) < MIN_THREADS and max(tm, tn) > 2:
+        if tm >= tn:
+            tm //= 2
+        else:
+            tn //= 2
     while (bm // tm) * (bn // tn) > MAX_THREADS:
         if bm // tm >= bn // tn:
             bm //= 2
