@@ -8,7 +8,6 @@ names reaches the source.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 
 from compiler.codegen import cexpr
@@ -20,6 +19,7 @@ from compiler.ir.te import ACC, INIT, Compute
 MAX_GRID = 1 << 20
 MAX_THREADS = 1024
 WARP = 32
+
 
 def signature(c: Compute, symbol: str, threads: int) -> str:
     """`extern "C" __global__` entry point with the plan's ABI: output first, then inputs."""
@@ -96,7 +96,7 @@ def ceil_div(a: int, b: int) -> int:
 
 def pow2_at_most(n: int) -> int:
     """The largest power of two <= n (1 for n < 1)."""
-    return 1 << max(0, int(math.log2(max(1, n))))
+    return 1 << (max(1, n).bit_length() - 1)
 
 
 def pow2_at_least(n: int) -> int:
