@@ -5,7 +5,7 @@ generated code uses are defined in a small C++20 header (blocks run one after
 another; `__syncthreads` is a block-wide std::barrier; a warp shuffle is two
 block-wide barriers around a slot exchange, which is exact because every
 generated kernel reaches each shuffle with the whole block). The kernels'
-text is compiled by g++ unchanged. float16 is not emulated.
+text is compiled by g++ unchanged (float16 as g++'s `_Float16`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ static inline void __syncthreads() { tf_block_barrier->arrive_and_wait(); }
 #define __forceinline__ inline
 #define __launch_bounds__(n)
 #define __shared__ static
+struct __half {
+  _Float16 v;
+  operator float() const { return (float)v; }
+};
+static inline float __half2float(__half h) { return (float)h.v; }
+static inline __half __float2half(float f) { return __half{(_Float16)f}; }
 struct float4 { float x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 static unsigned long long tf_slots[1024];
