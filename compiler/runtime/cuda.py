@@ -4,9 +4,10 @@ The artifact holds `model.cubin` (every kernel, one module), `weights.bin`, and
 in its manifest the buffers and, under `MANIFEST_LAUNCHES`, each wave's launches
 (symbol, argument buffer ids, grid, block). Loading creates the device memory
 once: the arena, the weights (uploaded once), and one buffer per model input and
-output. `run` uploads the inputs, launches the kernels wave by wave on one
-stream (a wave's kernels are independent; one stream keeps their order simple
-and correct), and downloads the outputs.
+output. `run` uploads the inputs, launches the kernels wave by wave and
+downloads the outputs. A wave's kernels are mutually independent (Rammer's
+waves), so kernel i of a wave goes to stream i and they may run side by side;
+between waves, every stream waits for the events the previous wave recorded.
 
 pycuda is imported only here, and only when a CUDA artifact is loaded; without
 it, or without a GPU, loading raises ArtifactError saying what is missing.
@@ -102,6 +103,9 @@ class CudaExecutable:
                                      weights_dev + entry["offset"] if kind == "weight" else
                                      arena + entry["offset"])
             self._waves = [[_prepare(module, drv, launch) for launch in wave] for wave in waves]
+            width = max((len(w) for w in waves), default=1)
+            self._streams = [drv.Stream() for _ in range(width)]
+            self._events = [drv.Event(drv.event_flags.DISABLE_TIMING) for _ in range(width)]
         finally:
             drv.Context.pop()
         self._buffers = buffers
@@ -131,19 +135,30 @@ class CudaExecutable:
                 for b, a in zip(self._input_ids, arrays, strict=True):
                     if a.nbytes:
                         drv.memcpy_htod(self._pointers[b], a)
-                for wave in self._waves:
-                    for launch in wave:
-                        ptrs = [np.uintp(self._pointers[b]) for b in launch.args]
-                        launch.function.prepared_call(launch.grid, launch.block, *ptrs)
+                self._launch_waves()
+                drv.Context.synchronize()
                 for b, out in zip(self._output_ids, outputs, strict=True):
                     if out.nbytes:
                         drv.memcpy_dtoh(out, self._pointers[b])
-                drv.Context.synchronize()
             except drv.Error as e:
                 raise ArtifactError(f"a kernel of the CUDA artifact failed: {e}") from e
             finally:
                 drv.Context.pop()
         return {s.name: a for s, a in zip(self._outputs, outputs, strict=True)}
+
+
+    def _launch_waves(self) -> None:
+        """Each wave's kernels on their own streams, each wave after the previous one."""
+        done: list[Any] = []  # events recorded at the end of the previous wave
+        for wave in self._waves:
+            for stream, launch in zip(self._streams, wave, strict=False):
+                for event in done:
+                    stream.wait_for_event(event)
+                ptrs = [np.uintp(self._pointers[b]) for b in launch.args]
+                launch.function.prepared_async_call(launch.grid, launch.block, stream, *ptrs)
+            done = self._events[:len(wave)]
+            for event, stream in zip(done, self._streams, strict=False):
+                event.record(stream)
 
 
 def _prepare(module: Any, drv: Any, launch: _Launch) -> _Launch:

@@ -139,12 +139,28 @@ class _EmulatedDriver(types.ModuleType):
             def prepare(self, fmt: str) -> None:
                 self.fmt = fmt
 
-            def prepared_call(self, grid: tuple[int, ...], block: tuple[int, ...], *ptrs: int) -> None:
-                assert len(ptrs) == len(self.fmt)
+            def prepared_async_call(self, grid: tuple[int, ...], block: tuple[int, ...],
+                                    stream: Stream, *ptrs: int) -> None:
+                assert len(ptrs) == len(self.fmt) and isinstance(stream, Stream)
                 driver.launched.append((self.symbol, grid, block))
                 driver.kernels.launch(self.symbol, grid[0], block[0], [int(p) for p in ptrs])
 
-        self.Device = Device
+        class Stream:
+            """Runs its work at once: in-order, like any stream, and trivially after every
+            event it is asked to wait for."""
+
+            def wait_for_event(self, event: Event) -> None:
+                assert event.recorded
+
+        class Event:
+            def __init__(self, flags: int) -> None:
+                self.recorded = False
+
+            def record(self, stream: Stream) -> None:
+                self.recorded = True
+
+        self.Device, self.Stream, self.Event = Device, Stream, Event
+        self.event_flags = SimpleNamespace(DISABLE_TIMING=2)
         self.Context = SimpleNamespace(pop=lambda: None, synchronize=lambda: None)
         self.module_from_buffer = lambda cubin: SimpleNamespace(get_function=Function)
 
@@ -175,6 +191,7 @@ def test_runtime_runs_the_launch_table_on_emulated_kernels(
         onnx_model = transformer_encoder(seq=8, hidden=32, heads=2, ffn=64)
         g = fuse(frontend.import_model(onnx_model.SerializeToString()))
     artifact, plan = cuda_artifact(g, tmp_path / "m.tar.gz", "sm_80", build=False)
+    assert max(len(w) for w in plan.waves) > 1  # some wave runs kernels on several streams
     kernels = {k.symbol: (k.compute, k.tile) for k in plan.kernels}
     driver = _EmulatedDriver(EmulatedKernels(kernels, tmp_path))
     monkeypatch.setitem(sys.modules, "pycuda", types.ModuleType("pycuda"))
