@@ -108,7 +108,6 @@ class CudaExecutable:
             self._events = [drv.Event(drv.event_flags.DISABLE_TIMING) for _ in range(width)]
         finally:
             drv.Context.pop()
-        self._buffers = buffers
         self._lock = threading.Lock()  # one arena: runs of one executable take turns
 
     @property
@@ -145,7 +144,6 @@ class CudaExecutable:
             finally:
                 drv.Context.pop()
         return {s.name: a for s, a in zip(self._outputs, outputs, strict=True)}
-
 
     def _launch_waves(self) -> None:
         """Each wave's kernels on their own streams, each wave after the previous one."""
