@@ -49,6 +49,8 @@ _TRAINING = "training-mode semantics (random dropout, batch statistics) are out 
 _FP16 = ("float16 arithmetic: the IR rounds every intermediate to float16, the reference keeps wider "
          "intermediates in places, so a few elements differ by more than rtol 1e-3")
 _OPSET_1 = "opset 1 model; opsets below 7 are refused"
+_ROUNDOFF = ("the expected output holds float32 round-off (1.9e-7) where the exact value is 0; the direct "
+             "sum gives ~3e-15, which atol 1e-7 rejects")
 
 # test name -> why we do not pass it. Explicit: a candidate not listed here must pass,
 # and a listed one that starts passing must be removed (the conformance test checks both).
@@ -68,6 +70,8 @@ KNOWN_GAPS: dict[str, str] = {
     "test_not_2d": _OPSET_1,
     "test_not_3d": _OPSET_1,
     "test_not_4d": _OPSET_1,
+    "test_dft_inverse": _ROUNDOFF,
+    "test_dft_inverse_opset19": _ROUNDOFF,
 }
 
 

@@ -20,6 +20,7 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
     resize,
     scatter,
     sorting,
+    spectral,
 )
 from compiler.frontend.registry import LOWERINGS
 

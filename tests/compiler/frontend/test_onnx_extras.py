@@ -193,3 +193,16 @@ def test_if_inlines_a_constant_branch_or_selects(cond):
     if cond is not None:
         assert len(g.nodes) == 1
     check_model(model, feeds)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"onesided": 1}, {"inverse": 1}])
+def test_dft_against_numpy(attrs):
+    x = random((2, 8, 3, 2))
+    model = make_model([helper.make_node("DFT", ["x", "", "axis"], ["y"], **attrs)], {"x": x}, ["y"],
+                       {"axis": np.array(1, np.int64)}, opset=20)
+    got = run_graph(import_model(model), {"x": x})["y"]
+    signal = x[..., 0] + 1j * x[..., 1]
+    want = np.fft.ifft(signal, axis=1) if attrs.get("inverse") else np.fft.fft(signal, axis=1)
+    if attrs.get("onesided"):
+        want = want[:, :5]
+    np.testing.assert_allclose(got, np.stack([want.real, want.imag], -1), rtol=1e-5, atol=1e-5)
