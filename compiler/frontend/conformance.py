@@ -30,7 +30,7 @@ from compiler.frontend.dtypes import IR_ELEMENT_TYPES
 from compiler.frontend.importer import import_model
 from compiler.frontend.loader import DEFAULT_DOMAINS
 from compiler.frontend.ops import SUPPORTED_OPS
-from compiler.frontend.registry import DataDependentShapeError
+from compiler.frontend.specialize import element_types, specialize
 from compiler.ir.graph import Graph
 
 
@@ -127,50 +127,21 @@ def ops_of(model: ModelProto) -> set[str]:
     return {n.op_type if n.domain in DEFAULT_DOMAINS else f"{n.domain}:{n.op_type}" for n in model.graph.node}
 
 
-def _element_types(model: ModelProto) -> set[int]:
-    g = model.graph
-    types = {v.type.tensor_type.elem_type for v in (*g.input, *g.output)}
-    types |= {a.i for n in g.node if n.op_type == "Cast" for a in n.attribute if a.name == "to"}
-    return types
-
-
 def candidates() -> list[NodeCase]:
     """The node tests whose operators all have lowerings and whose element types the IR has."""
     return [c for c in node_cases()
-            if ops_of(c.model) <= SUPPORTED_OPS and _element_types(c.model) <= IR_ELEMENT_TYPES]
-
-
-def freeze_inputs(model: ModelProto, values: dict[str, np.ndarray]) -> ModelProto:
-    """A copy of `model` where the named inputs are initializers holding `values`."""
-    frozen = ModelProto()
-    frozen.CopyFrom(model)
-    frozen.graph.initializer.extend(numpy_helper.from_array(np.asarray(a), n) for n, a in values.items())
-    return frozen
+            if ops_of(c.model) <= SUPPORTED_OPS and element_types(c.model) <= IR_ELEMENT_TYPES]
 
 
 def bind_case(model: ModelProto, inputs: dict[str, np.ndarray]) -> tuple[Graph, dict[str, np.ndarray], bool]:
-    """Import a node test model; returns (graph, runtime inputs, whether inputs were frozen).
+    """Import a node test model; returns (graph, run-time inputs, whether inputs were frozen).
 
-    Node tests often pass shape-carrying tensors (Reshape's shape, Slice's
-    starts, Resize's scales) as graph inputs. A static-shape compiler needs
-    them as constants, so each input an import reports as deciding a shape is
-    frozen to the test's value and the import retried; when the culprit is
-    computed from inputs, the integer, boolean and scalar inputs are frozen.
+    Node tests often pass shape-deciding tensors (Reshape's shape, Slice's
+    starts, Resize's scales) as graph inputs; those are frozen to the test's
+    values (see `specialize`).
     """
-    frozen: dict[str, np.ndarray] = {}
-    while True:
-        try:
-            graph = import_model(freeze_inputs(model, frozen) if frozen else model)
-            return graph, {n: a for n, a in inputs.items() if n not in frozen}, bool(frozen)
-        except DataDependentShapeError as e:
-            if e.value is not None and e.value not in frozen:
-                frozen[e.value] = inputs[e.value]
-                continue
-            shape_like = {n: a for n, a in inputs.items()
-                          if np.asarray(a).dtype.kind in "iub" or np.asarray(a).ndim == 0}
-            if set(shape_like) <= set(frozen):
-                raise
-            frozen.update(shape_like)
+    graph, frozen = specialize(model, inputs, import_model)
+    return graph, {n: a for n, a in inputs.items() if n not in frozen}, bool(frozen)
 
 
 def check_case(case: NodeCase, run: Callable[[ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]) -> None:
