@@ -80,8 +80,7 @@ def lower_subgraph(b: Builder, graph: onnx.GraphProto, outer: dict[str, Value], 
     for init in graph.initializer:
         scope[init.name] = Value.of_array(tensor_array(init, f"initializer {shown(init.name)}"), name=init.name)
     for node in graph.node:
-        if node.op_type not in SUPPORTED_OPS or node.domain not in DEFAULT_DOMAINS:
-            raise UnsupportedOpError(shorten(node.op_type), shorten(node.name), "no lowering for this operator type")
+        _require_lowering(node, node, "no lowering for this operator type")
         missing = [i for i in node.input if i and i not in scope]
         if missing:
             raise ModelError(f"node {shown(node.name)} in a subgraph reads {shown(missing[0])}, which is not defined")
@@ -97,10 +96,25 @@ def lower_function(b: Builder, node: NodeProto, values: dict[str, Value], opset:
         raise UnsupportedOpError(shorten(node.op_type), shorten(node.name),
                                  f"cannot instantiate its function body: {shorten(str(e))}") from None
     for inner in body:
-        if inner.op_type not in SUPPORTED_OPS or inner.domain not in DEFAULT_DOMAINS:
-            raise UnsupportedOpError(shorten(node.op_type), shorten(node.name),
-                                     f"its function body uses {shorten(inner.op_type)}, which has no lowering")
+        _require_lowering(inner, node, f"its function body uses {shorten(inner.op_type)}, which has no lowering")
         lower_node(b, inner, values, body_opset)
+
+
+def _require_lowering(node: NodeProto, blamed: NodeProto, why: str) -> None:
+    """UnsupportedOpError naming `blamed` when `node` (met inside it) has no lowering."""
+    if node.op_type not in SUPPORTED_OPS or node.domain not in DEFAULT_DOMAINS:
+        raise UnsupportedOpError(shorten(blamed.op_type), shorten(blamed.name), why)
+
+
+def names_read(nodes: Sequence[NodeProto]) -> set[str]:
+    """Every value name the nodes read, inside their subgraphs (If branches) too."""
+    out: set[str] = set()
+    for n in nodes:
+        out.update(n.input)
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                out |= names_read(g.node) | {o.name for o in g.output}
+    return out
 
 
 def bind_outputs(b: Builder, names: Sequence[str], values: Mapping[str, Value]) -> None:
@@ -146,7 +160,7 @@ def import_model(
         t = b.graph.new_tensor(bound.shape, bound.dtype, TensorKind.INPUT, name=bound.name)
         b.graph.inputs.append(t.id)
         values[bound.name] = Value(t.shape, t.dtype, tid=t.id, name=bound.name)
-    used = {i for n in screened.nodes for i in n.input} | {o.name for o in g.output}
+    used = names_read(screened.nodes) | {o.name for o in g.output}
     for init in g.initializer:
         if init.name in used:
             values[init.name] = Value.of_array(tensor_array(init, f"initializer {shown(init.name)}"),

@@ -175,12 +175,12 @@ def test_col2im():
 
 def _if_model(cond_value=None):
     x = random((2, 3))
-    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+    then = helper.make_graph([helper.make_node("Add", ["x", "w"], ["t"])], "then", [],  # w: an outer weight
                              [helper.make_tensor_value_info("t", 1, [2, 3])])
     other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
                               [helper.make_tensor_value_info("e", 1, [2, 3])])
     nodes = [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
-    weights = {} if cond_value is None else {"c": np.array(cond_value)}
+    weights = {"w": random((3,), seed=5)} | ({} if cond_value is None else {"c": np.array(cond_value)})
     inputs = {"x": x} if cond_value is not None else {"x": x, "c": np.array(False)}
     return make_model(nodes, inputs, ["y"], weights), inputs
 
