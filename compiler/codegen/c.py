@@ -50,8 +50,10 @@ from compiler.schedule.plan import TileConfig
 
 # Below this many scalar ops a kernel runs on the calling thread alone.
 PARALLEL_MIN_FLOPS = 1 << 17
-# A tile's partial sums between reduce chunks live on the stack; keep that small.
-MAX_TILE_ACC_BYTES = 64 << 10
+# A tile's partial sums between reduce chunks live on the stack (threads have MBs).
+MAX_TILE_ACC_BYTES = 256 << 10
+# Shorter chunks cost more in saving and restoring partial sums than they save.
+MIN_REDUCE_CHUNK = 64
 MAX_UNROLLED_ROWS = 32
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
@@ -87,9 +89,10 @@ def _check(compute: Compute, tile: TileConfig, symbol: str) -> _Shape:
     block = [max(1, min(b, e)) for b, e in zip(tile.block, ext, strict=True)]
     thread = [max(1, min(u, b)) for u, b in zip(tile.thread, block, strict=True)]
     chunk = 0
-    if compute.reduce_axes and 0 < tile.reduce_step[0] < compute.reduce_axes[0].extent:
+    if compute.reduce_axes and tile.reduce_step[0] > 0:
+        step = max(tile.reduce_step[0], MIN_REDUCE_CHUNK)
         fits = math.prod(block) * dtype(compute.acc_dtype).nbytes <= MAX_TILE_ACC_BYTES
-        chunk = tile.reduce_step[0] if fits else 0
+        chunk = step if fits and step < compute.reduce_axes[0].extent else 0
     return _Shape(ext, block, thread, max(1, tile.vector), chunk)
 
 

@@ -47,6 +47,19 @@ def matmul(m: int, n: int, k: int, dt: str = "float32") -> Compute:
                    axes(k, prefix="r"), "sum", label="MatMul")
 
 
+def linear_relu(m: int, n: int, k: int) -> Compute:
+    """relu(x @ w + b): an epilogue reading an input in `post`."""
+    post = call("max", Var("acc", "float32") + Load(2, (i1,), "float32"), 0.0)
+    return Compute(axes(m, n), Load(0, (i0, r0), "float32") * Load(1, (r0, i1), "float32"),
+                   (TensorType((m, k), "float32"), TensorType((k, n), "float32"), TensorType((n,), "float32")),
+                   "float32", axes(k, prefix="r"), "sum", post, "MatMul+Add+Relu")
+
+
+def column_max(rows: int, cols: int) -> Compute:
+    return Compute(axes(cols), Load(0, (r0, i0), "float32"), (TensorType((rows, cols), "float32"),),
+                   "float32", axes(rows, prefix="r"), "max")
+
+
 def batched_matmul_broadcast() -> Compute:
     # A (2,1,5,7) @ B (3,7,9) -> (2,3,5,9)
     body = Load(0, (i0, te.const(0, "int64"), i2, r0), "float32") * Load(1, (i1, r0, i3), "float32")
@@ -220,6 +233,13 @@ def _int_pairs() -> list[np.ndarray]:
     return [a, b]
 
 
+def _column_nan() -> list[np.ndarray]:
+    x = rand((100, 37))
+    x[80, 3] = np.nan  # in the second chunk
+    x[5, 4] = np.nan  # in the first
+    return [x]
+
+
 def _gather_inputs() -> list[np.ndarray]:
     return [rand((7, 5)), np.array([0, -1, 6, -7], np.int64)]
 
@@ -227,7 +247,9 @@ def _gather_inputs() -> list[np.ndarray]:
 CASES: dict[str, Case] = {
     "matmul_remainder": _case(matmul(37, 45, 29), TileConfig((16, 32), (6, 16), (29,), 8)),
     "matmul_default_tile": _case(matmul(64, 96, 80)),
-    "matmul_reduce_chunks": _case(matmul(37, 45, 29), TileConfig((16, 32), (6, 16), (8,), 8)),
+    "matmul_reduce_chunks": _case(matmul(37, 45, 150), TileConfig((16, 32), (6, 16), (64,), 8)),
+    "linear_relu_reduce_chunks": _case(linear_relu(21, 19, 131), TileConfig((8, 19), (4, 16), (64,), 8)),
+    "column_max_reduce_chunks": _case(column_max(100, 37), TileConfig((37,), (16,), (70,), 8), _column_nan),
     "matmul_float64": _case(matmul(20, 19, 33, "float64")),
     "batched_matmul_broadcast": _case(batched_matmul_broadcast()),
     "conv2d_stride_dilation_pad": _case(conv2d(2, 2, 1)),
@@ -237,8 +259,6 @@ CASES: dict[str, Case] = {
     "conv2d_strided_cuts": _case(conv2d(2, 2, 2, 9, 45), TileConfig((1, 4, 4, 21), (1, 2, 1, 10), (3, 3, 3), 8)),
     "depthwise": _case(depthwise()),
     "maxpool_inf_pad": _case(maxpool()),
-    "maxpool_reduce_chunks": _case(maxpool(), TileConfig((1, 2, 4, 5), (1, 1, 2, 4), (2, 3), 8)),
-    "conv2d_reduce_chunks_post": _case(conv2d(1, 1, 1), TileConfig((1, 4, 4, 10), (1, 2, 1, 8), (2, 3, 3), 8)),
     "softmax_max": _case(row_reduce("max", 5, 67)),
     "softmax_exp_sum": _case(softmax_exp_sum(5, 67), None, _softmax_sum_inputs),
     "softmax_divide": _case(softmax_divide(5, 67), None, _softmax_div_inputs),
