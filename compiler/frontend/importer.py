@@ -18,7 +18,7 @@ from compiler.frontend.exprs import elementwise
 from compiler.frontend.functions import expand
 from compiler.frontend.fusion import fold_batchnorm_into_conv
 from compiler.frontend.limits import Limits
-from compiler.frontend.loader import DEFAULT_DOMAINS, ModelSource, read_model
+from compiler.frontend.loader import DEFAULT_DOMAINS, ModelSource, all_nodes, read_model, subgraphs
 from compiler.frontend.model_info import screen
 from compiler.frontend.names import shorten, shown
 from compiler.frontend.ops import LOWERINGS, SUPPORTED_OPS
@@ -109,11 +109,10 @@ def _require_lowering(node: NodeProto, blamed: NodeProto, why: str) -> None:
 def names_read(nodes: Sequence[NodeProto]) -> set[str]:
     """Every value name the nodes read, inside their subgraphs (If branches) too."""
     out: set[str] = set()
-    for n in nodes:
+    for n in all_nodes(nodes):
         out.update(n.input)
-        for a in n.attribute:
-            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-                out |= names_read(g.node) | {o.name for o in g.output}
+        for g in subgraphs(n):
+            out.update(o.name for o in g.output)
     return out
 
 

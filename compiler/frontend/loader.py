@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import onnx
@@ -138,9 +138,25 @@ def check_payloads(model: ModelProto, limits: Limits) -> int:
     return total
 
 
+def subgraphs(node: NodeProto) -> Iterator[onnx.GraphProto]:
+    """The graphs held in a node's attributes (If branches, loop bodies)."""
+    for a in node.attribute:
+        if a.HasField("g"):
+            yield a.g
+        yield from a.graphs
+
+
+def all_nodes(nodes: Iterable[NodeProto]) -> Iterator[NodeProto]:
+    """The nodes and, recursively, those of their subgraphs."""
+    for n in nodes:
+        yield n
+        for g in subgraphs(n):
+            yield from all_nodes(g.node)
+
+
 def check_ops(model: ModelProto, supported: frozenset[str], limits: Limits) -> None:
-    """Refuse too many nodes, foreign domains and op types without a lowering."""
-    nodes = model.graph.node
+    """Refuse too many nodes, foreign domains and op types without a lowering (subgraphs included)."""
+    nodes = list(all_nodes(model.graph.node))
     if len(nodes) > limits.max_nodes:
         raise ModelError(f"the model has {len(nodes)} nodes, over the limit of {limits.max_nodes}")
     for n in nodes:

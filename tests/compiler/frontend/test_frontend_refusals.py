@@ -153,3 +153,13 @@ def test_opset_out_of_range():
     model = relu_model()
     model.opset_import[0].version = 5
     assert "opset 5" in both(model)
+
+
+def test_unknown_op_inside_a_branch_is_refused_up_front():
+    branch = helper.make_graph([helper.make_node("FancyOp", ["x"], ["t"], name="deep")], "b", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)
+    model = make_model([node], {"x": np.zeros(2, np.float32), "c": np.array(True)}, ["y"])
+    with pytest.raises(UnsupportedOpError) as e:
+        inspect_model(model.SerializeToString())
+    assert e.value.op == "FancyOp" and e.value.node == "deep"
