@@ -106,7 +106,7 @@ class OpContext:
     def ints_from(self, attr: str, i: int, what: str) -> list[int] | None:
         """A list of ints given either as attribute `attr` (older opsets) or as constant input `i`."""
         if attr in self.attrs:
-            return [int(x) for x in self.attrs[attr]]
+            return [int(x) for x in np.asarray(self.attrs[attr]).reshape(-1)]
         arr = self.const_input(i, what)
         return None if arr is None else [int(x) for x in np.asarray(arr).reshape(-1)]
 

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.ir.te import call, select
@@ -13,7 +11,10 @@ from compiler.ir.te import call, select
 @lowering("TopK")
 def top_k(cx: OpContext) -> Outputs:
     x = cx.input(0)
-    k = int(np.asarray(cx.const_input(1, "K")).reshape(-1)[0])
+    given = cx.ints_from("k", 1, "K")  # an attribute before opset 10
+    if not given:
+        raise cx.error("K is missing")
+    k = given[0]
     axis = cx.axis(cx.attr("axis", -1), x.rank)
     n = x.shape[axis]
     if not 0 <= k <= n:

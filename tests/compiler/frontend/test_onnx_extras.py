@@ -206,3 +206,7 @@ def test_dft_against_numpy(attrs):
     if attrs.get("onesided"):
         want = want[:, :5]
     np.testing.assert_allclose(got, np.stack([want.real, want.imag], -1), rtol=1e-5, atol=1e-5)
+
+
+def test_top_k_attribute_form():
+    check_op("TopK", {"x": random((3, 6))}, outputs=2, opset=9, k=2)
