@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# Runs the whole suite. Tests that need a GPU, PostgreSQL/Redis or a browser
-# skip with a reason where those are missing. pytest's exit 5 ("no tests
-# collected") is an error here: a green run must have run tests.
+# Runs the whole suite in two pytest runs: everything but the ONNX node suite,
+# then the node suite on every core (pytest-xdist; each of its tests is an
+# independent small compile). Tests that need a GPU, PostgreSQL/Redis or a
+# browser skip with a reason where those are missing. pytest's exit 5
+# ("no tests collected") is an error here: a green run must have run tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 mkdir -p test-artifacts
-$PY -m pytest -q -rs --durations=15 --junitxml=test-artifacts/junit.xml "$@" tests
-rc=$?
-if [ "$rc" -eq 5 ]; then
-    echo "tests/run.sh: pytest collected no tests" >&2
-    exit 1
-fi
-exit "$rc"
+
+check() {  # check RC WHAT
+    if [ "$1" -eq 5 ]; then
+        echo "tests/run.sh: $2 collected no tests" >&2
+        return 1
+    fi
+    return "$1"
+}
+
+$PY -m pytest -q -rs --durations=15 --junitxml=test-artifacts/junit.xml \
+    --ignore=tests/compiler/conformance "$@" tests
+main=$?
+$PY -m pytest -q -n "${TILEFORGE_TEST_JOBS:-$(nproc)}" -p no:cacheprovider \
+    --junitxml=test-artifacts/conformance.xml tests/compiler/conformance
+conformance=$?
+check "$main" "the main suite"; main=$?
+check "$conformance" "the node suite"; conformance=$?
+[ "$main" -eq 0 ] && [ "$conformance" -eq 0 ]
