@@ -78,3 +78,27 @@ def test_transformer_block():
     x = np.random.default_rng(3).standard_normal((2, 5, 16)).astype(np.float32)
     g = import_model(model, input_shapes={"x": [2, 5, 16]})
     assert_matches(run_graph(g, {"x": x})["y"], run_ort(model, {"x": x})["y"])
+
+
+def test_opset_7_model():
+    rng = np.random.default_rng(4)
+    inits = [_init(rng, "w", (4, 3, 3, 3)), numpy_helper.from_array(np.ones(4, np.float32), "s"),
+             _init(rng, "b", (4,)), _init(rng, "m", (4,)), numpy_helper.from_array(np.full(4, 2.0, np.float32), "v"),
+             _init(rng, "fc", (4 * 4 * 4, 5)), _init(rng, "fcb", (5,))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["n"], spatial=1),
+             helper.make_node("Relu", ["n"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc", "fcb"], ["g"]),
+             helper.make_node("Softmax", ["g"], ["y"])]
+    # IR version 3: initializers are listed as graph inputs too; they stay weights
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])]
+    inputs += [helper.make_tensor_value_info(t.name, TensorProto.FLOAT, list(t.dims)) for t in inits]
+    graph = helper.make_graph(nodes, "old", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 7)], ir_version=3)
+    x = np.random.default_rng(5).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    g = import_model(model)
+    assert [g.tensors[t].name for t in g.inputs] == ["x"]
+    assert_matches(run_graph(g, {"x": x})["y"], run_ort(model, {"x": x})["y"])
