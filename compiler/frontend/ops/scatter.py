@@ -14,7 +14,8 @@ from compiler.frontend.exprs import clamp, compute, idx, load, out_index, reduce
 from compiler.frontend.ops.movement import element_index
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
-from compiler.ir.te import ACC, INIT, Expr, Var, call, select
+from compiler.ir.dtypes import INDEX
+from compiler.ir.te import ACC, INIT, Expr, Var, call, cast, select
 
 # reduction -> (TE reduce op, how the reduced updates combine with the original element)
 _COMBINE: dict[str, tuple[str, Callable[[Expr, Expr], Expr]]] = {
@@ -92,3 +93,22 @@ def scatter_nd(cx: OpContext) -> Outputs:
 
     return [_scatter(cx, data, [data, ind, upd], lead or [1], lands,
                      lambda i, j: load(2, upd, [*(j if lead else []), *i[k:]]))]
+
+
+@lowering("TensorScatter")
+def tensor_scatter(cx: OpContext) -> Outputs:
+    """A KV-cache write: update's rows land at write_indices[batch] (+ row), modulo the cache in circular mode."""
+    past, upd, where = cx.input(0), cx.input(1), cx.optional(2)
+    axis = cx.axis(cx.attr("axis", -2), past.rank)
+    if upd.rank != past.rank or any(upd.shape[d] != past.shape[d] for d in range(past.rank) if d != axis):
+        raise cx.error(f"update {list(upd.shape)} does not fit the cache {list(past.shape)}")
+    length, rows = past.shape[axis], upd.shape[axis]
+    i = out_index(past.rank)
+    inputs = [past, upd, *([where] if where is not None else [])]
+    start = cast(load(2, where, [i[0]]), INDEX) if where is not None else idx(0)
+    row = i[axis] - start
+    if cx.attr("mode", "linear") == "circular":
+        row = call("floormod", row, idx(length))
+    inside = call("and", call("ge", row, idx(0)), call("lt", row, idx(rows)))
+    new = load(1, upd, [*i[:axis], clamp(row, 0, rows - 1), *i[axis + 1:]])
+    return [cx.emit(compute(past.shape, select(inside, new, load(0, past, i)), inputs), inputs)]
