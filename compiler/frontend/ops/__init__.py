@@ -18,6 +18,7 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
     recurrent,
     reduction,
     resize,
+    roi_align,
     scatter,
     sorting,
     spectral,

@@ -210,3 +210,12 @@ def test_dft_against_numpy(attrs):
 
 def test_top_k_attribute_form():
     check_op("TopK", {"x": random((3, 6))}, outputs=2, opset=9, k=2)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("coords", ["half_pixel", "output_half_pixel"])
+def test_roi_align(mode, coords):
+    rois = np.array([[0.5, 1.0, 6.0, 7.5], [2.0, 0.0, 9.5, 4.0], [-1.0, -1.0, 3.0, 12.0]], np.float32)
+    check_op("RoiAlign", {"x": random((2, 3, 8, 10))}, {"rois": rois, "b": np.array([0, 1, 1], np.int64)},
+             opset=16, mode=mode, coordinate_transformation_mode=coords, output_height=3, output_width=4,
+             sampling_ratio=2, spatial_scale=0.9)
