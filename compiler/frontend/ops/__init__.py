@@ -5,6 +5,7 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
     constants,
     contraction,
     control,
+    deform,
     einsum,
     elementwise,
     grid_sample,

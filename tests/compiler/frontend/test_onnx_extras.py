@@ -219,3 +219,11 @@ def test_roi_align(mode, coords):
     check_op("RoiAlign", {"x": random((2, 3, 8, 10))}, {"rois": rois, "b": np.array([0, 1, 1], np.int64)},
              opset=16, mode=mode, coordinate_transformation_mode=coords, output_height=3, output_width=4,
              sampling_ratio=2, spatial_scale=0.9)
+
+
+def test_deform_conv():
+    x, w = random((1, 4, 6, 6)), random((6, 2, 3, 3), seed=1)
+    offsets = random((1, 2 * 9 * 2, 4, 4), seed=2, low=-1.5, high=1.5)
+    mask = random((1, 2 * 9, 4, 4), seed=3, low=0, high=1)
+    check_op("DeformConv", {"x": x, "o": offsets}, {"w": w, "b": random((6,), seed=4), "m": mask},
+             input_order=["x", "w", "o", "b", "m"], opset=19, group=2, offset_group=2)
