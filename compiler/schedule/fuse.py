@@ -128,10 +128,16 @@ def _inline(consumer: Node, slot: int, producer: Node) -> tuple[Compute, tuple[i
 
 
 def _reads_at_own_index(c: Compute, slot: int) -> bool:
-    """Every load of `slot` in c's body indexes with exactly c's axes, in order."""
-    own = tuple(Var(a.name) for a in c.axes)
+    """Every load of `slot` in c's body indexes with exactly c's axes, in order
+    (an extent-1 axis may be indexed by the constant 0)."""
     loads = [x for x in walk(c.body) if isinstance(x, Load) and x.input == slot]
-    return bool(loads) and all(ld.indices == own and ld.pad is None for ld in loads)
+    return bool(loads) and all(ld.pad is None and len(ld.indices) == len(c.axes) and all(
+        i == Var(a.name) or (a.extent == 1 and isinstance(i, Const) and i.value == 0)
+        for i, a in zip(ld.indices, c.axes, strict=True)) for ld in loads)
+
+
+def _padded_reads(c: Compute, slot: int) -> bool:
+    return any(isinstance(x, Load) and x.input == slot and x.pad is not None for x in walk(c.body))
 
 
 def _epilogue(producer: Node, consumer: Node, slot: int) -> tuple[Compute, tuple[int, ...]]:
@@ -210,7 +216,9 @@ def _try_connect(p: Node, n: Node, slot: int) -> tuple[Compute, tuple[int, ...]]
     """The fused (Compute, input ids) for edge p -> n through n's input `slot`, or None."""
     pc, nc = p.compute, n.compute
     if not pc.is_reduction:
-        if nc.is_reduction and not _is_cheap(pc):
+        # Into a reduction only cheap producers, and not through padded reads: the pad
+        # would become a select around the value that hides the padding-free interior.
+        if nc.is_reduction and (not _is_cheap(pc) or _padded_reads(nc, slot)):
             return None
         if pc.dtype != nc.inputs[slot].dtype:
             return None
