@@ -1,0 +1,82 @@
+"""Register-level connection: fewer kernels, identical results."""
+
+import copy
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.frontend import import_model
+from compiler.ir.graph_interp import run_graph
+from compiler.schedule.fuse import fuse
+
+
+def model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+                          [numpy_helper.from_array(v, k) for k, v in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def fused_and_checked(m: onnx.ModelProto):
+    graph = import_model(m.SerializeToString())
+    rng = np.random.default_rng(0)
+    feeds = {graph.tensors[t].name: rng.standard_normal(graph.tensors[t].shape).astype(np.float32)
+             for t in graph.inputs}
+    before = run_graph(copy.deepcopy(graph), feeds)
+    fuse(graph)
+    after = run_graph(graph, feeds)
+    for name, ref in before.items():
+        np.testing.assert_allclose(after[name], ref, rtol=1e-5, atol=1e-6)
+    return graph
+
+
+W = np.random.default_rng(1).standard_normal((16, 8)).astype(np.float32)
+B = np.random.default_rng(2).standard_normal((8,)).astype(np.float32)
+
+
+def test_matmul_bias_activation_become_one_kernel_with_an_epilogue():
+    m = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["a"]),
+               helper.make_node("Relu", ["a"], ["y"])], [("x", [4, 16])], ["y"], [("w", W), ("b", B)])
+    g = fused_and_checked(m)
+    assert len(g.nodes) == 1
+    (node,) = g.nodes
+    assert node.compute.is_reduction and node.compute.post is not None
+    assert node.compute.label == "MatMul+Add+Relu"
+
+
+def test_elementwise_chain_is_one_kernel():
+    m = model([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["m"]),
+               helper.make_node("Tanh", ["m"], ["y"])], [("x", [3, 5])], ["y"])
+    assert len(fused_and_checked(m).nodes) == 1
+
+
+def test_value_read_twice_by_different_kernels_is_computed_once():
+    m = model([helper.make_node("Exp", ["x"], ["e"]), helper.make_node("ReduceSum", ["e"], ["s"], keepdims=1),
+               helper.make_node("Div", ["e", "s"], ["y"])], [("x", [3, 5])], ["y"])
+    g = fused_and_checked(m)
+    exp_nodes = [n for n in g.nodes if n.op == "Exp"]
+    assert len(exp_nodes) == 1  # read by the sum and by the division: kept in memory
+
+
+def test_conv_relu_is_an_epilogue_and_padded_reads_are_not_inlined():
+    w = np.random.default_rng(3).standard_normal((4, 4, 3, 3)).astype(np.float32)
+    m = model([helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+               helper.make_node("Relu", ["c1"], ["r1"]),
+               helper.make_node("Abs", ["r1"], ["a"]),
+               helper.make_node("Conv", ["a", "w2"], ["y"], pads=[1, 1, 1, 1])],
+              [("x", [1, 4, 6, 6])], ["y"], [("w1", w), ("w2", w)])
+    g = fused_and_checked(m)
+    labels = [n.compute.label for n in g.nodes]
+    assert labels[0].startswith("Conv+Relu")
+    assert all("Abs+Conv" not in lb for lb in labels)  # Abs not inlined through the padding
+
+
+def test_graph_outputs_are_never_fused_away():
+    m = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])],
+              [("x", [2, 3])], ["r", "y"])
+    g = fused_and_checked(m)
+    assert {g.tensors[t].name for t in g.outputs} == {"r", "y"}
+    assert len(g.nodes) == 2
