@@ -13,9 +13,8 @@ from compiler.frontend.dtypes import onnx_elem_type
 from compiler.frontend.loader import DEFAULT_DOMAINS
 from compiler.frontend.values import Value
 
-# Function-defined ops not expanded: random sampling, sequence types, and a body
-# (context-dependent, so not checkable up front) that loops with Scan.
-_EXCLUDED = frozenset({"Bernoulli", "SequenceMap", "LinearAttention"})
+# Function-defined ops not expanded: random sampling and sequence types.
+_EXCLUDED = frozenset({"Bernoulli", "SequenceMap"})
 
 _fresh = itertools.count()
 

@@ -57,7 +57,7 @@ def lower_node(b: Builder, node: NodeProto, values: dict[str, Value], opset: int
     b.op, b.node_name = node.op_type, node.name
     cx = OpContext(b, node.op_type, node.name, [values[i] if i else None for i in node.input],
                    attributes(node), len(node.output), opset,
-                   lambda graph: lower_subgraph(b, graph, values, opset))
+                   lambda graph, inputs: lower_subgraph(b, graph, values, opset, inputs))
     try:
         outs = LOWERINGS[node.op_type](cx)
     except TileforgeError:
@@ -74,9 +74,14 @@ def lower_node(b: Builder, node: NodeProto, values: dict[str, Value], opset: int
         values[name] = v
 
 
-def lower_subgraph(b: Builder, graph: onnx.GraphProto, outer: dict[str, Value], opset: int) -> list[Value]:
-    """Lower a subgraph (an If branch) that sees the outer scope; returns its outputs' values."""
+def lower_subgraph(b: Builder, graph: onnx.GraphProto, outer: dict[str, Value], opset: int,
+                   inputs: Sequence[Value] = ()) -> list[Value]:
+    """Lower a subgraph (If branch, loop body) that sees the outer scope, its inputs bound to
+    `inputs`; returns its outputs' values."""
+    if len(inputs) != len(graph.input):
+        raise ModelError(f"a subgraph takes {len(graph.input)} inputs, the node gives {len(inputs)}")
     scope = dict(outer)  # names the subgraph defines stay inside it
+    scope.update((vi.name, v) for vi, v in zip(graph.input, inputs, strict=True))
     for init in graph.initializer:
         scope[init.name] = Value.of_array(tensor_array(init, f"initializer {shown(init.name)}"), name=init.name)
     for node in graph.node:

@@ -59,7 +59,7 @@ class OpContext:
         attrs: dict[str, Any],
         num_outputs: int,
         opset: int,
-        lower_graph: Callable[[GraphProto], list[Value]] | None = None,
+        lower_graph: Callable[[GraphProto, Sequence[Value]], list[Value]] | None = None,
     ) -> None:
         self.builder = builder
         self.op = op
@@ -133,8 +133,9 @@ class OpContext:
     def constant(self, array: np.ndarray) -> Value:
         return Value.of_array(array)
 
-    def lower_graph(self, graph: GraphProto) -> list[Value]:
-        """Lower a subgraph attribute (a branch of If) in this node's scope; its outputs' values."""
+    def lower_graph(self, graph: GraphProto, inputs: Sequence[Value] = ()) -> list[Value]:
+        """Lower a subgraph attribute (If branch, loop body) in this node's scope, its inputs bound
+        to `inputs`; returns its outputs' values."""
         if self._lower_graph is None:
             raise self.unsupported("subgraphs are not available here")
-        return self._lower_graph(graph)
+        return self._lower_graph(graph, inputs)

@@ -227,3 +227,24 @@ def test_deform_conv():
     mask = random((1, 2 * 9, 4, 4), seed=3, low=0, high=1)
     check_op("DeformConv", {"x": x, "o": offsets}, {"w": w, "b": random((6,), seed=4), "m": mask},
              input_order=["x", "w", "o", "b", "m"], opset=19, group=2, offset_group=2)
+
+
+def test_scan_unrolls_a_running_sum():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["y_t"])],
+        "body", [helper.make_tensor_value_info("s_in", 1, [3]), helper.make_tensor_value_info("x_t", 1, [3])],
+        [helper.make_tensor_value_info("s_out", 1, [3]), helper.make_tensor_value_info("y_t", 1, [3])])
+    check_op("Scan", {"s": random((3,)), "x": random((4, 3), seed=1)}, outputs=2, opset=11, body=body,
+             num_scan_inputs=1, scan_input_directions=[1])
+
+
+def test_loop_with_constant_trip_count():
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Mul", ["v_in", "w"], ["v_out"]),
+         helper.make_node("Cast", ["i"], ["i_f"], to=1), helper.make_node("Add", ["v_out", "i_f"], ["scan_t"])],
+        "body", [helper.make_tensor_value_info("i", 7, []), helper.make_tensor_value_info("c_in", 9, []),
+                 helper.make_tensor_value_info("v_in", 1, [2])],
+        [helper.make_tensor_value_info("c_out", 9, []), helper.make_tensor_value_info("v_out", 1, [2]),
+         helper.make_tensor_value_info("scan_t", 1, [2])])
+    check_op("Loop", {"v": random((2,))}, {"n": np.array(3, np.int64), "c": np.array(True), "w": random((2,), seed=1)},
+             input_order=["n", "c", "v"], outputs=2, opset=13, body=body)
