@@ -22,10 +22,6 @@ def reduce_axes(extents: Sequence[int]) -> tuple[Axis, ...]:
     return tuple(Axis(f"r{d}", int(n)) for d, n in enumerate(extents))
 
 
-def axis_vars(axes: Sequence[Axis]) -> list[Expr]:
-    return [Var(a.name) for a in axes]
-
-
 def tensor_type(v: Value) -> TensorType:
     return TensorType(v.shape, v.dtype)
 
