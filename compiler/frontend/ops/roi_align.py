@@ -6,7 +6,7 @@ bilinear corners per dim; the region's corners are read from `rois` at run time.
 
 from __future__ import annotations
 
-from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
+from compiler.frontend.exprs import clamp, compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.movement import element_index
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.ir.dtypes import INDEX, dtype
@@ -30,7 +30,7 @@ def _axis_sample(rois_at, lo_col: int, hi_col: int, scale: float, offset: float,
     frac = select(at_end, scalar(0.0, pos), pos - cast(low, "float32"))
     weight = select(call("eq", corner, idx(0)), scalar(1.0, frac) - frac, frac)
     index = select(call("and", call("eq", corner, idx(1)), call("not", at_end)), low + idx(1), low)
-    return inside, weight, index
+    return inside, weight, clamp(index, 0, size - 1)  # NaN coordinates must not read out of bounds
 
 
 @lowering("RoiAlign")

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index
+from compiler.frontend.exprs import clamp, compute, idx, load, out_index, reduce_index
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.ir.te import call, select
 
@@ -30,6 +30,7 @@ def top_k(cx: OpContext) -> Outputs:
     shape = (*x.shape[:axis], k, *x.shape[axis + 1:])
     position = select(call("eq", load(0, rank, other), i[axis]), r, idx(0))
     indices = cx.emit(compute(shape, position, [rank], reduce=[n], reduce_op="sum"), [rank])
-    values = cx.emit(compute(shape, load(0, x, [*i[:axis], load(1, indices, i), *i[axis + 1:]]), [x, indices]),
-                     [x, indices])
+    # clamped: with NaNs the ranks are no permutation, and a kernel must never read out of bounds
+    at = [*i[:axis], clamp(load(1, indices, i), 0, n - 1), *i[axis + 1:]]
+    values = cx.emit(compute(shape, load(0, x, at), [x, indices]), [x, indices])
     return [values, indices]
