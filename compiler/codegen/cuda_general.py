@@ -87,7 +87,7 @@ def render_general(c: Compute, g: GeneralGeometry, symbol: str) -> str:
     tiles = g.tiles(c)
     rank = len(c.axes)
     lines = [signature(c, symbol, nthreads) + " {"]
-    lines += decompose("(int)threadIdx.x", [f"th{d}" for d in range(rank)], g.threads, "  ", "int")
+    lines += decompose("threadIdx.x", [f"th{d}" for d in range(rank)], g.threads, "  ")
     lines.append(f"  for (long long tile = blockIdx.x; tile < {math.prod(tiles)}LL; "
                  "tile += gridDim.x) {")
     lines += decompose("tile", [f"bk{d}" for d in range(rank)], tiles, ind)

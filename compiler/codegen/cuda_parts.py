@@ -8,6 +8,7 @@ names reaches the source.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 
 from compiler.codegen import cexpr
@@ -19,6 +20,9 @@ from compiler.ir.te import ACC, INIT, Compute
 MAX_GRID = 1 << 20
 MAX_THREADS = 1024
 WARP = 32
+# Index spaces up to this size are split in 32-bit arithmetic; the margin covers
+# the few rows past the end that a last block may compute and discard.
+INT_INDEX_LIMIT = 1 << 30
 
 
 def signature(c: Compute, symbol: str, threads: int) -> str:
@@ -30,16 +34,25 @@ def signature(c: Compute, symbol: str, threads: int) -> str:
             f"{symbol}({', '.join(params)})")
 
 
-def decompose(flat: str, names: Sequence[str], extents: Sequence[int], indent: str,
-              ctype: str = "long long") -> list[str]:
-    """Statements splitting row-major index `flat` into one value per axis (innermost fastest)."""
+def decompose(flat: str, names: Sequence[str], extents: Sequence[int], indent: str) -> list[str]:
+    """Statements splitting row-major index `flat` into one value per axis (innermost fastest).
+
+    In 32-bit arithmetic when the index space is far below 2^31 (a GPU divides
+    64-bit integers with a long instruction sequence), else in 64-bit.
+    """
+    if not names:
+        return []
+    small = math.prod(extents) <= INT_INDEX_LIMIT
+    ctype = "int" if small else "long long"
     lines, rest = [], flat
+    if small:
+        rest = f"{names[-1]}_f"
+        lines.append(f"{indent}const int {rest} = (int)({flat});")
     for d in reversed(range(1, len(names))):
         lines.append(f"{indent}const {ctype} {names[d]} = {rest} % {extents[d]};")
         lines.append(f"{indent}const {ctype} {names[d]}_q = {rest} / {extents[d]};")
         rest = f"{names[d]}_q"
-    if names:
-        lines.append(f"{indent}const {ctype} {names[0]} = {rest};")
+    lines.append(f"{indent}const {ctype} {names[0]} = {rest};")
     return lines
 
 

@@ -15,7 +15,7 @@ from test_c_kernels import conv2d, depthwise, matmul, maxpool, row_reduce
 
 from compiler.codegen.cuda import kernel_shape, launch_dims, render_kernel
 from compiler.codegen.cuda_contraction import SMEM_LIMIT, GemmGeometry
-from compiler.codegen.cuda_parts import MAX_GRID, MAX_THREADS
+from compiler.codegen.cuda_parts import MAX_GRID, MAX_THREADS, decompose
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var
 from compiler.schedule.plan import TileConfig
@@ -120,3 +120,10 @@ def test_bad_symbol_or_tile_is_refused() -> None:
         render_kernel(c, TileConfig((4,), (1,), (4,)), "k")
     with pytest.raises(ValueError, match="positive"):
         launch_dims(c, TileConfig((4, 0), (1, 1), (4,)))
+
+
+def test_index_splitting_is_32_bit_only_where_it_cannot_overflow() -> None:
+    small = "\n".join(decompose("flat", ["a", "b"], [1000, 1000], ""))
+    big = "\n".join(decompose("flat", ["a", "b"], [1 << 20, 1 << 20], ""))
+    assert "const int b = b_f % 1000;" in small and "long long" not in small
+    assert "const long long b = flat % 1048576;" in big and "int " not in big
