@@ -2,16 +2,15 @@
 
 Never through a shell; in a fresh temporary folder that holds only the files
 the command needs; with a wall-clock timeout (the whole process group is
-killed, so cc1 / cicc children do not linger), an address-space limit, a
-cap on file sizes and captured output, and a minimal environment. Every
-failure becomes a `BuildError` whose message is the tool's own (truncated)
-complaint, never a Python traceback.
+killed, so cc1 / cicc children do not linger), an address-space limit and a
+cap on file sizes (set by `prlimit`), a cap on captured output, and a
+minimal environment. Every failure becomes a `BuildError` whose message is
+the tool's own (truncated) complaint, never a Python traceback.
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -52,10 +51,14 @@ def resolve_tool(name: str) -> str:
     return path
 
 
-def _limit_child(limits: Limits) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def _limited(argv: Sequence[str], limits: Limits) -> list[str]:
+    """`argv` run under util-linux `prlimit`, which sets the limits and execs it.
+
+    (Not `preexec_fn`: Python code between fork and exec can deadlock when, as
+    here, several threads start toolchains at once.)
+    """
+    return [resolve_tool("prlimit"), f"--as={limits.memory_bytes}", f"--fsize={limits.file_bytes}",
+            "--core=0", "--", *argv]
 
 
 def _read_capped(path: Path, cap: int) -> str:
@@ -98,9 +101,8 @@ def run_tool(
                "HOME": str(work), "OMP_NUM_THREADS": "1"}
         with out_path.open("wb") as out_f, err_path.open("wb") as err_f:
             proc = subprocess.Popen(  # an argv list: no shell ever parses it
-                [exe, *argv[1:]], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                _limited([exe, *argv[1:]], limits), cwd=work, env=env, stdin=subprocess.DEVNULL,
                 stdout=out_f, stderr=err_f, shell=False, start_new_session=True,
-                preexec_fn=lambda: _limit_child(limits),
             )
             try:
                 code = proc.wait(timeout=limits.timeout_s)
