@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
+from compiler.frontend.exprs import clamp, compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
 from compiler.ir.dtypes import dtype
@@ -150,13 +150,14 @@ def resize_values(cx: OpContext, x: Value, out_shape: Sequence[int], scales: Seq
                 at[d] = affine
                 continue
             table = cx.constant(taps.index)
-            at[d] = load(len(inputs), table, [i[d], idx(0)])
+            at[d] = clamp(load(len(inputs), table, [i[d], idx(0)]), 0, x.shape[d] - 1)
             inputs.append(table)
             continue
         (r,) = reduce_index(len(reduce) + 1)[-1:]
         reduce.append(taps.index.shape[1])
         table, w = cx.constant(taps.index), cx.constant(taps.weight.astype(dtype(x.dtype).np_type))
-        at[d] = load(len(inputs), table, [i[d], r])
+        # the tables hold in-range indices; clamped anyway, as every index a kernel reads from data is
+        at[d] = clamp(load(len(inputs), table, [i[d], r]), 0, x.shape[d] - 1)
         weights.append(load(len(inputs) + 1, w, [i[d], r]))
         inputs += [table, w]
     body: Expr = load(0, x, at)

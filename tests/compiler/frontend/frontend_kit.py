@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 import onnxruntime as ort
+from bounds_kit import assert_loads_in_bounds
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontend import import_model
@@ -68,9 +69,11 @@ def assert_matches(got: np.ndarray, want: np.ndarray, rel_l2: float = 1e-5) -> N
 
 
 def check_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rel_l2: float = 1e-5) -> None:
-    """run_graph(import_model(model)) equals onnxruntime on `feeds`."""
+    """run_graph(import_model(model)) equals onnxruntime on `feeds`; no load can leave its tensor."""
     want = run_ort(model, feeds)
-    got = run_graph(import_model(model.SerializeToString()), feeds)
+    graph = import_model(model.SerializeToString())
+    assert_loads_in_bounds(graph)
+    got = run_graph(graph, feeds)
     assert set(got) == set(want)
     for name, w in want.items():
         assert_matches(got[name], w, rel_l2)

@@ -1,12 +1,14 @@
 """The ONNX node test suite through import_model + run_graph (the TE interpreter).
 
 Every node test whose operators and element types we support must pass, except
-the documented KNOWN_GAPS, which must still fail (so the list stays honest).
+the documented KNOWN_GAPS, which must still fail (so the list stays honest); and
+no unpadded load of any lowered kernel may reach outside its tensor, for any data.
 """
 
 import time
 
 import pytest
+from bounds_kit import assert_loads_in_bounds
 
 from compiler.frontend.conformance import KNOWN_GAPS, bind_case, candidates, check_case, node_cases
 from compiler.ir.graph_interp import run_graph
@@ -14,6 +16,7 @@ from compiler.ir.graph_interp import run_graph
 
 def run_frontend(model, inputs):
     graph, runtime_inputs, _ = bind_case(model, inputs)
+    assert_loads_in_bounds(graph)  # whatever the data: generated kernels must never read out of bounds
     return run_graph(graph, runtime_inputs)
 
 
