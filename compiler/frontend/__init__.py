@@ -15,7 +15,8 @@ How a model goes through (one module per step):
   once by the TE interpreter, which is how constant folding reuses lowering;
   values whose shapes decide other shapes must be constants by then
   (registry.DataDependentShapeError otherwise; specialize freezes such inputs).
-- prune: outputs get storage of their own, dead nodes and unused weights go.
+- importer.bind_outputs gives every output storage of its own; prune drops dead nodes
+  and unused weights.
 
 No model-supplied string reaches a Compute: names are metadata on tensors and nodes.
 """
