@@ -57,6 +57,8 @@ class Builder:
         compute = dataclasses.replace(compute, label=self.op)
         if all(v.is_const for v in inputs) and work_of(compute) <= self.limits.max_fold_work:
             return Value.of_array(evaluate(compute, [v.array for v in inputs]))  # type: ignore[misc]
+        if len(self.graph.nodes) >= self.limits.max_kernels:
+            raise ModelError(f"the lowered model exceeds {self.limits.max_kernels} kernels")
         tids = tuple(self.tensor_of(v) for v in inputs)
         t = self.graph.add_node(self.op, compute, tids, name=self.node_name)
         return Value(t.shape, t.dtype, tid=t.id)

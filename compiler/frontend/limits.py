@@ -12,6 +12,8 @@ class Limits:
     `max_fold_work` bounds compile-time constant folding: a node whose inputs
     are all constant is evaluated by the numpy interpreter only when its index
     space (outputs x reduce extent) is at most this; larger ones stay kernels.
+    `max_kernels` bounds the lowered graph (unrolled loops and recurrences) and
+    `max_unrolled_steps` the iterations of one unrolled Loop, Scan or RNN.
     """
 
     max_model_bytes: int = (1 << 31) - 1
@@ -20,3 +22,5 @@ class Limits:
     max_weight_bytes: int = 1 << 30
     max_nodes: int = 100_000
     max_fold_work: int = 1 << 20
+    max_kernels: int = 200_000
+    max_unrolled_steps: int = 10_000

@@ -116,6 +116,11 @@ class OpContext:
     def error(self, why: str) -> ModelError:
         return ModelError(f"{self.op} node {shown(self.name)}: {why}")
 
+    def check_steps(self, steps: int) -> None:
+        """ModelError when an unrolled loop would run more steps than the limit allows."""
+        if steps > self.builder.limits.max_unrolled_steps:
+            raise self.error(f"{steps} steps to unroll exceed the limit of {self.builder.limits.max_unrolled_steps}")
+
     def axis(self, a: int, rank: int) -> int:
         """A possibly negative axis normalized to [0, rank); ModelError when out of range."""
         if not -rank <= a < max(rank, 1):

@@ -59,6 +59,7 @@ def scan(cx: OpContext) -> Outputs:
     if len(lengths) != 1:
         raise cx.error(f"scan inputs have different lengths {sorted(lengths)}")
     (steps,) = lengths
+    cx.check_steps(steps)
     outs: list[list[Value]] = []
     for t in range(steps):
         slices = [_slice(cx, x, a, steps - 1 - t if rev else t) for x, a, rev in zip(xs, in_axes, in_dirs, strict=True)]
@@ -87,6 +88,7 @@ def loop(cx: OpContext) -> Outputs:
     going = True if cond is None else bool(cx.const_input(1, "condition").reshape(-1)[0])
     if limit is None:
         raise cx.unsupported("data-dependent shape: a Loop without a constant trip count")
+    cx.check_steps(limit)
     scans: list[list[Value]] = []
     t = 0
     while going and t < limit:

@@ -147,6 +147,7 @@ def recurrent(cx: OpContext) -> Outputs:
     batch_first = bool(cx.attr("layout", 0))
     seq, batch = (x.shape[1], x.shape[0]) if batch_first else x.shape[:2]
     hidden = int(cx.attr("hidden_size", r.shape[-1]))
+    cx.check_steps(seq)
     if lens is not None and np.any(cx.const_input(4, "sequence_lens") != seq):
         raise cx.unsupported("sequence_lens shorter than the sequence")
     direction = cx.attr("direction", "forward")

@@ -163,3 +163,19 @@ def test_unknown_op_inside_a_branch_is_refused_up_front():
     with pytest.raises(UnsupportedOpError) as e:
         inspect_model(model.SerializeToString())
     assert e.value.op == "FancyOp" and e.value.node == "deep"
+
+
+def test_loop_unrolling_is_bounded():
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Neg", ["v_in"], ["v_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c_in", 9, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("c_out", 9, []), helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [2])])
+    node = helper.make_node("Loop", ["n", "", "v"], ["y"], body=body)
+    def model(steps):
+        return make_model([node], {"v": np.zeros(2, np.float32)}, ["y"], {"n": np.array(steps, np.int64)}, opset=13)
+
+    with pytest.raises(ModelError, match="exceed the limit"):
+        import_model(model(10**9))
+    with pytest.raises(ModelError, match="exceeds 5 kernels"):
+        import_model(model(20), limits=Limits(max_kernels=5))
