@@ -35,6 +35,7 @@ class Builder:
         self.limits = limits
         self.op = ""
         self.node_name = ""
+        self.folded_work = 0
 
     def check_shape(self, shape: Sequence[int], what: str) -> None:
         """ModelError when a tensor would exceed the rank or element caps."""
@@ -55,7 +56,10 @@ class Builder:
         """Add `compute` over `inputs` (labelled with the current ONNX op) and return its result."""
         self.check_shape(compute.shape, self._where())
         compute = dataclasses.replace(compute, label=self.op)
-        if all(v.is_const for v in inputs) and work_of(compute) <= self.limits.max_fold_work:
+        work = work_of(compute)
+        if (all(v.is_const for v in inputs) and work <= self.limits.max_fold_work
+                and self.folded_work + work <= self.limits.max_fold_total):
+            self.folded_work += work
             return Value.of_array(evaluate(compute, [v.array for v in inputs]))  # type: ignore[misc]
         if len(self.graph.nodes) >= self.limits.max_kernels:
             raise ModelError(f"the lowered model exceeds {self.limits.max_kernels} kernels")

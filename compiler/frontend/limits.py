@@ -12,6 +12,8 @@ class Limits:
     `max_fold_work` bounds compile-time constant folding: a node whose inputs
     are all constant is evaluated by the numpy interpreter only when its index
     space (outputs x reduce extent) is at most this; larger ones stay kernels.
+    `max_fold_total` caps the folding work of a whole model (past it, constant
+    nodes stay kernels, so a model of many constant nodes cannot stall import).
     `max_kernels` bounds the lowered graph (unrolled loops and recurrences) and
     `max_unrolled_steps` the iterations of one unrolled Loop, Scan or RNN.
     """
@@ -22,5 +24,6 @@ class Limits:
     max_weight_bytes: int = 1 << 30
     max_nodes: int = 100_000
     max_fold_work: int = 1 << 20
+    max_fold_total: int = 1 << 26
     max_kernels: int = 200_000
     max_unrolled_steps: int = 10_000
