@@ -51,11 +51,10 @@ def render_entry(plan: ExecutionPlan) -> str:
     """C source of the entry point for `plan` (kernels are defined in their own units)."""
     lines = [_PRELUDE, *_prototypes(plan), "", _SETTINGS % ABI_VERSION]
     lines.append("int tf_run(void* const* inputs, void* const* outputs, const void* weights, void* arena) {")
-    lines.append("  (void)inputs; (void)weights; (void)arena;  /* a plan may use none of them */")
-    if plan.arena_bytes:
-        lines.append("  char* const arena_base = (char*)arena;")
-    if plan.weights_bytes:
-        lines.append("  const char* const weights_base = (const char*)weights;")
+    # Declared even when empty: a zero-size weight or intermediate still has a buffer.
+    lines.append("  char* const arena_base = (char*)arena;")
+    lines.append("  const char* const weights_base = (const char*)weights;")
+    lines.append("  (void)inputs; (void)arena_base; (void)weights_base;  /* a plan may use none of them */")
     lines.append(f"  if ({_null_checks(plan)}) return {RUN_NULL_POINTER};")
     lines += ["#ifdef _OPENMP", "  if (tf_threads > 0) omp_set_num_threads(tf_threads);", "#endif"]
     # Each kernel opens its own OpenMP region, so waves run one kernel after another.

@@ -1,0 +1,21 @@
+"""Edge cases of whole compilations."""
+
+from pathlib import Path
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.pipeline import compile_model
+from compiler.runtime import load
+
+
+def test_zero_size_integer_weight_compiles_and_runs(tmp_path: Path):
+    empty = numpy_helper.from_array(np.zeros((0,), np.int64), "e")
+    g = helper.make_graph([helper.make_node("Concat", ["x", "e"], ["y"], axis=0)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.INT64, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, [3])], [empty])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    r = compile_model(m, "cpu", output=tmp_path / "a.tar.gz")
+    assert r.validation["passed"]
+    np.testing.assert_array_equal(load(r.artifact_path).run({"x": np.arange(3)})["y"], np.arange(3))
