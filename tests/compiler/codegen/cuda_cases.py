@@ -5,6 +5,7 @@ epilogue, implicit-GEMM convolution, multi-warp row reductions, layer norm stage
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -110,3 +111,15 @@ def tile_for(case: Case) -> TileConfig:
     """The case's own tile, else the schedule's default for the H100 preset."""
     c, tile, _ = case
     return tile or default_tile(c, GPU)
+
+
+def check_close(got: np.ndarray, want: np.ndarray, c: Compute) -> None:
+    """A kernel's output against the interpreter's: exact for integers and bool; for floats
+    within rounding, scaled by the reduction length (summation order differs)."""
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if np.issubdtype(want.dtype, np.floating):
+        reduce_len = max(1, math.prod(a.extent for a in c.reduce_axes))
+        tol = 2e-3 if c.dtype == "float16" else 1e-5
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * reduce_len, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)

@@ -3,13 +3,12 @@ needed), and their kind and launch shape follow the rules in compiler.codegen.cu
 
 from __future__ import annotations
 
-import math
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from cuda_cases import ALL_CASES, GPU, tile_for
+from cuda_cases import ALL_CASES, GPU, check_close, tile_for
 from cuda_emulator import EmulatedKernels
 from test_c_kernels import conv2d, depthwise, matmul, maxpool, row_reduce
 
@@ -35,28 +34,18 @@ def emulated(tmp_path_factory: pytest.TempPathFactory) -> EmulatedKernels:
     return EmulatedKernels(kernels, Path(tmp_path_factory.mktemp("cuda_emulated")))
 
 
-def _check(got: np.ndarray, want: np.ndarray, c: Compute) -> None:
-    assert got.shape == want.shape and got.dtype == want.dtype
-    if np.issubdtype(want.dtype, np.floating):
-        reduce_len = max(1, math.prod(a.extent for a in c.reduce_axes))
-        tol = 2e-3 if c.dtype == "float16" else 1e-5
-        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * reduce_len, equal_nan=True)
-    else:
-        np.testing.assert_array_equal(got, want)
-
-
 @pytest.mark.parametrize("name", list(ALL_CASES))
 def test_kernel_matches_interpreter(emulated: EmulatedKernels, name: str) -> None:
     compute, _, make_inputs = ALL_CASES[name]
     inputs = make_inputs()
-    _check(emulated.run(f"k{list(ALL_CASES).index(name)}", inputs), evaluate(compute, inputs), compute)
+    check_close(emulated.run(f"k{list(ALL_CASES).index(name)}", inputs), evaluate(compute, inputs), compute)
 
 
 @pytest.mark.parametrize("name", list(ROLLER))
 def test_roller_tiles_run(emulated: EmulatedKernels, name: str) -> None:
     c = ROLLER[name]
     inputs = [np.random.default_rng(3).standard_normal(t.shape).astype(np.float32) for t in c.inputs]
-    _check(emulated.run(name, inputs), evaluate(c, inputs), c)
+    check_close(emulated.run(name, inputs), evaluate(c, inputs), c)
 
 
 def test_unaligned_operands_fall_back_to_scalar_loads(emulated: EmulatedKernels) -> None:
@@ -69,7 +58,7 @@ def test_unaligned_operands_fall_back_to_scalar_loads(emulated: EmulatedKernels)
         buf[1:] = x.reshape(-1)
         shifted.append(buf[1:].reshape(x.shape))
     assert shifted[0].ctypes.data % 16
-    _check(emulated.run("unaligned", shifted), evaluate(c, shifted), c)
+    check_close(emulated.run("unaligned", shifted), evaluate(c, shifted), c)
 
 
 @pytest.mark.parametrize(("compute", "kind"), [
