@@ -74,7 +74,9 @@ def cmd_compile(a: argparse.Namespace) -> int:
     v = r.validation
     print(f"artifact   {a.output}  (sha256 {r.artifact_sha256[:16]}...)")
     print(f"kernels    {len(r.kernels)}  cache hits {r.cache_hits}, misses {r.cache_misses}")
-    if v:
+    if v.get("passed") is None and v:
+        print(f"validation {v.get('skipped', 'not run')}")
+    elif v:
         print(f"validation max abs error {v['max_abs_error']:.3g}, relative L2 error "
               f"{v['rel_l2_error']:.3g} ({'passed' if v['passed'] else 'FAILED'})")
     print("stages     " + ", ".join(f"{k} {s:.2f}s" for k, s in r.stage_seconds.items())

@@ -132,10 +132,10 @@ def compile_model(
             sha = c.package(out, files, model_sha, report)
         if opts.validate:
             with st.stage("validate"):
-                report["validation"] = _validate(data, out, opts)
+                report["validation"] = _validate(data, out, opts, tgt)
                 report["stage_seconds"] = dict(st.seconds)
                 sha = c.package(out, files, model_sha, report)
-            if not report["validation"]["passed"]:
+            if report["validation"]["passed"] is False:
                 raise ValidationError(
                     f"compiled model disagrees with onnxruntime: relative L2 error "
                     f"{report['validation']['rel_l2_error']:.3g} > tolerance {opts.tolerance:g}"
@@ -250,31 +250,50 @@ class _Compilation:
                 out[k.key] = k
         return out
 
+    @property
+    def cuda(self) -> bool:
+        return self.target.kind == "cuda"
+
     def render_misses(self) -> dict[str, str]:
         """Generated source of every kernel not in the cache (symbol -> source)."""
-        from compiler.codegen.c import render_kernel
-
+        if self.cuda:
+            from compiler.codegen.cuda import render_kernel
+        else:
+            from compiler.codegen.c import render_kernel
         return {k.symbol: render_kernel(k.compute, k.tile, k.symbol) for k in self._misses().values()}
 
     def build(self, sources: dict[str, str]) -> bytes:
-        """Compile the misses (storing them in the cache), then link all kernels with the entry."""
-        from compiler.build.gcc import c_flags, compile_objects, link_shared
-        from compiler.codegen.c_entry import render_entry
+        """Compile the misses (storing them in the cache); returns the model's binary.
 
-        flags = c_flags(self.target)
-        objects = compile_objects(sources, flags) if sources else {}
+        CPU: one object per kernel (cached), linked with the entry point into model.so.
+        CUDA: kernels are cached as tiling + source; the model's kernels are compiled
+        together into one module (model.cubin) for the target's architecture.
+        """
+        objects: dict[str, bytes] = {}
+        if sources and not self.cuda:
+            from compiler.build.gcc import c_flags, compile_objects
+
+            objects = compile_objects(sources, c_flags(self.target))
         for key, k in self._misses().items():
             entry = KernelEntry(
                 signature=self.signatures[key], tile_config=k.tile.to_json(),
-                source=sources[k.symbol], binary=objects[k.symbol], te_json=k.compute.canonical(),
-                estimated_us=k.estimated_us, measured_us=k.measured_us,
+                source=sources[k.symbol], binary=objects.get(k.symbol, b""),
+                te_json=k.compute.canonical(), estimated_us=k.estimated_us, measured_us=k.measured_us,
                 extras={"candidates": self._candidate_log(key)},
             )
             self.cache.put(entry)
             self.entries[key] = entry
+        if self.cuda:
+            from compiler.build.nvcc import compile_cubin
+            from compiler.codegen.cuda import render_module
+
+            return compile_cubin(render_module(self.plan), self.target.arch)
+        from compiler.build.gcc import c_flags, link_shared
+        from compiler.codegen.c_entry import render_entry
+
         keys = sorted({k.symbol: k.key for k in self.plan.kernels}.items())
         return link_shared([self.entries[key].binary for _, key in keys],
-                           {"entry": render_entry(self.plan)}, flags)
+                           {"entry": render_entry(self.plan)}, c_flags(self.target))
 
     def _candidate_log(self, key: str) -> list[dict]:
         """Predicted beside measured time of each candidate, so the model can be checked."""
@@ -302,28 +321,45 @@ class _Compilation:
         }
 
     def artifact_files(self, graph: Graph, binary: bytes) -> dict[str, bytes]:
-        from compiler.codegen.c_entry import render_entry
+        ext = "cu" if self.cuda else "c"
+        files = {f"src/{k.symbol}.{ext}": self.entries[k.key].source.encode() for k in self.plan.kernels}
+        if self.cuda:
+            files["model.cubin"] = binary
+        else:
+            from compiler.codegen.c_entry import render_entry
 
-        files = {f"src/{k.symbol}.c": self.entries[k.key].source.encode() for k in self.plan.kernels}
-        files["src/entry.c"] = render_entry(self.plan).encode()
-        files["model.so"] = binary
+            files["src/entry.c"] = render_entry(self.plan).encode()
+            files["model.so"] = binary
         files["weights.bin"] = weights_blob(graph, self.plan)
         return files
 
     def package(self, out: Path, files: dict[str, bytes], model_sha: str, report: dict) -> str:
         from compiler.runtime.artifact import write_artifact
 
-        extra = {"target": self.target.name, "target_fingerprint": self.fingerprint,
-                 "toolchain": self.target.toolchain, "model_sha256": model_sha,
-                 "target_kind": self.target.kind}
+        extra: dict = {"target": self.target.name, "target_fingerprint": self.fingerprint,
+                       "toolchain": self.target.toolchain, "model_sha256": model_sha,
+                       "target_kind": self.target.kind}
+        if self.cuda:
+            from compiler.codegen.cuda import MANIFEST_LAUNCHES, launch_table
+
+            extra[MANIFEST_LAUNCHES] = launch_table(self.plan)
         return write_artifact(out, self.plan, files, extra, json.loads(json.dumps(report, default=str)))
 
 
-def _validate(data: bytes, artifact: Path, opts: CompileOptions) -> dict:
+def _validate(data: bytes, artifact: Path, opts: CompileOptions, target: Target) -> dict:
+    """Run the artifact against onnxruntime; a GPU artifact where no GPU is present is
+    recorded as not validated (passed None, with the reason), never as passed."""
+    from compiler.errors import ArtifactError
     from compiler.runtime import load
     from compiler.runtime.validate import validate
 
-    exe = load(artifact)
+    try:
+        exe = load(artifact)
+    except ArtifactError as e:
+        if target.kind != "cuda":
+            raise
+        return {"passed": None, "skipped": f"not run: {e}", "max_abs_error": None,
+                "rel_l2_error": None, "tolerance": opts.tolerance}
     if opts.threads:
         exe.set_threads(opts.threads)
     return validate(data, exe, seed=opts.seed, tolerance=opts.tolerance)
