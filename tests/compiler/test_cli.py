@@ -1,0 +1,61 @@
+"""The compiler's command line, run as a user runs it (a subprocess)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.bench.measure import ort_session
+from compiler.bench.models import mlp_gelu
+
+
+def tileforge(*args: str, home: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "compiler.cli", *args], capture_output=True, text=True,
+                          env={"TILEFORGE_HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("m") / "mlp.onnx"
+    onnx.save(mlp_gelu(batch=2), path)
+    return path
+
+
+def test_compile_then_run_matches_onnxruntime(model_file: Path, tmp_path: Path):
+    art = tmp_path / "mlp.tar.gz"
+    r = tileforge("compile", str(model_file), "-o", str(art), home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "validation" in r.stdout and "passed" in r.stdout and "kernels" in r.stdout
+    x = np.random.default_rng(0).standard_normal((2, 256)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    r = tileforge("run", str(art), "--inputs", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz"),
+                  home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    ref = ort_session(model_file.read_bytes(), 1).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["y"], ref, rtol=1e-4, atol=1e-5)
+    again = tileforge("compile", str(model_file), "-o", str(tmp_path / "b.tar.gz"), home=tmp_path)
+    assert "cache hits 4, misses 0" in again.stdout
+
+
+def test_bad_model_is_one_clear_line_and_exit_2(tmp_path: Path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"this is not onnx")
+    r = tileforge("compile", str(bad), "-o", str(tmp_path / "x.tar.gz"), home=tmp_path)
+    assert r.returncode == 2 and "error:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_targets_lists_presets_as_json(tmp_path: Path):
+    r = tileforge("targets", "--json", home=tmp_path)
+    names = {t["name"] for t in json.loads(r.stdout)}
+    assert {"cpu", "cuda:h100", "cuda:a100", "cuda:v100"} <= names
+
+
+def test_bench_reports_both_runtimes(model_file: Path, tmp_path: Path):
+    r = tileforge("bench", str(model_file), "--threads", "1", "--json", home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["tileforge_ms"] > 0 and out["onnxruntime_ms"] > 0 and out["rel_l2_error"] <= 1e-4
