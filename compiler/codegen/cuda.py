@@ -22,13 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from compiler.codegen.cuda_contraction import (
-    Contraction,
-    GemmGeometry,
-    gemm_geometry,
-    gemm_launch,
-    match_contraction,
-)
+from compiler.codegen.contraction import Contraction, match_contraction
+from compiler.codegen.cuda_contraction import GemmGeometry, gemm_geometry, gemm_launch
 from compiler.codegen.cuda_expr import PRELUDE
 from compiler.codegen.cuda_gemm import render_gemm
 from compiler.codegen.cuda_general import GeneralGeometry, general_geometry, render_general

@@ -1,11 +1,6 @@
-"""Contractions seen as GEMMs: which Computes qualify, and how their tiles are shaped.
+"""CUDA tile shapes for contractions (which Computes qualify: compiler/codegen/contraction.py).
 
-Matmul, batched matmul and convolution (as implicit GEMM) all have the form
-`out[s] = post(sum_k x[..] * y[..])`. Spatial axes read by only one operand
-become that operand's side (rows or cols), axes read by both (or neither)
-are batch axes; the reduce axes flatten to K. The side holding the output's
-innermost axis is the cols side, mapped to the fast thread index, so stores
-coalesce.
+The rows side is staged along the slow thread index, the cols side along the fast one.
 """
 
 from __future__ import annotations
@@ -13,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from compiler.codegen.contraction import Contraction, side_extent
 from compiler.codegen.cuda_parts import (
     MAX_GRID,
     MAX_THREADS,
@@ -20,24 +16,13 @@ from compiler.codegen.cuda_parts import (
     pow2_at_least,
     pow2_at_most,
 )
-from compiler.ir.te import Call, Compute, Expr, Load, Var, walk
+from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
 
-_GEMM_DTYPES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+_GEMM_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 SMEM_LIMIT = 48 * 1024  # static shared memory per block without opting in
 MAX_TILE = 256
 MIN_THREADS = 128  # per block, when the register tile can shrink to reach it
-
-
-@dataclass(frozen=True)
-class Contraction:
-    """A Compute seen as a GEMM: the operand expressions and the axes of each side."""
-
-    lhs: Expr  # staged along rows (the slow thread index)
-    rhs: Expr  # staged along cols (the fast thread index)
-    batch: tuple[int, ...]  # spatial axis positions
-    rows: tuple[int, ...]
-    cols: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -55,55 +40,13 @@ class GemmGeometry:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
 
-def expr_vars(e: Expr) -> set[str]:
-    """Names of the variables in `e`."""
-    return {x.name for x in walk(e) if isinstance(x, Var)}
-
-
-def plain_load(e: Expr) -> Load | None:
-    """The load under any casts, if the operand is one load with load-free indices."""
-    while isinstance(e, Call) and e.op == "cast":
-        e = e.args[0]
-    if not isinstance(e, Load):
-        return None
-    if any(isinstance(x, Load) for i in e.indices for x in walk(i)):
-        return None
-    return e
-
-
-def match_contraction(c: Compute) -> Contraction | None:
-    """The Compute as a contraction, or None when it is not `sum(x * y)` with two sides."""
-    if c.reduce_op != "sum" or not c.reduce_axes or c.acc_dtype not in _GEMM_DTYPES:
-        return None
-    body = c.body
-    if not (isinstance(body, Call) and body.op == "mul"):
-        return None
-    x, y = body.args
-    if plain_load(x) is None or plain_load(y) is None:
-        return None
-    vx, vy = expr_vars(x), expr_vars(y)
-    rows = tuple(d for d, a in enumerate(c.axes) if a.name in vx and a.name not in vy)
-    cols = tuple(d for d, a in enumerate(c.axes) if a.name in vy and a.name not in vx)
-    if not rows or not cols:
-        return None
-    batch = tuple(d for d in range(len(c.axes)) if d not in rows and d not in cols)
-    if len(c.axes) - 1 in rows:  # the output's innermost axis goes to the fast threads
-        return Contraction(y, x, batch, cols, rows)
-    return Contraction(x, y, batch, rows, cols)
-
-
-def side_extent(c: Compute, axes: tuple[int, ...]) -> int:
-    """Number of index points of the given spatial axes (a GEMM side's flattened length)."""
-    return math.prod(c.axes[d].extent for d in axes)
-
-
 def gemm_geometry(c: Compute, m: Contraction, tile: TileConfig) -> GemmGeometry:
     """The TileConfig's tiles on the GEMM's sides, made legal: powers of two, register
     tile at most 8 x 8 (smaller when that is what it takes to reach 128 threads),
     32..1024 threads where the sizes allow, shared memory under 48 KB."""
     big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
     big_k = math.prod(a.extent for a in c.reduce_axes)
-    elem = _GEMM_DTYPES[c.acc_dtype]
+    elem = _GEMM_BYTES[c.acc_dtype]
     tm = pow2_at_most(min(8, math.prod(tile.thread[d] for d in m.rows)))
     tn = pow2_at_most(min(8, math.prod(tile.thread[d] for d in m.cols)))
     tm, tn = min(tm, pow2_at_least(big_m)), min(tn, pow2_at_least(big_n))

@@ -1,6 +1,6 @@
 """The CUDA contraction kernel: a GEMM over shared-memory tiles and register tiles.
 
-Each block computes a `bm x bn` tile of a contraction (see cuda_contraction)
+Each block computes a `bm x bn` tile of a contraction (see contraction)
 for one batch index. Per reduce step it stages a `bk x bm` slice of one
 operand and a `bk x bn` slice of the other in shared memory (rows padded by one
 element so that column-wise writes hit distinct banks), fetched one step ahead
@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 
 from compiler.codegen import cexpr
-from compiler.codegen.cuda_contraction import Contraction, GemmGeometry, side_extent
+from compiler.codegen.contraction import Contraction, side_extent
+from compiler.codegen.cuda_contraction import GemmGeometry
 from compiler.codegen.cuda_expr import value_ctype
 from compiler.codegen.cuda_gemm_stage import OperandStaging
 from compiler.codegen.cuda_parts import ceil_div, decompose, epilogue, linear, signature
