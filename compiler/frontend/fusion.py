@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from onnx import NodeProto, helper
 
+from compiler.frontend.loader import all_nodes
 from compiler.frontend.values import Value
 
 
@@ -46,7 +47,7 @@ def fold_batchnorm_into_conv(
     not a graph output) and the Conv weights and normalization parameters are
     all constants; the new weights are added to `values`.
     """
-    readers = Counter(i for n in nodes for i in n.input if i)
+    readers = Counter(i for n in all_nodes(nodes) for i in n.input if i)  # subgraphs read too
     conv_of = {n.output[0]: n for n in nodes if n.op_type == "Conv" and len(n.output) == 1}
     replaced: dict[int, NodeProto] = {}
     dropped: set[int] = set()
