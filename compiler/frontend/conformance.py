@@ -103,6 +103,7 @@ def _tensors_only(model: ModelProto) -> bool:
 
 
 def _generated_cases() -> list[NodeCase]:
+    # imported here: onnx's test generators are only needed when the suite is asked for
     from onnx.backend.test.case import node
 
     with warnings.catch_warnings(), redirect_stdout(io.StringIO()):
