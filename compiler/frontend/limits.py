@@ -24,6 +24,6 @@ class Limits:
     max_weight_bytes: int = 1 << 30
     max_nodes: int = 100_000
     max_fold_work: int = 1 << 20
-    max_fold_total: int = 1 << 26
+    max_fold_total: int = 1 << 24
     max_kernels: int = 200_000
     max_unrolled_steps: int = 10_000
