@@ -20,6 +20,9 @@ Loop structure (the CPU side of Roller's rTile):
   vectorized, and folds them at the end (not `omp simd reduction`: max / min
   must propagate NaN like numpy).
 
+Contractions in float32 (matmul, convolution as implicit GEMM) take the packed,
+explicit-SIMD path of compiler/codegen/c_gemm.py instead.
+
 Kernel ABI: `void sym(T_out* restrict out, const T0* restrict in0, ...)`
 (compiler/schedule/plan.py). Identifiers are generated (`i0`, `r1`, `t17`).
 """
@@ -34,6 +37,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_stride
+from compiler.codegen.c_gemm import gemm_contraction, render_gemm
 from compiler.codegen.cexpr import (
     PRELUDE,
     ExprWriter,
@@ -66,7 +70,13 @@ def render_kernel(compute: Compute, tile: TileConfig, symbol: str) -> str:
     src.line("")
     params = [f"{_storage_ctype(compute.dtype)}* restrict out"] + [
         f"const {_storage_ctype(t.dtype)}* restrict in{k}" for k, t in enumerate(compute.inputs)]
-    with src.block(f"void {symbol}({', '.join(params)})"):
+    header = f"void {symbol}({', '.join(params)})"
+    gemm = gemm_contraction(compute, tile) if math.prod(compute.shape) > 0 else None
+    if gemm is not None:
+        src.line("#include <stdlib.h>")
+        render_gemm(compute, gemm, tile, params, header, compute.flops() >= PARALLEL_MIN_FLOPS, src)
+        return src.text()
+    with src.block(header):
         src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in params])
         if math.prod(compute.shape) > 0:
             _KernelWriter(compute, shape, src).write()

@@ -330,7 +330,7 @@ def test_bad_symbol_or_tile_is_refused() -> None:
 
 def test_big_kernels_run_in_parallel_and_small_ones_do_not() -> None:
     big, small = matmul(256, 256, 256), matmul(4, 4, 4)
-    assert "omp parallel for" in render_kernel(big, default_tile(big, CPU), "k")
+    assert "omp parallel" in render_kernel(big, default_tile(big, CPU), "k")
     assert "omp parallel" not in render_kernel(small, default_tile(small, CPU), "k")
 
 

@@ -1,0 +1,268 @@
+"""Contractions on the CPU: packed panels and an explicit-SIMD register micro-kernel.
+
+A float32 Compute that `contraction.match_contraction` accepts (matmul, batched
+matmul, 1x1 and implicit-GEMM convolution) is computed per batch index as
+C[M x N] = A[M x K] B[K x N], A the rows operand, B the cols operand:
+- one task per (batch, mc rows, nc cols) tile, OpenMP-parallel;
+- K walked in kc-deep blocks; per block the task packs B (kc x nc) into panels
+  of NR columns and A (mc x kc) into panels of MR rows, each contiguous in
+  the order the micro-kernel reads it. Packing evaluates the operand
+  expressions themselves, so a convolution's input patches (padding included,
+  bounds checked there once) are packed like any matrix; edges past M or N
+  are packed as zeros, so the micro-kernel always runs whole;
+- the micro-kernel keeps an MR x NR block of C in named vector variables
+  (GCC vector extensions, the target's SIMD width from `tile.vector`) and
+  runs the k-loop innermost: per k, NR/lanes vector loads of B, MR broadcasts
+  of A, MR * NR/lanes FMAs;
+- partial sums live in a per-task scratch tile; after the last K block the
+  epilogue applies `post` and stores the valid part of the tile.
+
+Scratch is one aligned heap block per thread (malloc'd once per parallel region).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compiler.codegen.cexpr import ExprWriter, new_counter, row_major_strides
+from compiler.codegen.contraction import Contraction, match_contraction, side_extent
+from compiler.codegen.csource import CSource
+from compiler.ir.te import ACC, Compute, Expr, Load
+from compiler.schedule.plan import TileConfig
+
+SUPPORTED_LANES = (4, 8, 16)  # float32 lanes of SSE / NEON, AVX2, AVX-512
+MIN_ROWS = 4  # fewer rows reload B too often per FMA: such tiles are rounded up
+MIN_TILE_ROWS = 96  # block tiles grow to these sizes: packing is paid per tile
+MIN_TILE_COLS = 256
+MIN_TASKS = 8  # enough tasks to balance the cores, when the tile planned that many
+MAX_KC = 256  # keeps a kc x NR panel of B in L1
+MAX_SCRATCH_BYTES = 2 << 20
+
+
+@dataclass(frozen=True)
+class MicroKernel:
+    """An MR x NR register block: `rows` x (`vectors` x `lanes`) float32 accumulators."""
+
+    lanes: int
+    rows: int
+    vectors: int
+
+    @property
+    def cols(self) -> int:
+        return self.vectors * self.lanes
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """The GEMM of one batch index and how it is blocked."""
+
+    mk: MicroKernel
+    m: int
+    n: int
+    k: int
+    batch: int
+    mc: int
+    nc: int
+    kc: int
+
+
+def gemm_contraction(c: Compute, tile: TileConfig) -> Contraction | None:
+    """The contraction when the packed SIMD path can compute `c` with `tile`, else None."""
+    if tile.vector not in SUPPORTED_LANES or c.dtype != "float32" or c.acc_dtype != "float32":
+        return None
+    m = match_contraction(c)
+    if m is None or not all(isinstance(e, Load) and e.dtype == "float32" for e in (m.lhs, m.rhs)):
+        return None
+    if side_extent(c, m.rows) < MIN_ROWS or side_extent(c, m.cols) < tile.vector:
+        return None
+    return m
+
+
+def micro_kernel(c: Compute, m: Contraction, tile: TileConfig) -> MicroKernel:
+    """The supported micro-kernel nearest the tile's register tile (`tile.thread`).
+
+    Supported: one or two vectors wide, MIN_ROWS up to what the vector registers
+    hold (16 registers below AVX-512, 32 with it) beside the B vectors and one
+    broadcast.
+    """
+    lanes = tile.vector
+    registers = 32 if lanes >= 16 else 16
+    want_cols = math.prod(tile.thread[d] for d in m.cols)
+    vectors = 2 if want_cols >= 1.5 * lanes and side_extent(c, m.cols) >= 2 * lanes else 1
+    most = (registers - vectors - 1) // vectors
+    rows = max(MIN_ROWS, min(most, math.prod(tile.thread[d] for d in m.rows)))
+    return MicroKernel(lanes, rows, vectors)
+
+
+def gemm_shape(c: Compute, m: Contraction, tile: TileConfig) -> GemmShape:
+    """Block sizes from the tile, rounded to the micro-kernel, grown to amortise packing."""
+    mk = micro_kernel(c, m, tile)
+    big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
+    big_k = math.prod(a.extent for a in c.reduce_axes)
+
+    def round_up(x: int, q: int) -> int:
+        return -(-x // q) * q
+
+    block_m = round_up(min(big_m, math.prod(tile.block[d] for d in m.rows)), mk.rows)
+    block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
+    mc = max(block_m, round_up(min(big_m, MIN_TILE_ROWS), mk.rows))
+    nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
+    kc = min(big_k, MAX_KC)
+    # Growing must not starve the cores the tile's scale-out planned for.
+    planned = min(MIN_TASKS, math.prod(-(-a.extent // b) for a, b in zip(c.axes, tile.block, strict=True)))
+    batch = side_extent(c, m.batch)
+    while batch * -(-big_m // mc) * -(-big_n // nc) < planned and (mc > block_m or nc > block_n):
+        if nc > block_n and (nc >= mc or mc == block_m):
+            nc = max(block_n, round_up(nc // 2, mk.cols))
+        else:
+            mc = max(block_m, round_up(mc // 2, mk.rows))
+    while 4 * (mc * nc + kc * (mc + nc)) > MAX_SCRATCH_BYTES and nc > mk.cols:
+        nc = round_up(nc // 2, mk.cols)
+    return GemmShape(mk, big_m, big_n, big_k, batch, mc, nc, kc)
+
+
+def render_gemm(c: Compute, m: Contraction, tile: TileConfig, params: Sequence[str],
+                header: str, parallel: bool, src: CSource) -> None:
+    """Append the micro-kernel and the kernel function (`header`, parameters `params`) to `src`."""
+    g = gemm_shape(c, m, tile)
+    _micro_kernel(g, src)
+    _GemmWriter(c, m, g, params, src).write(header, parallel)
+
+
+def _micro_kernel(g: GemmShape, src: CSource) -> None:
+    mk = g.mk
+    src.line(f"typedef float tf_vf __attribute__((vector_size({4 * mk.lanes})));")
+    accs = [[f"c{i}_{j}" for j in range(mk.vectors)] for i in range(mk.rows)]
+    header = ("static inline void tf_micro(int64_t kc, const float* restrict a, "
+              "const float* restrict b, float* restrict c, int first)")
+    with src.block(header):
+        src.line(f"tf_vf {', '.join(x for row in accs for x in row)};")
+        with src.block("if (first)"):
+            src.extend([f"{x} = (tf_vf){{0}};" for row in accs for x in row])
+        with src.block("else"):
+            src.extend([f"{accs[i][j]} = *(const tf_vf*)(c + {i * g.nc + j * mk.lanes});"
+                        for i in range(mk.rows) for j in range(mk.vectors)])
+        with src.block("for (int64_t k = 0; k < kc; ++k)"):
+            for j in range(mk.vectors):
+                src.line(f"const tf_vf b{j} = *(const tf_vf*)(b + k * {mk.cols} + {j * mk.lanes});")
+            src.line(f"const float* const ak = a + k * {mk.rows};")
+            for i in range(mk.rows):
+                src.extend([f"{accs[i][j]} += b{j} * ak[{i}];" for j in range(mk.vectors)])
+        src.extend([f"*(tf_vf*)(c + {i * g.nc + j * mk.lanes}) = {accs[i][j]};"
+                    for i in range(mk.rows) for j in range(mk.vectors)])
+
+
+class _GemmWriter:
+    """Writes the tiled, packed GEMM loop nest of one contraction."""
+
+    def __init__(self, c: Compute, m: Contraction, g: GemmShape, params: Sequence[str],
+                 src: CSource) -> None:
+        self.c, self.m, self.g, self.params, self.src = c, m, g, params, src
+        self.counter = new_counter()
+        self.names = {a.name: f"i{d}" for d, a in enumerate(c.axes)}
+        self.names.update({a.name: f"r{k}" for k, a in enumerate(c.reduce_axes)})
+        self.ranges = {a.name: (0, a.extent - 1) for a in c.all_axes()}
+
+    def _decode(self, flat: str, axes: Sequence[int], prefix: str = "i") -> None:
+        """Declare the axes `axes` (row-major, `prefix`{d}) of flat index `flat`."""
+        extents = ([self.c.axes[d].extent for d in axes] if prefix == "i"
+                   else [self.c.reduce_axes[d].extent for d in axes])
+        for pos, d in enumerate(axes):
+            inner = math.prod(extents[pos + 1:])
+            value = flat if inner == 1 else f"{flat} / {inner}L"
+            if pos:
+                value = f"({value}) % {extents[pos]}L"
+            self.src.line(f"const int64_t {prefix}{d} = {value};")
+
+    def _emit(self, e: Expr, names: dict[str, str] | None = None) -> str:
+        w = ExprWriter(self.c.inputs, names or self.names, self.counter, self.ranges)
+        value = w.emit(e)
+        self.src.extend(w.lines)
+        return value
+
+    def write(self, header: str, parallel: bool) -> None:
+        g, mk, src = self.g, self.g.mk, self.src
+        tm, tn = -(-g.m // g.mc), -(-g.n // g.nc)
+        tasks = g.batch * tm * tn
+        floats = g.mc * g.nc + g.kc * (g.mc + g.nc)
+        with src.block(header):
+            src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in self.params])
+            if parallel and tasks > 1:
+                src.line("#pragma omp parallel")
+            with src.block(""):
+                src.line(f"float* const ct = (float*)aligned_alloc(64, {4 * floats}UL);")
+                src.line("if (!ct) abort();")
+                src.line(f"float* const ap = ct + {g.mc * g.nc};")
+                src.line(f"float* const bp = ap + {g.kc * g.mc};")
+                if parallel and tasks > 1:
+                    src.line("#pragma omp for schedule(static)")
+                with src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
+                    src.line(f"const int64_t m0 = (t / {tn}L) % {tm}L * {g.mc}L;")
+                    src.line(f"const int64_t n0 = t % {tn}L * {g.nc}L;")
+                    src.line(f"const int64_t mv = {g.m}L - m0 < {g.mc}L ? {g.m}L - m0 : {g.mc}L;")
+                    src.line(f"const int64_t nv = {g.n}L - n0 < {g.nc}L ? {g.n}L - n0 : {g.nc}L;")
+                    src.line(f"const int64_t mp = (mv + {mk.rows - 1}L) / {mk.rows}L;")
+                    src.line(f"const int64_t np = (nv + {mk.cols - 1}L) / {mk.cols}L;")
+                    self._decode(f"(t / {tm * tn}L)", self.m.batch)
+                    with src.block(f"for (int64_t k0 = 0; k0 < {g.k}L; k0 += {g.kc}L)"):
+                        src.line(f"const int64_t kc = {g.k}L - k0 < {g.kc}L ? {g.k}L - k0 : {g.kc}L;")
+                        self._pack_b()
+                        self._pack_a()
+                        with (src.block("for (int64_t jp = 0; jp < np; ++jp)"),
+                              src.block("for (int64_t ip = 0; ip < mp; ++ip)")):
+                            src.line(f"tf_micro(kc, ap + ip * kc * {mk.rows}L, bp + jp * kc * {mk.cols}L, "
+                                     f"ct + ip * {mk.rows * g.nc}L + jp * {mk.cols}L, k0 == 0);")
+                    self._epilogue()
+                src.line("free(ct);")
+
+    def _pack_b(self) -> None:
+        """B panels: bp[(p * kc + k) * NR + j] = rhs at col n0 + p * NR + j, reduce index k0 + k."""
+        src, nr = self.src, self.g.mk.cols
+        with (src.block("for (int64_t p = 0; p < np; ++p)"),
+              src.block("for (int64_t k = 0; k < kc; ++k)")):
+            self._decode("(k0 + k)", range(len(self.c.reduce_axes)), "r")
+            src.line(f"float* const dst = bp + (p * kc + k) * {nr}L;")
+            with src.block(f"if (n0 + p * {nr}L + {nr}L <= {self.g.n}L)"):
+                self._pack_row("j", nr, self.m.cols, f"n0 + p * {nr}L", self.m.rhs)
+            with src.block("else"):
+                with src.block(f"for (int64_t j = 0; j < {nr}L; ++j)"):
+                    src.line("dst[j] = 0.0f;")
+                self._pack_row("j", f"{self.g.n}L - n0 - p * {nr}L", self.m.cols,
+                               f"n0 + p * {nr}L", self.m.rhs)
+
+    def _pack_row(self, var: str, count: int | str, axes: Sequence[int], origin: str, operand: Expr) -> None:
+        src = self.src
+        with src.block(f"for (int64_t {var} = 0; {var} < {count}; ++{var})"):
+            self._decode(f"({origin} + {var})", axes)
+            src.line(f"dst[{var}] = {self._emit(operand)};")
+
+    def _pack_a(self) -> None:
+        """A panels: ap[(p * kc + k) * MR + i] = lhs at row m0 + p * MR + i, reduce index k0 + k."""
+        src, mr = self.src, self.g.mk.rows
+        with (src.block("for (int64_t p = 0; p < mp; ++p)"),
+              src.block(f"for (int64_t i = 0; i < {mr}L; ++i)")):
+            src.line(f"const int64_t mi = m0 + p * {mr}L + i;")
+            src.line(f"float* const dst = ap + p * kc * {mr}L + i;")
+            with src.block(f"if (mi < {self.g.m}L)"):
+                self._decode("mi", self.m.rows)
+                with src.block("for (int64_t k = 0; k < kc; ++k)"):
+                    self._decode("(k0 + k)", range(len(self.c.reduce_axes)), "r")
+                    src.line(f"dst[k * {mr}L] = {self._emit(self.m.lhs)};")
+            with src.block("else"), src.block("for (int64_t k = 0; k < kc; ++k)"):
+                src.line(f"dst[k * {mr}L] = 0.0f;")
+
+    def _epilogue(self) -> None:
+        """post(acc) for the valid part of the tile, stored to `out`."""
+        src, c = self.src, self.c
+        strides = row_major_strides(c.shape)
+        with src.block("for (int64_t i = 0; i < mv; ++i)"):
+            self._decode("(m0 + i)", self.m.rows)
+            with src.block("for (int64_t j = 0; j < nv; ++j)"):
+                self._decode("(n0 + j)", self.m.cols)
+                value = f"ct[i * {self.g.nc}L + j]"
+                if c.post is not None:
+                    value = self._emit(c.post, {**self.names, ACC: value})
+                terms = [f"i{d} * {s}L" for d, s in enumerate(strides) if c.axes[d].extent != 1]
+                src.line(f"out[{' + '.join(terms) or '0'}] = {value};")

@@ -1,0 +1,129 @@
+"""The packed SIMD contraction path (compiler/codegen/c_gemm.py): which Computes take it,
+how tiles round to micro-kernels, and that its kernels agree with the interpreter
+(remainders in M, N and K, several K blocks, batches, epilogues, padded convolutions,
+every supported SIMD width)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from c_harness import KernelLibrary
+from test_c_kernels import (
+    axes,
+    batched_matmul_broadcast,
+    conv2d,
+    depthwise,
+    i0,
+    i1,
+    i2,
+    i3,
+    linear_relu,
+    matmul,
+    r0,
+    rand,
+)
+
+from compiler.codegen.c import render_kernel
+from compiler.codegen.c_gemm import MAX_KC, gemm_contraction, gemm_shape, micro_kernel
+from compiler.codegen.contraction import match_contraction
+from compiler.ir.interp import evaluate
+from compiler.ir.te import Compute, Load, TensorType, Var, call
+from compiler.schedule.plan import TileConfig
+from compiler.schedule.tiling import default_tile
+from compiler.target.base import Target
+
+CPU = Target(name="cpu", kind="cpu", arch="x86_64", levels=(), units=2, lanes=8, banks=1,
+             registers=16, peak_flops={})
+
+
+def conv1x1_gelu_residual() -> Compute:
+    """x (2,16,5,7) 1x1-conv w (24,16) with tanh(acc) + residual r (2,24,5,7) in `post`."""
+    body = Load(0, (i0, r0, i2, i3), "float32") * Load(1, (i1, r0), "float32")
+    post = call("tanh", Var("acc", "float32")) + Load(2, (i0, i1, i2, i3), "float32")
+    return Compute(axes(2, 24, 5, 7), body, (TensorType((2, 16, 5, 7), "float32"),
+                   TensorType((24, 16), "float32"), TensorType((2, 24, 5, 7), "float32")),
+                   "float32", axes(16, prefix="r"), "sum", post)
+
+
+def transposed_lhs(m: int, n: int, k: int) -> Compute:
+    """A stored K x M (a Gemm with transA): the rows operand is strided along K."""
+    return Compute(axes(m, n), Load(0, (r0, i0), "float32") * Load(1, (r0, i1), "float32"),
+                   (TensorType((k, m), "float32"), TensorType((k, n), "float32")), "float32",
+                   axes(k, prefix="r"), "sum")
+
+
+def with_lanes(tile: TileConfig, lanes: int) -> TileConfig:
+    return TileConfig(tile.block, tile.thread, tile.reduce_step, lanes)
+
+
+CASES: dict[str, tuple[Compute, int]] = {
+    "matmul_remainders": (matmul(13, 37, 29), 8),
+    "matmul_k_blocks": (matmul(50, 40, 2 * MAX_KC + 7), 8),
+    "matmul_big": (matmul(200, 300, 64), 8),
+    "linear_relu": (linear_relu(50, 70, 33), 8),
+    "batched_broadcast": (batched_matmul_broadcast(), 4),
+    "conv_pad1": (conv2d(1, 1, 1, 20, 21), 8),
+    "conv_stride2_dilation2": (conv2d(2, 2, 2, 20, 21), 8),
+    "conv1x1_residual": (conv1x1_gelu_residual(), 8),
+    "transposed_lhs": (transposed_lhs(30, 33, 17), 8),
+    "matmul_sse_width": (matmul(21, 45, 19), 4),
+    "matmul_avx512_width": (matmul(31, 70, 40), 16),
+}
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
+    kernels = {name: (c, with_lanes(default_tile(c, CPU), lanes)) for name, (c, lanes) in CASES.items()}
+    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("gemm")))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_packed_kernel_matches_interpreter(library: KernelLibrary, name: str) -> None:
+    assert "tf_micro" in library.sources[name]
+    compute = CASES[name][0]
+    inputs = [rand(t.shape) for t in compute.inputs]
+    k = np.prod([a.extent for a in compute.reduce_axes])
+    np.testing.assert_allclose(library.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+def test_vector_width_follows_the_tile() -> None:
+    c = matmul(64, 64, 64)
+    tile = default_tile(c, CPU)
+    assert "vector_size(32)" in render_kernel(c, with_lanes(tile, 8), "k")
+    assert "vector_size(64)" in render_kernel(c, with_lanes(tile, 16), "k")
+
+
+@pytest.mark.parametrize(("compute", "lanes"), [
+    (depthwise(), 8),  # no operand owns a side: not a GEMM
+    (matmul(8, 8, 8, "float64"), 8),
+    (matmul(8, 8, 8, "int32"), 8),
+    (matmul(2, 64, 8), 8),  # too few rows to fill a micro-kernel
+    (matmul(64, 64, 64), 1),  # no SIMD
+])
+def test_other_computes_keep_the_general_path(compute: Compute, lanes: int) -> None:
+    tile = with_lanes(default_tile(compute, CPU), lanes)
+    assert gemm_contraction(compute, tile) is None
+    assert "tf_micro" not in render_kernel(compute, tile, "k")
+
+
+def test_tiles_round_to_supported_micro_kernels() -> None:
+    c = matmul(256, 256, 256)
+    m = match_contraction(c)
+    assert m is not None
+    small = micro_kernel(c, m, TileConfig((64, 64), (1, 8), (64,), 8))
+    assert (small.rows, small.vectors) == (4, 1)
+    big = micro_kernel(c, m, TileConfig((64, 64), (32, 64), (64,), 8))
+    assert (big.rows, big.vectors) == (6, 2)  # 12 accumulators + 2 B vectors + 1 broadcast
+    wide = micro_kernel(c, m, TileConfig((64, 64), (32, 64), (64,), 16))
+    assert (wide.rows, wide.vectors) == (14, 2)  # AVX-512's 32 registers
+
+
+def test_blocks_are_whole_micro_kernels_and_keep_cores_busy() -> None:
+    c = matmul(512, 512, 512)
+    m = match_contraction(c)
+    assert m is not None
+    g = gemm_shape(c, m, default_tile(c, CPU))
+    assert g.mc % g.mk.rows == 0 and g.nc % g.mk.cols == 0 and g.kc <= MAX_KC
+    assert -(-g.m // g.mc) * -(-g.n // g.nc) >= 2 * CPU.units
