@@ -18,10 +18,10 @@ serve: $(STAMP)
 	$(BIN)/tileforge serve --with-worker
 
 lint: $(STAMP)
-	$(BIN)/ruff check compiler server worker migrations tests
+	$(BIN)/ruff check compiler server worker migrations tests scripts
 
 test: $(STAMP)
-	$(BIN)/ruff check compiler server worker migrations tests
+	$(BIN)/ruff check compiler server worker migrations tests scripts
 	bash tests/run.sh
 
 bench: $(STAMP)
