@@ -19,13 +19,18 @@ import numpy as np
 
 from compiler.codegen.c_entry import ABI_VERSION, RUN_NULL_POINTER
 from compiler.errors import ArtifactError
-from compiler.runtime.executable import TensorSpec, aligned_empty, check_inputs, specs_from_manifest
+from compiler.runtime.executable import (
+    LoadedArtifact,
+    aligned_empty,
+    check_inputs,
+    specs_from_manifest,
+)
 
 LIBRARY = "model.so"
 WEIGHTS = "weights.bin"
 
 
-class CpuExecutable:
+class CpuExecutable(LoadedArtifact):
     """A loaded CPU artifact. Keeps no files open: everything is in memory once constructed."""
 
     def __init__(self, manifest: Mapping[str, Any], folder: Path) -> None:
@@ -37,18 +42,9 @@ class CpuExecutable:
         self._lib = _open_library(folder / LIBRARY)
         self._lock = threading.Lock()  # one arena: runs of one executable take turns
 
-    @property
-    def input_specs(self) -> list[TensorSpec]:
-        return list(self._inputs)
-
-    @property
-    def output_specs(self) -> list[TensorSpec]:
-        return list(self._outputs)
-
     def set_threads(self, n: int) -> None:
         """Run later calls on `n` OpenMP threads (n >= 1)."""
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"thread count must be a positive integer, got {n!r}")
+        self.check_thread_count(n)
         self._lib.tf_set_num_threads(n)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:

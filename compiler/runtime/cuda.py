@@ -25,7 +25,12 @@ import numpy as np
 
 from compiler.codegen.cuda import MANIFEST_LAUNCHES
 from compiler.errors import ArtifactError
-from compiler.runtime.executable import TensorSpec, aligned_empty, check_inputs, specs_from_manifest
+from compiler.runtime.executable import (
+    LoadedArtifact,
+    aligned_empty,
+    check_inputs,
+    specs_from_manifest,
+)
 
 CUBIN = "model.cubin"
 WEIGHTS = "weights.bin"
@@ -63,7 +68,7 @@ def cuda_driver() -> Any:
     return drv
 
 
-class CudaExecutable:
+class CudaExecutable(LoadedArtifact):
     """A loaded CUDA artifact on device 0: device memory and kernels ready to launch."""
 
     def __init__(self, manifest: Mapping[str, Any], folder: Path, device: int = 0) -> None:
@@ -110,18 +115,9 @@ class CudaExecutable:
             drv.Context.pop()
         self._lock = threading.Lock()  # one arena: runs of one executable take turns
 
-    @property
-    def input_specs(self) -> list[TensorSpec]:
-        return list(self._inputs)
-
-    @property
-    def output_specs(self) -> list[TensorSpec]:
-        return list(self._outputs)
-
     def set_threads(self, n: int) -> None:
         """Accepted for interface parity with the CPU runtime; the GPU ignores it."""
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"thread count must be a positive integer, got {n!r}")
+        self.check_thread_count(n)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Execute the model on `{input name: array}`; returns fresh `{output name: array}`."""

@@ -42,6 +42,26 @@ class Executable(Protocol):
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]: ...
 
 
+class LoadedArtifact:
+    """What the CPU and GPU executables share: their I/O specs and the thread-count check."""
+
+    _inputs: list[TensorSpec]
+    _outputs: list[TensorSpec]
+
+    @property
+    def input_specs(self) -> list[TensorSpec]:
+        return list(self._inputs)
+
+    @property
+    def output_specs(self) -> list[TensorSpec]:
+        return list(self._outputs)
+
+    @staticmethod
+    def check_thread_count(n: int) -> None:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"thread count must be a positive integer, got {n!r}")
+
+
 def specs_from_manifest(manifest: Mapping[str, Any], which: str) -> list[TensorSpec]:
     """The `inputs` or `outputs` of a manifest as specs; malformed entries raise ArtifactError."""
     try:
