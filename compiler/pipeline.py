@@ -224,6 +224,7 @@ class _Compilation:
         """Compile and time the top-k tilings of every heavy miss; the fastest is kept."""
         from compiler.build.gcc import c_flags, compile_objects, link_shared
         from compiler.codegen.c import render_kernel
+        from compiler.codegen.c_workarounds import apply_workarounds
         from compiler.runtime.kernel_timer import time_kernels
 
         todo = {key: cands for key, cands in self.candidates.items()
@@ -231,7 +232,8 @@ class _Compilation:
         if not todo:
             return
         computes = {k.key: k.compute for k in self.plan.kernels}
-        sources = {f"tf_cand_{key[:16]}_{i}": render_kernel(computes[key], c.tile, f"tf_cand_{key[:16]}_{i}")
+        sources = {f"tf_cand_{key[:16]}_{i}": apply_workarounds(
+                       computes[key], render_kernel(computes[key], c.tile, f"tf_cand_{key[:16]}_{i}"))
                    for key, cands in todo.items() for i, c in enumerate(cands)}
         flags = c_flags(self.target)
         objects = compile_objects(sources, flags)
@@ -258,9 +260,13 @@ class _Compilation:
         """Generated source of every kernel not in the cache (symbol -> source)."""
         if self.cuda:
             from compiler.codegen.cuda import render_kernel
-        else:
-            from compiler.codegen.c import render_kernel
-        return {k.symbol: render_kernel(k.compute, k.tile, k.symbol) for k in self._misses().values()}
+
+            return {k.symbol: render_kernel(k.compute, k.tile, k.symbol) for k in self._misses().values()}
+        from compiler.codegen.c import render_kernel
+        from compiler.codegen.c_workarounds import apply_workarounds
+
+        return {k.symbol: apply_workarounds(k.compute, render_kernel(k.compute, k.tile, k.symbol))
+                for k in self._misses().values()}
 
     def build(self, sources: dict[str, str]) -> bytes:
         """Compile the misses (storing them in the cache); returns the model's binary.

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.pipeline import compile_model
@@ -19,3 +20,16 @@ def test_zero_size_integer_weight_compiles_and_runs(tmp_path: Path):
     r = compile_model(m, "cpu", output=tmp_path / "a.tar.gz")
     assert r.validation["passed"]
     np.testing.assert_array_equal(load(r.artifact_path).run({"x": np.arange(3)})["y"], np.arange(3))
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_padded_average_pool_borders_match_onnxruntime(count_include_pad: int, tmp_path: Path):
+    """Regression: gcc 12 miscompiled these border sums (compiler/codegen/c_workarounds.py)."""
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[5, 5], pads=[2, 2, 2, 2],
+                            count_include_pad=count_include_pad)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 5, 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    r = compile_model(m, "cpu", {"measure": False}, output=tmp_path / "a.tar.gz")
+    assert r.validation["passed"], r.validation

@@ -1,0 +1,30 @@
+"""Workarounds for toolchain bugs, applied to generated C; each says what it works around.
+
+gcc 12.2 (Debian 12.2.0-14) at -O3 with AVX2 (-march=znver3 / x86-64-v3) miscompiles
+the reduce loops of padded-window kernels once it if-converts their bounds checks
+and vectorizes across the reduce axis: AveragePool 5x5 with pads 2 on a 5x5 input
+produced wrong sums on border outputs (the ONNX node tests
+averagepool_2d_precomputed_pads*), while -O2, plain -O3 (SSE2) and
+-fno-tree-loop-if-convert are right. Turning if-conversion off for the whole
+build costs up to 10x on element-wise kernels (their selects stop vectorizing),
+so only kernels with padded loads get it; their interiors carry no conditionals
+and vectorize as before.
+"""
+
+from __future__ import annotations
+
+from compiler.ir.te import Compute, Load, loads_of
+
+NO_IF_CONVERT = '#pragma GCC optimize ("no-tree-loop-if-convert")'
+
+
+def has_padded_loads(compute: Compute) -> bool:
+    """Whether any load of `compute` reads with a pad (bounds-checked windows)."""
+    return any(isinstance(ld, Load) and ld.pad is not None for ld in loads_of(compute))
+
+
+def apply_workarounds(compute: Compute, source: str) -> str:
+    """`source` (one C translation unit for `compute`) with the workarounds it needs."""
+    if has_padded_loads(compute):
+        return f"{NO_IF_CONVERT}\n{source}"
+    return source
