@@ -23,6 +23,7 @@ from onnx.backend.base import Backend, BackendRep
 from compiler.cache import KernelCache, MemoryKernelCache
 from compiler.frontend import SUPPORTED_OPS
 from compiler.frontend.dtypes import IR_ELEMENT_TYPES
+from compiler.frontend.loader import all_nodes
 from compiler.frontend.registry import DataDependentShapeError
 from compiler.frontend.specialize import element_types, specialize
 from compiler.runtime.executable import Executable
@@ -88,11 +89,14 @@ class TileforgeBackend(Backend):
     @classmethod
     def unsupported(cls, model: onnx.ModelProto) -> list[str]:
         """What of `model` tileforge does not handle: op types and element types (sorted)."""
-        ops = {f"op {n.op_type}" for n in model.graph.node
+        g = model.graph
+        ops = {f"op {n.op_type}" for n in all_nodes(g.node)
                if n.op_type not in SUPPORTED_OPS or n.domain not in ("", "ai.onnx")}
         types = {f"element type {onnx.TensorProto.DataType.Name(t)}"
                  for t in element_types(model) - IR_ELEMENT_TYPES}
-        return sorted(ops | types)
+        values = {f"{v.type.WhichOneof('value')} value {v.name!r}"
+                  for v in (*g.input, *g.output) if not v.type.HasField("tensor_type")}
+        return sorted(ops | types | values)
 
     @classmethod
     def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
