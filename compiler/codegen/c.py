@@ -29,6 +29,7 @@ Kernel ABI: `void sym(T_out* restrict out, const T0* restrict in0, ...)`
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 
 from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_stride
 from compiler.codegen.c_gemm import gemm_contraction, render_gemm
+from compiler.codegen.c_merge_axes import merge_axes
 from compiler.codegen.cexpr import (
     PRELUDE,
     ExprWriter,
@@ -51,6 +53,8 @@ from compiler.codegen.csource import CSource
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import ACC, INIT, Compute, Expr, Load, substitute, walk
 from compiler.schedule.plan import TileConfig
+from compiler.target.base import Target
+from compiler.target.cpu import detect_cpu
 
 # Below this many scalar ops a kernel runs on the calling thread alone.
 PARALLEL_MIN_FLOPS = 1 << 17
@@ -62,8 +66,9 @@ MAX_UNROLLED_ROWS = 32
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
-def render_kernel(compute: Compute, tile: TileConfig, symbol: str) -> str:
-    """The complete C translation unit of one kernel named `symbol`."""
+def render_kernel(compute: Compute, tile: TileConfig, symbol: str, target: Target | None = None) -> str:
+    """The complete C translation unit of one kernel named `symbol`, for `target`'s ISA
+    (default: the build machine's, which gcc's default `-march=native` also targets)."""
     shape = _check(compute, tile, symbol)
     src = CSource()
     src.lines.extend(PRELUDE.splitlines())
@@ -71,16 +76,24 @@ def render_kernel(compute: Compute, tile: TileConfig, symbol: str) -> str:
     params = [f"{_storage_ctype(compute.dtype)}* restrict out"] + [
         f"const {_storage_ctype(t.dtype)}* restrict in{k}" for k, t in enumerate(compute.inputs)]
     header = f"void {symbol}({', '.join(params)})"
-    gemm = gemm_contraction(compute, tile) if math.prod(compute.shape) > 0 else None
+    target = target or build_machine()
+    merged, merged_tile = merge_axes(compute, tile)
+    gemm = gemm_contraction(merged, target) if math.prod(compute.shape) > 0 else None
     if gemm is not None:
         src.line("#include <stdlib.h>")
-        render_gemm(compute, gemm, tile, params, header, compute.flops() >= PARALLEL_MIN_FLOPS, src)
+        render_gemm(merged, gemm, merged_tile, target, params, header, compute.flops() >= PARALLEL_MIN_FLOPS, src)
         return src.text()
     with src.block(header):
         src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in params])
         if math.prod(compute.shape) > 0:
             _KernelWriter(compute, shape, src).write()
     return src.text()
+
+
+@functools.cache
+def build_machine() -> Target:
+    """This machine's CPU target (detected once per process)."""
+    return detect_cpu()
 
 
 def _storage_ctype(dt: str) -> str:

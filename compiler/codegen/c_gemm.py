@@ -11,7 +11,7 @@ C[M x N] = A[M x K] B[K x N], A the rows operand, B the cols operand:
   bounds checked there once) are packed like any matrix; edges past M or N
   are packed as zeros, so the micro-kernel always runs whole;
 - the micro-kernel keeps an MR x NR block of C in named vector variables
-  (GCC vector extensions, the target's SIMD width from `tile.vector`) and
+  (GCC vector extensions, the target's SIMD width: `Target.lanes`) and
   runs the k-loop innermost: per k, NR/lanes vector loads of B, MR broadcasts
   of A, MR * NR/lanes FMAs;
 - partial sums live in a per-task scratch tile; after the last K block the
@@ -23,7 +23,8 @@ Scratch is one aligned heap block per thread (malloc'd once per parallel region)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from compiler.codegen.cexpr import ExprWriter, new_counter, row_major_strides
@@ -31,13 +32,16 @@ from compiler.codegen.contraction import Contraction, match_contraction, side_ex
 from compiler.codegen.csource import CSource
 from compiler.ir.te import ACC, Compute, Expr, Load
 from compiler.schedule.plan import TileConfig
+from compiler.target.base import Target
 
 SUPPORTED_LANES = (4, 8, 16)  # float32 lanes of SSE / NEON, AVX2, AVX-512
-MIN_ROWS = 4  # fewer rows reload B too often per FMA: such tiles are rounded up
+MIN_ROWS = 4  # smaller GEMMs waste most of a micro-kernel on padding
+MAX_ROWS = {1: 8, 2: 14}  # per vectors wide: beyond, the code grows for no gain
 MIN_TILE_ROWS = 96  # block tiles grow to these sizes: packing is paid per tile
 MIN_TILE_COLS = 256
 MIN_TASKS = 8  # enough tasks to balance the cores, when the tile planned that many
-MAX_KC = 256  # keeps a kc x NR panel of B in L1
+MIN_KC = 64  # shallower blocks spend more on loading and storing C than on FMAs
+DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
 MAX_SCRATCH_BYTES = 2 << 20
 
 
@@ -68,37 +72,36 @@ class GemmShape:
     kc: int
 
 
-def gemm_contraction(c: Compute, tile: TileConfig) -> Contraction | None:
-    """The contraction when the packed SIMD path can compute `c` with `tile`, else None."""
-    if tile.vector not in SUPPORTED_LANES or c.dtype != "float32" or c.acc_dtype != "float32":
+def gemm_contraction(c: Compute, target: Target) -> Contraction | None:
+    """The contraction when the packed SIMD path can compute `c` on `target`, else None."""
+    if target.lanes not in SUPPORTED_LANES or c.dtype != "float32" or c.acc_dtype != "float32":
         return None
     m = match_contraction(c)
     if m is None or not all(isinstance(e, Load) and e.dtype == "float32" for e in (m.lhs, m.rhs)):
         return None
-    if side_extent(c, m.rows) < MIN_ROWS or side_extent(c, m.cols) < tile.vector:
+    if side_extent(c, m.rows) < MIN_ROWS or side_extent(c, m.cols) < target.lanes:
         return None
     return m
 
 
-def micro_kernel(c: Compute, m: Contraction, tile: TileConfig) -> MicroKernel:
+def micro_kernel(c: Compute, m: Contraction, tile: TileConfig, target: Target) -> MicroKernel:
     """The supported micro-kernel nearest the tile's register tile (`tile.thread`).
 
-    Supported: one or two vectors wide, MIN_ROWS up to what the vector registers
-    hold (16 registers below AVX-512, 32 with it) beside the B vectors and one
-    broadcast.
+    Supported: one or two vectors of `target.lanes` wide (the tile's column count
+    picks), with as many rows as the target's vector registers hold beside the B
+    vectors and one broadcast (at most MAX_ROWS): fewer rows would reload B for
+    too few FMAs, so a tile with fewer rows is rounded up to a full one.
     """
-    lanes = tile.vector
-    registers = 32 if lanes >= 16 else 16
+    lanes = target.lanes
     want_cols = math.prod(tile.thread[d] for d in m.cols)
     vectors = 2 if want_cols >= 1.5 * lanes and side_extent(c, m.cols) >= 2 * lanes else 1
-    most = (registers - vectors - 1) // vectors
-    rows = max(MIN_ROWS, min(most, math.prod(tile.thread[d] for d in m.rows)))
+    rows = min(MAX_ROWS[vectors], (max(target.registers, 16) - vectors - 1) // vectors)
     return MicroKernel(lanes, rows, vectors)
 
 
-def gemm_shape(c: Compute, m: Contraction, tile: TileConfig) -> GemmShape:
+def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target) -> GemmShape:
     """Block sizes from the tile, rounded to the micro-kernel, grown to amortise packing."""
-    mk = micro_kernel(c, m, tile)
+    mk = micro_kernel(c, m, tile, target)
     big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
     big_k = math.prod(a.extent for a in c.reduce_axes)
 
@@ -109,7 +112,9 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig) -> GemmShape:
     block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
     mc = max(block_m, round_up(min(big_m, MIN_TILE_ROWS), mk.rows))
     nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
-    kc = min(big_k, MAX_KC)
+    # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2.
+    kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // 2 // (4 * mk.cols)))
+    mc = min(mc, max(mk.rows, _cache_bytes(target, "l2") // 2 // (4 * kc) // mk.rows * mk.rows))
     # Growing must not starve the cores the tile's scale-out planned for.
     planned = min(MIN_TASKS, math.prod(-(-a.extent // b) for a, b in zip(c.axes, tile.block, strict=True)))
     batch = side_extent(c, m.batch)
@@ -123,10 +128,16 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig) -> GemmShape:
     return GemmShape(mk, big_m, big_n, big_k, batch, mc, nc, kc)
 
 
-def render_gemm(c: Compute, m: Contraction, tile: TileConfig, params: Sequence[str],
+def _cache_bytes(target: Target, level: str) -> int:
+    """Capacity of the target's cache `level`, or a common size when the target does not say."""
+    sizes = {lv.name: lv.capacity for lv in target.levels}
+    return sizes.get(level, DEFAULT_CACHE_BYTES[level])
+
+
+def render_gemm(c: Compute, m: Contraction, tile: TileConfig, target: Target, params: Sequence[str],
                 header: str, parallel: bool, src: CSource) -> None:
     """Append the micro-kernel and the kernel function (`header`, parameters `params`) to `src`."""
-    g = gemm_shape(c, m, tile)
+    g = gemm_shape(c, m, tile, target)
     _micro_kernel(g, src)
     _GemmWriter(c, m, g, params, src).write(header, parallel)
 
@@ -165,16 +176,53 @@ class _GemmWriter:
         self.names.update({a.name: f"r{k}" for k, a in enumerate(c.reduce_axes)})
         self.ranges = {a.name: (0, a.extent - 1) for a in c.all_axes()}
 
-    def _decode(self, flat: str, axes: Sequence[int], prefix: str = "i") -> None:
+    def _extents(self, axes: Sequence[int], prefix: str) -> list[int]:
+        return ([self.c.axes[d].extent for d in axes] if prefix == "i"
+                else [self.c.reduce_axes[d].extent for d in axes])
+
+    def _unit_axes(self, axes: Sequence[int], prefix: str) -> list[int]:
+        """The axes of extent above 1 (declaring those of extent 1 as constant 0)."""
+        extents = self._extents(axes, prefix)
+        for d, e in zip(axes, extents, strict=True):
+            if e == 1:
+                self.src.line(f"const int64_t {prefix}{d} = 0;")
+        return [d for d, e in zip(axes, extents, strict=True) if e > 1]
+
+    def _decode(self, flat: str, axes: Sequence[int], prefix: str = "i", qualifier: str = "const ") -> None:
         """Declare the axes `axes` (row-major, `prefix`{d}) of flat index `flat`."""
-        extents = ([self.c.axes[d].extent for d in axes] if prefix == "i"
-                   else [self.c.reduce_axes[d].extent for d in axes])
+        axes = self._unit_axes(axes, prefix)
+        extents = self._extents(axes, prefix)
         for pos, d in enumerate(axes):
             inner = math.prod(extents[pos + 1:])
             value = flat if inner == 1 else f"{flat} / {inner}L"
             if pos:
                 value = f"({value}) % {extents[pos]}L"
-            self.src.line(f"const int64_t {prefix}{d} = {value};")
+            self.src.line(f"{qualifier}int64_t {prefix}{d} = {value};")
+
+    @contextmanager
+    def _walk(self, var: str, count: int | str, origin: str, axes: Sequence[int],
+              prefix: str = "i") -> Iterator[None]:
+        """A loop of `count` steps over flat indices origin + var with the axes `axes`
+        declared in the body: decoded once and then carried from step to step when
+        there are several (divisions per element would cost more than the FMAs they
+        feed), computed directly (so gcc can vectorize the loop) when there is one."""
+        src = self.src
+        if sum(e > 1 for e in self._extents(axes, prefix)) <= 1:
+            with src.block(f"for (int64_t {var} = 0; {var} < {count}; ++{var})"):
+                self._decode(f"({origin} + {var})", axes, prefix)
+                yield
+            return
+        with src.block(""):
+            axes = self._unit_axes(axes, prefix)
+            self._decode(f"({origin})", axes, prefix, "")
+            with src.block(f"for (int64_t {var} = 0; {var} < {count}; ++{var})"):
+                yield
+                extents = self._extents(axes, prefix)
+                step = f"++{prefix}{axes[0]};"
+                for pos in range(1, len(axes)):
+                    name = f"{prefix}{axes[pos]}"
+                    step = f"if (++{name} == {extents[pos]}L) {{ {name} = 0; {step} }}"
+                src.line(step)
 
     def _emit(self, e: Expr, names: dict[str, str] | None = None) -> str:
         w = ExprWriter(self.c.inputs, names or self.names, self.counter, self.ranges)
@@ -225,18 +273,15 @@ class _GemmWriter:
             self._decode("(k0 + k)", range(len(self.c.reduce_axes)), "r")
             src.line(f"float* const dst = bp + (p * kc + k) * {nr}L;")
             with src.block(f"if (n0 + p * {nr}L + {nr}L <= {self.g.n}L)"):
-                self._pack_row("j", nr, self.m.cols, f"n0 + p * {nr}L", self.m.rhs)
+                self._pack_row(nr, f"n0 + p * {nr}L")
             with src.block("else"):
                 with src.block(f"for (int64_t j = 0; j < {nr}L; ++j)"):
                     src.line("dst[j] = 0.0f;")
-                self._pack_row("j", f"{self.g.n}L - n0 - p * {nr}L", self.m.cols,
-                               f"n0 + p * {nr}L", self.m.rhs)
+                self._pack_row(f"{self.g.n}L - n0 - p * {nr}L", f"n0 + p * {nr}L")
 
-    def _pack_row(self, var: str, count: int | str, axes: Sequence[int], origin: str, operand: Expr) -> None:
-        src = self.src
-        with src.block(f"for (int64_t {var} = 0; {var} < {count}; ++{var})"):
-            self._decode(f"({origin} + {var})", axes)
-            src.line(f"dst[{var}] = {self._emit(operand)};")
+    def _pack_row(self, count: int | str, origin: str) -> None:
+        with self._walk("j", count, origin, self.m.cols):
+            self.src.line(f"dst[j] = {self._emit(self.m.rhs)};")
 
     def _pack_a(self) -> None:
         """A panels: ap[(p * kc + k) * MR + i] = lhs at row m0 + p * MR + i, reduce index k0 + k."""
@@ -247,8 +292,7 @@ class _GemmWriter:
             src.line(f"float* const dst = ap + p * kc * {mr}L + i;")
             with src.block(f"if (mi < {self.g.m}L)"):
                 self._decode("mi", self.m.rows)
-                with src.block("for (int64_t k = 0; k < kc; ++k)"):
-                    self._decode("(k0 + k)", range(len(self.c.reduce_axes)), "r")
+                with self._walk("k", "kc", "k0", range(len(self.c.reduce_axes)), "r"):
                     src.line(f"dst[k * {mr}L] = {self._emit(self.m.lhs)};")
             with src.block("else"), src.block("for (int64_t k = 0; k < kc; ++k)"):
                 src.line(f"dst[k * {mr}L] = 0.0f;")
@@ -259,8 +303,7 @@ class _GemmWriter:
         strides = row_major_strides(c.shape)
         with src.block("for (int64_t i = 0; i < mv; ++i)"):
             self._decode("(m0 + i)", self.m.rows)
-            with src.block("for (int64_t j = 0; j < nv; ++j)"):
-                self._decode("(n0 + j)", self.m.cols)
+            with self._walk("j", "nv", "n0", self.m.cols):
                 value = f"ct[i * {self.g.nc}L + j]"
                 if c.post is not None:
                     value = self._emit(c.post, {**self.names, ACC: value})

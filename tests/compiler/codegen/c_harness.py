@@ -13,14 +13,18 @@ from compiler.codegen.c import render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
+from compiler.target.base import Target
 
 
 class KernelLibrary:
     """Kernels compiled together (one gcc batch, one .so), callable by symbol."""
 
-    def __init__(self, kernels: Mapping[str, tuple[Compute, TileConfig]], folder: Path) -> None:
+    def __init__(self, kernels: Mapping[str, tuple[Compute, TileConfig]], folder: Path,
+                 targets: Mapping[str, Target] | None = None) -> None:
+        """`targets`: the ISA some kernels are rendered for (default the build machine)."""
         self.kernels = dict(kernels)
-        self.sources = {sym: render_kernel(c, t, sym) for sym, (c, t) in self.kernels.items()}
+        targets = targets or {}
+        self.sources = {sym: render_kernel(c, t, sym, targets.get(sym)) for sym, (c, t) in self.kernels.items()}
         flags = c_flags()
         objects = compile_objects(self.sources, flags)
         path = folder / "kernels.so"

@@ -26,7 +26,8 @@ from test_c_kernels import (
 )
 
 from compiler.codegen.c import render_kernel
-from compiler.codegen.c_gemm import MAX_KC, gemm_contraction, gemm_shape, micro_kernel
+from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, micro_kernel
+from compiler.codegen.c_merge_axes import merge_axes
 from compiler.codegen.contraction import match_contraction
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute, Load, TensorType, Var, call
@@ -34,8 +35,14 @@ from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
 
-CPU = Target(name="cpu", kind="cpu", arch="x86_64", levels=(), units=2, lanes=8, banks=1,
-             registers=16, peak_flops={})
+
+def cpu(lanes: int) -> Target:
+    """A CPU target with `lanes` float32 SIMD lanes (32 vector registers from AVX-512 up)."""
+    return Target(name="cpu", kind="cpu", arch="x86_64", levels=(), units=2, lanes=lanes, banks=1,
+                  registers=32 if lanes >= 16 else 16, peak_flops={})
+
+
+CPU = cpu(8)
 
 
 def conv1x1_gelu_residual() -> Compute:
@@ -54,13 +61,9 @@ def transposed_lhs(m: int, n: int, k: int) -> Compute:
                    axes(k, prefix="r"), "sum")
 
 
-def with_lanes(tile: TileConfig, lanes: int) -> TileConfig:
-    return TileConfig(tile.block, tile.thread, tile.reduce_step, lanes)
-
-
 CASES: dict[str, tuple[Compute, int]] = {
     "matmul_remainders": (matmul(13, 37, 29), 8),
-    "matmul_k_blocks": (matmul(50, 40, 2 * MAX_KC + 7), 8),
+    "matmul_k_blocks": (matmul(50, 40, 2 * 256 + 7), 8),  # kc is at most 256 with a 32 KB L1
     "matmul_big": (matmul(200, 300, 64), 8),
     "linear_relu": (linear_relu(50, 70, 33), 8),
     "batched_broadcast": (batched_matmul_broadcast(), 4),
@@ -75,8 +78,9 @@ CASES: dict[str, tuple[Compute, int]] = {
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
-    kernels = {name: (c, with_lanes(default_tile(c, CPU), lanes)) for name, (c, lanes) in CASES.items()}
-    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("gemm")))
+    kernels = {name: (c, default_tile(c, CPU)) for name, (c, _) in CASES.items()}
+    targets = {name: cpu(lanes) for name, (_, lanes) in CASES.items()}
+    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("gemm")), targets)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -88,11 +92,12 @@ def test_packed_kernel_matches_interpreter(library: KernelLibrary, name: str) ->
     np.testing.assert_allclose(library.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
 
 
-def test_vector_width_follows_the_tile() -> None:
+def test_vector_width_follows_the_target() -> None:
     c = matmul(64, 64, 64)
     tile = default_tile(c, CPU)
-    assert "vector_size(32)" in render_kernel(c, with_lanes(tile, 8), "k")
-    assert "vector_size(64)" in render_kernel(c, with_lanes(tile, 16), "k")
+    assert "vector_size(16)" in render_kernel(c, tile, "k", cpu(4))
+    assert "vector_size(32)" in render_kernel(c, tile, "k", cpu(8))
+    assert "vector_size(64)" in render_kernel(c, tile, "k", cpu(16))
 
 
 @pytest.mark.parametrize(("compute", "lanes"), [
@@ -103,20 +108,19 @@ def test_vector_width_follows_the_tile() -> None:
     (matmul(64, 64, 64), 1),  # no SIMD
 ])
 def test_other_computes_keep_the_general_path(compute: Compute, lanes: int) -> None:
-    tile = with_lanes(default_tile(compute, CPU), lanes)
-    assert gemm_contraction(compute, tile) is None
-    assert "tf_micro" not in render_kernel(compute, tile, "k")
+    assert gemm_contraction(compute, cpu(lanes)) is None
+    assert "tf_micro" not in render_kernel(compute, default_tile(compute, CPU), "k", cpu(lanes))
 
 
 def test_tiles_round_to_supported_micro_kernels() -> None:
     c = matmul(256, 256, 256)
     m = match_contraction(c)
     assert m is not None
-    small = micro_kernel(c, m, TileConfig((64, 64), (1, 8), (64,), 8))
-    assert (small.rows, small.vectors) == (4, 1)
-    big = micro_kernel(c, m, TileConfig((64, 64), (32, 64), (64,), 8))
+    small = micro_kernel(c, m, TileConfig((64, 64), (1, 8), (64,), 8), CPU)
+    assert (small.rows, small.vectors) == (8, 1)  # rows rounded up to fill the registers
+    big = micro_kernel(c, m, TileConfig((64, 64), (32, 64), (64,), 8), CPU)
     assert (big.rows, big.vectors) == (6, 2)  # 12 accumulators + 2 B vectors + 1 broadcast
-    wide = micro_kernel(c, m, TileConfig((64, 64), (32, 64), (64,), 16))
+    wide = micro_kernel(c, m, TileConfig((64, 64), (32, 64), (64,), 16), cpu(16))
     assert (wide.rows, wide.vectors) == (14, 2)  # AVX-512's 32 registers
 
 
@@ -124,6 +128,15 @@ def test_blocks_are_whole_micro_kernels_and_keep_cores_busy() -> None:
     c = matmul(512, 512, 512)
     m = match_contraction(c)
     assert m is not None
-    g = gemm_shape(c, m, default_tile(c, CPU))
-    assert g.mc % g.mk.rows == 0 and g.nc % g.mk.cols == 0 and g.kc <= MAX_KC
+    g = gemm_shape(c, m, default_tile(c, CPU), CPU)
+    assert g.mc % g.mk.rows == 0 and g.nc % g.mk.cols == 0 and g.kc * g.mk.cols * 4 <= 32 << 10
     assert -(-g.m // g.mc) * -(-g.n // g.nc) >= 2 * CPU.units
+
+
+def test_contiguous_axes_merge_and_padded_ones_do_not() -> None:
+    c = conv1x1_gelu_residual()
+    merged, tile = merge_axes(c, default_tile(c, CPU))
+    assert merged.shape == (2, 24, 35) and [t.shape for t in merged.inputs] == [(2, 16, 35), (24, 16), (2, 24, 35)]
+    assert len(tile.block) == len(tile.thread) == 3
+    padded = conv2d(1, 1, 1, 20, 21)
+    assert merge_axes(padded, default_tile(padded, CPU))[0].shape == padded.shape
