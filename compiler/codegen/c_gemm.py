@@ -39,7 +39,8 @@ MIN_ROWS = 4  # smaller GEMMs waste most of a micro-kernel on padding
 MAX_ROWS = {1: 8, 2: 14}  # per vectors wide: beyond, the code grows for no gain
 MIN_TILE_ROWS = 96  # block tiles grow to these sizes: packing is paid per tile
 MIN_TILE_COLS = 256
-MIN_TASKS = 8  # enough tasks to balance the cores, when the tile planned that many
+MIN_TASKS = 4  # enough tasks to balance the cores, when the tile planned that many
+MIN_SPLIT_COLS = 4  # NR panels a column block keeps before rows are split instead
 MIN_KC = 64  # shallower blocks spend more on loading and storing C than on FMAs
 DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
 MAX_SCRATCH_BYTES = 2 << 20
@@ -100,7 +101,8 @@ def micro_kernel(c: Compute, m: Contraction, tile: TileConfig, target: Target) -
 
 
 def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target) -> GemmShape:
-    """Block sizes from the tile, rounded to the micro-kernel, grown to amortise packing."""
+    """Block sizes: the tile's, rounded to the micro-kernel and grown to amortise packing
+    (B is packed once per mc rows, A once per nc columns), within the caches."""
     mk = micro_kernel(c, m, tile, target)
     big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
     big_k = math.prod(a.extent for a in c.reduce_axes)
@@ -110,19 +112,20 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target) -> 
 
     block_m = round_up(min(big_m, math.prod(tile.block[d] for d in m.rows)), mk.rows)
     block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
-    mc = max(block_m, round_up(min(big_m, MIN_TILE_ROWS), mk.rows))
-    nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
     # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2.
     kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // 2 // (4 * mk.cols)))
+    mc = max(block_m, round_up(min(big_m, MIN_TILE_ROWS), mk.rows))
     mc = min(mc, max(mk.rows, _cache_bytes(target, "l2") // 2 // (4 * kc) // mk.rows * mk.rows))
-    # Growing must not starve the cores the tile's scale-out planned for.
+    nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
+    # Enough tasks for the cores the tile's scale-out planned for: narrower column
+    # blocks first (A is the cheaper operand to pack again), then fewer rows.
     planned = min(MIN_TASKS, math.prod(-(-a.extent // b) for a, b in zip(c.axes, tile.block, strict=True)))
     batch = side_extent(c, m.batch)
-    while batch * -(-big_m // mc) * -(-big_n // nc) < planned and (mc > block_m or nc > block_n):
-        if nc > block_n and (nc >= mc or mc == block_m):
-            nc = max(block_n, round_up(nc // 2, mk.cols))
+    while batch * -(-big_m // mc) * -(-big_n // nc) < planned and max(mc // mk.rows, nc // mk.cols) > 1:
+        if nc >= MIN_SPLIT_COLS * mk.cols or mc == mk.rows:
+            nc = round_up(nc // 2, mk.cols)
         else:
-            mc = max(block_m, round_up(mc // 2, mk.rows))
+            mc = round_up(mc // 2, mk.rows)
     while 4 * (mc * nc + kc * (mc + nc)) > MAX_SCRATCH_BYTES and nc > mk.cols:
         nc = round_up(nc // 2, mk.cols)
     return GemmShape(mk, big_m, big_n, big_k, batch, mc, nc, kc)
