@@ -114,6 +114,7 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target) -> 
     block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
     # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2.
     kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // 2 // (4 * mk.cols)))
+    kc = -(-big_k // -(-big_k // kc))  # equal blocks: a short last one pays C's load and store for little
     mc = max(block_m, round_up(min(big_m, MIN_TILE_ROWS), mk.rows))
     mc = min(mc, max(mk.rows, _cache_bytes(target, "l2") // 2 // (4 * kc) // mk.rows * mk.rows))
     nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
@@ -158,6 +159,7 @@ def _micro_kernel(g: GemmShape, src: CSource) -> None:
         with src.block("else"):
             src.extend([f"{accs[i][j]} = *(const tf_vf*)(c + {i * g.nc + j * mk.lanes});"
                         for i in range(mk.rows) for j in range(mk.vectors)])
+        src.line("#pragma GCC unroll 4")
         with src.block("for (int64_t k = 0; k < kc; ++k)"):
             for j in range(mk.vectors):
                 src.line(f"const tf_vf b{j} = *(const tf_vf*)(b + k * {mk.cols} + {j * mk.lanes});")
@@ -206,9 +208,10 @@ class _GemmWriter:
     def _walk(self, var: str, count: int | str, origin: str, axes: Sequence[int],
               prefix: str = "i") -> Iterator[None]:
         """A loop of `count` steps over flat indices origin + var with the axes `axes`
-        declared in the body: decoded once and then carried from step to step when
-        there are several (divisions per element would cost more than the FMAs they
-        feed), computed directly (so gcc can vectorize the loop) when there is one."""
+        declared in the body. With several axes (beyond those of extent 1) the loop runs
+        in segments along the innermost one: the outer axes are decoded once and carried
+        from segment to segment (no division per element), and within a segment the
+        innermost axis is the loop index plus a constant, so gcc can vectorize it."""
         src = self.src
         if sum(e > 1 for e in self._extents(axes, prefix)) <= 1:
             with src.block(f"for (int64_t {var} = 0; {var} < {count}; ++{var})"):
@@ -217,14 +220,22 @@ class _GemmWriter:
             return
         with src.block(""):
             axes = self._unit_axes(axes, prefix)
-            self._decode(f"({origin})", axes, prefix, "")
-            with src.block(f"for (int64_t {var} = 0; {var} < {count}; ++{var})"):
-                yield
-                extents = self._extents(axes, prefix)
-                step = f"++{prefix}{axes[0]};"
-                for pos in range(1, len(axes)):
-                    name = f"{prefix}{axes[pos]}"
+            outer, inner = axes[:-1], axes[-1]
+            extents = self._extents(axes, prefix)
+            self._decode(f"({origin}) / {extents[-1]}L", outer, prefix, "")
+            start, run = f"{var}s", f"{var}n"
+            src.line(f"int64_t {start}{inner} = ({origin}) % {extents[-1]}L;")
+            with src.block(f"for (int64_t {start} = 0, {run}; {start} < {count}; {start} += {run})"):
+                src.line(f"{run} = {count} - {start} < {extents[-1]}L - {start}{inner} ? "
+                         f"{count} - {start} : {extents[-1]}L - {start}{inner};")
+                with src.block(f"for (int64_t {var} = {start}; {var} < {start} + {run}; ++{var})"):
+                    src.line(f"const int64_t {prefix}{inner} = {start}{inner} + ({var} - {start});")
+                    yield
+                step = f"++{prefix}{outer[0]};"
+                for pos in range(1, len(outer)):
+                    name = f"{prefix}{outer[pos]}"
                     step = f"if (++{name} == {extents[pos]}L) {{ {name} = 0; {step} }}"
+                src.line(f"{start}{inner} = 0;")
                 src.line(step)
 
     def _emit(self, e: Expr, names: dict[str, str] | None = None) -> str:
