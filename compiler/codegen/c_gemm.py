@@ -23,10 +23,11 @@ Scratch is one aligned heap block per thread (malloc'd once per parallel region)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from compiler.codegen.affine import linear_form
 from compiler.codegen.cexpr import ExprWriter, new_counter, row_major_strides
 from compiler.codegen.contraction import Contraction, match_contraction, side_extent
 from compiler.codegen.csource import CSource
@@ -41,6 +42,7 @@ MIN_TILE_ROWS = 96  # block tiles grow to these sizes: packing is paid per tile
 MIN_TILE_COLS = 256
 MIN_TASKS = 4  # enough tasks to balance the cores, when the tile planned that many
 MIN_SPLIT_COLS = 4  # NR panels a column block keeps before rows are split instead
+MIN_SEGMENT = 8  # shorter innermost runs are walked element by element
 MIN_KC = 64  # shallower blocks spend more on loading and storing C than on FMAs
 DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
 MAX_SCRATCH_BYTES = 2 << 20
@@ -170,6 +172,15 @@ def _micro_kernel(g: GemmShape, src: CSource) -> None:
                     for i in range(mk.rows) for j in range(mk.vectors)])
 
 
+def _carry(axes: Sequence[int], extents: Sequence[int], prefix: str) -> str:
+    """C statement stepping the row-major index `axes` (extents `extents`) by one."""
+    step = f"++{prefix}{axes[0]};"
+    for pos in range(1, len(axes)):
+        name = f"{prefix}{axes[pos]}"
+        step = f"if (++{name} == {extents[pos]}L) {{ {name} = 0; {step} }}"
+    return step
+
+
 class _GemmWriter:
     """Writes the tiled, packed GEMM loop nest of one contraction."""
 
@@ -206,12 +217,14 @@ class _GemmWriter:
 
     @contextmanager
     def _walk(self, var: str, count: int | str, origin: str, axes: Sequence[int],
-              prefix: str = "i") -> Iterator[None]:
+              prefix: str = "i", segment: Callable[[str, str], None] | None = None) -> Iterator[None]:
         """A loop of `count` steps over flat indices origin + var with the axes `axes`
         declared in the body. With several axes (beyond those of extent 1) the loop runs
         in segments along the innermost one: the outer axes are decoded once and carried
         from segment to segment (no division per element), and within a segment the
-        innermost axis is the loop index plus a constant, so gcc can vectorize it."""
+        innermost axis is the loop index plus a constant, so gcc can vectorize it.
+        `segment(first, last)`, when given, writes statements before each segment's
+        loop (given C expressions of the innermost axis at the segment's ends)."""
         src = self.src
         if sum(e > 1 for e in self._extents(axes, prefix)) <= 1:
             with src.block(f"for (int64_t {var} = 0; {var} < {count}; ++{var})"):
@@ -220,23 +233,33 @@ class _GemmWriter:
             return
         with src.block(""):
             axes = self._unit_axes(axes, prefix)
-            outer, inner = axes[:-1], axes[-1]
             extents = self._extents(axes, prefix)
+            if extents[-1] < MIN_SEGMENT:
+                yield from self._carried(var, count, origin, axes, prefix)
+                return
+            outer, inner = axes[:-1], axes[-1]
             self._decode(f"({origin}) / {extents[-1]}L", outer, prefix, "")
             start, run = f"{var}s", f"{var}n"
             src.line(f"int64_t {start}{inner} = ({origin}) % {extents[-1]}L;")
             with src.block(f"for (int64_t {start} = 0, {run}; {start} < {count}; {start} += {run})"):
                 src.line(f"{run} = {count} - {start} < {extents[-1]}L - {start}{inner} ? "
                          f"{count} - {start} : {extents[-1]}L - {start}{inner};")
+                if segment is not None:
+                    segment(f"{start}{inner}", f"({start}{inner} + {run} - 1)")
                 with src.block(f"for (int64_t {var} = {start}; {var} < {start} + {run}; ++{var})"):
                     src.line(f"const int64_t {prefix}{inner} = {start}{inner} + ({var} - {start});")
                     yield
-                step = f"++{prefix}{outer[0]};"
-                for pos in range(1, len(outer)):
-                    name = f"{prefix}{outer[pos]}"
-                    step = f"if (++{name} == {extents[pos]}L) {{ {name} = 0; {step} }}"
                 src.line(f"{start}{inner} = 0;")
-                src.line(step)
+                src.line(_carry(outer, extents, prefix))
+
+    def _carried(self, var: str, count: int | str, origin: str, axes: Sequence[int],
+                 prefix: str) -> Iterator[None]:
+        """The walk for a short innermost axis: all axes decoded once, carried per step."""
+        src = self.src
+        self._decode(f"({origin})", axes, prefix, "")
+        with src.block(f"for (int64_t {var} = 0; {var} < {count}; ++{var})"):
+            yield
+            src.line(_carry(axes, self._extents(axes, prefix), prefix))
 
     def _emit(self, e: Expr, names: dict[str, str] | None = None) -> str:
         w = ExprWriter(self.c.inputs, names or self.names, self.counter, self.ranges)
@@ -294,8 +317,38 @@ class _GemmWriter:
                 self._pack_row(f"{self.g.n}L - n0 - p * {nr}L", f"n0 + p * {nr}L")
 
     def _pack_row(self, count: int | str, origin: str) -> None:
-        with self._walk("j", count, origin, self.m.cols):
-            self.src.line(f"dst[j] = {self._emit(self.m.rhs)};")
+        """One row of a B panel. A padded (affine) operand, such as a convolution's input
+        patch, is read without bounds checks over segments whose two ends are inside
+        the tensor: affine indices are monotonic along the segment, so the whole
+        segment is (gcc unswitches the loop on the flag and vectorizes the copy)."""
+        rhs = self.m.rhs
+        assert isinstance(rhs, Load)
+        split = (rhs.pad is not None and self._segmented(self.m.cols)
+                 and all(linear_form(i) is not None for i in rhs.indices))
+        inner = self.c.axes[[d for d in self.m.cols if self.c.axes[d].extent > 1][-1]].name
+
+        def inside(first: str, last: str) -> None:
+            shape = self.c.inputs[rhs.input].shape
+            checks = []
+            for end in (first, last):
+                names = {**self.names, inner: end}
+                checks += [f"(uint64_t)({self._emit(i, names)}) < {n}UL"
+                           for i, n in zip(rhs.indices, shape, strict=True)]
+            self.src.line(f"const int inside = {' && '.join(checks)};")
+
+        with self._walk("j", count, origin, self.m.cols, segment=inside if split else None):
+            if not split:
+                self.src.line(f"dst[j] = {self._emit(rhs)};")
+                return
+            with self.src.block("if (inside)"):
+                self.src.line(f"dst[j] = {self._emit(Load(rhs.input, rhs.indices, rhs.dtype))};")
+            with self.src.block("else"):
+                self.src.line(f"dst[j] = {self._emit(rhs)};")
+
+    def _segmented(self, axes: Sequence[int]) -> bool:
+        """Whether `_walk` over spatial `axes` runs in segments."""
+        extents = [e for e in self._extents(axes, "i") if e > 1]
+        return len(extents) > 1 and extents[-1] >= MIN_SEGMENT
 
     def _pack_a(self) -> None:
         """A panels: ap[(p * kc + k) * MR + i] = lhs at row m0 + p * MR + i, reduce index k0 + k."""
