@@ -271,7 +271,9 @@ class _GemmWriter:
         g, mk, src = self.g, self.g.mk, self.src
         tm, tn = -(-g.m // g.mc), -(-g.n // g.nc)
         tasks = g.batch * tm * tn
-        floats = g.mc * g.nc + g.kc * (g.mc + g.nc)
+        # Every region starts on a cache line: the micro-kernel's vector loads assume alignment.
+        a_floats = -(-g.kc * g.mc // 16) * 16
+        floats = g.mc * g.nc + a_floats + g.kc * g.nc
         with src.block(header):
             src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in self.params])
             if parallel and tasks > 1:
@@ -280,7 +282,7 @@ class _GemmWriter:
                 src.line(f"float* const ct = (float*)aligned_alloc(64, {4 * floats}UL);")
                 src.line("if (!ct) abort();")
                 src.line(f"float* const ap = ct + {g.mc * g.nc};")
-                src.line(f"float* const bp = ap + {g.kc * g.mc};")
+                src.line(f"float* const bp = ap + {a_floats};")
                 if parallel and tasks > 1:
                     src.line("#pragma omp for schedule(static)")
                 with src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
