@@ -27,7 +27,9 @@ def _machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}; "
+            f"load average {load} when it started")
 
 
 def model_table(results: list[BenchResult]) -> list[str]:
