@@ -31,18 +31,19 @@ from compiler.codegen.affine import linear_form
 from compiler.codegen.cexpr import ExprWriter, new_counter, row_major_strides
 from compiler.codegen.contraction import Contraction, match_contraction, side_extent
 from compiler.codegen.csource import CSource
-from compiler.ir.te import ACC, Compute, Expr, Load
+from compiler.ir.te import ACC, Compute, Expr, Load, TensorType, Var
 from compiler.schedule.plan import TileConfig
 from compiler.target.base import Target
 
 SUPPORTED_LANES = (4, 8, 16)  # float32 lanes of SSE / NEON, AVX2, AVX-512
 MIN_ROWS = 4  # smaller GEMMs waste most of a micro-kernel on padding
 MAX_ROWS = {1: 8, 2: 14}  # per vectors wide: beyond, the code grows for no gain
-MIN_TILE_ROWS = 96  # block tiles grow to these sizes: packing is paid per tile
-MIN_TILE_COLS = 256
+MIN_TILE_COLS = 256  # column blocks grow to this: A is packed once per column block
 MIN_TASKS = 4  # enough tasks to balance the cores, when the tile planned that many
 MIN_SPLIT_COLS = 4  # NR panels a column block keeps before rows are split instead
+FLAT_K = "tf_k"  # the flat reduce index's TE variable name (unused when an axis has it)
 MIN_SEGMENT = 8  # shorter innermost runs are walked element by element
+A_SHARE_OF_L2 = 0.6
 MIN_KC = 64  # shallower blocks spend more on loading and storing C than on FMAs
 DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
 MAX_SCRATCH_BYTES = 2 << 20
@@ -103,8 +104,9 @@ def micro_kernel(c: Compute, m: Contraction, tile: TileConfig, target: Target) -
 
 
 def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target) -> GemmShape:
-    """Block sizes: the tile's, rounded to the micro-kernel and grown to amortise packing
-    (B is packed once per mc rows, A once per nc columns), within the caches."""
+    """Block sizes, multiples of the micro-kernel: rows as many as L2 holds (B is packed
+    once per row block), columns the tile's grown to MIN_TILE_COLS (A is packed once
+    per column block), both split again until the tasks the tile planned exist."""
     mk = micro_kernel(c, m, tile, target)
     big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
     big_k = math.prod(a.extent for a in c.reduce_axes)
@@ -112,13 +114,12 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target) -> 
     def round_up(x: int, q: int) -> int:
         return -(-x // q) * q
 
-    block_m = round_up(min(big_m, math.prod(tile.block[d] for d in m.rows)), mk.rows)
     block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
-    # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2.
+    # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2
+    # beside the B panels and C tiles passing through.
     kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // 2 // (4 * mk.cols)))
-    kc = -(-big_k // -(-big_k // kc))  # equal blocks: a short last one pays C's load and store for little
-    mc = max(block_m, round_up(min(big_m, MIN_TILE_ROWS), mk.rows))
-    mc = min(mc, max(mk.rows, _cache_bytes(target, "l2") // 2 // (4 * kc) // mk.rows * mk.rows))
+    mc = round_up(big_m, mk.rows)  # as many rows as L2 holds: B is packed once per row block
+    mc = min(mc, max(mk.rows, int(_cache_bytes(target, "l2") * A_SHARE_OF_L2) // (4 * kc) // mk.rows * mk.rows))
     nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
     # Enough tasks for the cores the tile's scale-out planned for: narrower column
     # blocks first (A is the cheaper operand to pack again), then fewer rows.
@@ -131,7 +132,12 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target) -> 
             mc = round_up(mc // 2, mk.rows)
     while 4 * (mc * nc + kc * (mc + nc)) > MAX_SCRATCH_BYTES and nc > mk.cols:
         nc = round_up(nc // 2, mk.cols)
-    return GemmShape(mk, big_m, big_n, big_k, batch, mc, nc, kc)
+
+    def even(total: int, limit: int, quantum: int) -> int:
+        """Equal blocks, as many as `limit` needs: a short last block costs nearly a full one."""
+        return round_up(-(-total // -(-total // limit)), quantum)
+    return GemmShape(mk, big_m, big_n, big_k, batch, even(big_m, mc, mk.rows), even(big_n, nc, mk.cols),
+                     even(big_k, kc, 1))
 
 
 def _cache_bytes(target: Target, level: str) -> int:
@@ -361,10 +367,38 @@ class _GemmWriter:
             src.line(f"float* const dst = ap + p * kc * {mr}L + i;")
             with src.block(f"if (mi < {self.g.m}L)"):
                 self._decode("mi", self.m.rows)
-                with self._walk("k", "kc", "k0", range(len(self.c.reduce_axes)), "r"):
-                    src.line(f"dst[k * {mr}L] = {self._emit(self.m.lhs)};")
+                flat = self._flat_reduce(self.m.lhs)
+                if flat is not None:  # K contiguous in the operand: one index, no carries
+                    inputs, load = flat
+                    with src.block("for (int64_t k = 0; k < kc; ++k)"):
+                        ranges = {**self.ranges, FLAT_K: (0, self.g.k - 1)}
+                        w = ExprWriter(inputs, {**self.names, FLAT_K: "(k0 + k)"}, self.counter, ranges)
+                        value = w.emit(load)
+                        src.extend(w.lines)
+                        src.line(f"dst[k * {mr}L] = {value};")
+                else:
+                    with self._walk("k", "kc", "k0", range(len(self.c.reduce_axes)), "r"):
+                        src.line(f"dst[k * {mr}L] = {self._emit(self.m.lhs)};")
             with src.block("else"), src.block("for (int64_t k = 0; k < kc; ++k)"):
                 src.line(f"dst[k * {mr}L] = 0.0f;")
+
+    def _flat_reduce(self, operand: Expr) -> tuple[list[TensorType], Load] | None:
+        """The operand read through one flat K index (`FLAT_K`), when its last indices are
+        exactly the reduce axes, in order, over whole dimensions of their extents (a
+        convolution's weights): the input reshaped to match, and the load."""
+        red = self.c.reduce_axes
+        if (not isinstance(operand, Load) or len(red) < 2 or len(operand.indices) < len(red)
+                or FLAT_K in self.ranges):
+            return None
+        lead = len(operand.indices) - len(red)
+        shape = self.c.inputs[operand.input].shape
+        for a, e, n in zip(red, operand.indices[lead:], shape[lead:], strict=True):
+            if not (isinstance(e, Var) and e.name == a.name and n == a.extent):
+                return None
+        inputs = list(self.c.inputs)
+        t = inputs[operand.input]
+        inputs[operand.input] = TensorType((*shape[:lead], math.prod(shape[lead:])), t.dtype)
+        return inputs, Load(operand.input, (*operand.indices[:lead], Var(FLAT_K)), operand.dtype)
 
     def _epilogue(self) -> None:
         """post(acc) for the valid part of the tile, stored to `out`."""
