@@ -314,8 +314,7 @@ class _GemmWriter:
         """B panels: bp[(p * kc + k) * NR + j] = rhs at col n0 + p * NR + j, reduce index k0 + k."""
         src, nr = self.src, self.g.mk.cols
         with (src.block("for (int64_t p = 0; p < np; ++p)"),
-              src.block("for (int64_t k = 0; k < kc; ++k)")):
-            self._decode("(k0 + k)", range(len(self.c.reduce_axes)), "r")
+              self._walk("k", "kc", "k0", range(len(self.c.reduce_axes)), "r")):
             src.line(f"float* const dst = bp + (p * kc + k) * {nr}L;")
             with src.block(f"if (n0 + p * {nr}L + {nr}L <= {self.g.n}L)"):
                 self._pack_row(nr, f"n0 + p * {nr}L")
