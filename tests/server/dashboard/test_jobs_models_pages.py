@@ -85,3 +85,18 @@ def test_cancel_from_the_job_page(alice, seeded, dashboard_app):
     finished = alice.post(f"/jobs/{seeded.jobs['alice']}/cancel")  # nothing to cancel: just show it
     assert finished.status_code == 303
     assert alice.post(f"/jobs/{seeded.jobs['bob']}/cancel").status_code == 404
+
+
+def test_job_whose_validation_could_not_run_says_why(alice, seeded, dashboard_app):
+    """A CUDA job compiled where no GPU is present: validation is 'not run', never 'passed'."""
+    with transaction(dashboard_app.state.sessions) as s:
+        job = Job(tenant_id=seeded.tenant_ids["alice"], model_id=seeded.models["alice"], target="cuda:h100",
+                  target_kind="cuda", status=JobStatus.succeeded, stage="done", progress=1.0, attempts=1,
+                  validation={"passed": None, "skipped": "not run: pycuda is not installed",
+                              "rel_l2_error": None, "max_abs_error": None})
+        s.add(job)
+        s.flush()
+        job_id = job.id
+    html = alice.get(f"/jobs/{job_id}").text
+    assert "not run" in html and "pycuda is not installed" in html
+    assert 'badge succeeded">passed' not in html and 'badge failed">failed' not in html
