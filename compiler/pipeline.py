@@ -140,6 +140,7 @@ def compile_model(
                     f"compiled model disagrees with onnxruntime: relative L2 error "
                     f"{report['validation']['rel_l2_error']:.3g} > tolerance {opts.tolerance:g}"
                 )
+        c.store(report.get("validation", {}))
         report["stage_seconds"] = dict(st.seconds)
         if output is None:
             final = Path(tempfile.mkdtemp(prefix="tileforge-artifact-")) / "model.tar.gz"
@@ -169,6 +170,7 @@ class _Compilation:
         self.measured: dict[str, list[float | None]] = {}  # key -> per-candidate microseconds
         self.construct_seconds = 0.0
         self.plan = ExecutionPlan(target=self.fingerprint)
+        self.new_entries: list[KernelEntry] = []  # built here, cached once the model validates
 
     # -- schedule -----------------------------------------------------------------------------
 
@@ -233,7 +235,7 @@ class _Compilation:
             return
         computes = {k.key: k.compute for k in self.plan.kernels}
         sources = {f"tf_cand_{key[:16]}_{i}": apply_workarounds(
-                       computes[key], render_kernel(computes[key], c.tile, f"tf_cand_{key[:16]}_{i}"))
+                       computes[key], render_kernel(computes[key], c.tile, f"tf_cand_{key[:16]}_{i}", self.target))
                    for key, cands in todo.items() for i, c in enumerate(cands)}
         flags = c_flags(self.target)
         objects = compile_objects(sources, flags)
@@ -265,11 +267,11 @@ class _Compilation:
         from compiler.codegen.c import render_kernel
         from compiler.codegen.c_workarounds import apply_workarounds
 
-        return {k.symbol: apply_workarounds(k.compute, render_kernel(k.compute, k.tile, k.symbol))
+        return {k.symbol: apply_workarounds(k.compute, render_kernel(k.compute, k.tile, k.symbol, self.target))
                 for k in self._misses().values()}
 
     def build(self, sources: dict[str, str]) -> bytes:
-        """Compile the misses (storing them in the cache); returns the model's binary.
+        """Compile the misses (kept for `store`); returns the model's binary.
 
         CPU: one object per kernel (cached), linked with the entry point into model.so.
         CUDA: kernels are cached as tiling + source; the model's kernels are compiled
@@ -287,7 +289,7 @@ class _Compilation:
                 te_json=k.compute.canonical(), estimated_us=k.estimated_us, measured_us=k.measured_us,
                 extras={"candidates": self._candidate_log(key)},
             )
-            self.cache.put(entry)
+            self.new_entries.append(entry)
             self.entries[key] = entry
         if self.cuda:
             from compiler.build.nvcc import compile_cubin
@@ -300,6 +302,17 @@ class _Compilation:
         keys = sorted({k.symbol: k.key for k in self.plan.kernels}.items())
         return link_shared([self.entries[key].binary for _, key in keys],
                            {"entry": render_entry(self.plan)}, c_flags(self.target))
+
+    def store(self, validation: dict) -> None:
+        """Cache the kernels built here, now that the model they belong to is accepted.
+
+        Called only after validation passed (or was not asked for / could not run): a
+        kernel of a model that disagrees with the reference never enters the cache.
+        Each carries the relative L2 error of the validation that accepted it.
+        """
+        for entry in self.new_entries:
+            entry.validation_error = validation.get("rel_l2_error")
+            self.cache.put(entry)
 
     def _candidate_log(self, key: str) -> list[dict]:
         """Predicted beside measured time of each candidate, so the model can be checked."""

@@ -33,3 +33,21 @@ def test_padded_average_pool_borders_match_onnxruntime(count_include_pad: int, t
     m.ir_version = 8
     r = compile_model(m, "cpu", {"measure": False}, output=tmp_path / "a.tar.gz")
     assert r.validation["passed"], r.validation
+
+
+def test_kernels_of_a_model_that_fails_validation_are_not_cached(tmp_path: Path, monkeypatch):
+    from compiler import pipeline
+    from compiler.bench.models import mlp_gelu
+    from compiler.cache import FileKernelCache
+    from compiler.errors import ValidationError
+
+    cache = FileKernelCache(tmp_path / "kernels")
+    monkeypatch.setattr(pipeline, "_validate", lambda *a: {"passed": False, "rel_l2_error": 0.5,
+                                                           "max_abs_error": 1.0, "tolerance": 1e-4})
+    with pytest.raises(ValidationError):
+        compile_model(mlp_gelu(batch=1), "cpu", {"measure": False}, cache=cache, output=tmp_path / "a.tar.gz")
+    assert not list((tmp_path / "kernels").rglob("*.json"))
+    monkeypatch.undo()
+    r = compile_model(mlp_gelu(batch=1), "cpu", {"measure": False}, cache=cache, output=tmp_path / "b.tar.gz")
+    stored = [cache.get(k["key"]) for k in r.kernels]
+    assert all(e is not None and e.validation_error == r.validation["rel_l2_error"] for e in stored)
