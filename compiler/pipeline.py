@@ -226,7 +226,6 @@ class _Compilation:
         """Compile and time the top-k tilings of every heavy miss; the fastest is kept."""
         from compiler.build.gcc import c_flags, compile_objects, link_shared
         from compiler.codegen.c import render_kernel
-        from compiler.codegen.c_workarounds import apply_workarounds
         from compiler.runtime.kernel_timer import time_kernels
 
         todo = {key: cands for key, cands in self.candidates.items()
@@ -234,8 +233,8 @@ class _Compilation:
         if not todo:
             return
         computes = {k.key: k.compute for k in self.plan.kernels}
-        sources = {f"tf_cand_{key[:16]}_{i}": apply_workarounds(
-                       computes[key], render_kernel(computes[key], c.tile, f"tf_cand_{key[:16]}_{i}", self.target))
+        sources = {f"tf_cand_{key[:16]}_{i}": render_kernel(computes[key], c.tile, f"tf_cand_{key[:16]}_{i}",
+                                                            self.target)
                    for key, cands in todo.items() for i, c in enumerate(cands)}
         flags = c_flags(self.target)
         objects = compile_objects(sources, flags)
@@ -265,9 +264,8 @@ class _Compilation:
 
             return {k.symbol: render_kernel(k.compute, k.tile, k.symbol) for k in self._misses().values()}
         from compiler.codegen.c import render_kernel
-        from compiler.codegen.c_workarounds import apply_workarounds
 
-        return {k.symbol: apply_workarounds(k.compute, render_kernel(k.compute, k.tile, k.symbol, self.target))
+        return {k.symbol: render_kernel(k.compute, k.tile, k.symbol, self.target)
                 for k in self._misses().values()}
 
     def build(self, sources: dict[str, str]) -> bytes:

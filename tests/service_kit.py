@@ -119,19 +119,21 @@ class OnnxModels:
 
     @staticmethod
     def deep(layers: int = 12) -> bytes:
-        """`layers` of MatMul + Tanh of varying widths: compiling takes seconds (gcc), time to act mid-job."""
+        """`layers` of MatMul + Tanh, every layer a different width: as many distinct kernels to
+        build as layers, so compiling takes seconds (gcc) even on an idle machine — time to act
+        mid-job, and reliably over a 1 s time limit."""
         import numpy as np
         from onnx import TensorProto, helper, numpy_helper
 
         rng = np.random.default_rng(7)
         nodes, inits, x = [], [], "x"
         for i in range(layers):
-            width = 16 + 8 * (i % 4)
-            prev = 16 if i == 0 else 16 + 8 * ((i - 1) % 4)
+            width = 16 + 8 * i
+            prev = 16 if i == 0 else 16 + 8 * (i - 1)
             inits.append(numpy_helper.from_array(rng.standard_normal((prev, width)).astype(np.float32) * 0.3, f"w{i}"))
             nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"]), helper.make_node("Tanh", [f"h{i}"], [f"a{i}"])]
             x = f"a{i}"
-        out = 16 + 8 * ((layers - 1) % 4)
+        out = 16 + 8 * (layers - 1)
         graph = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
                                   [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, out])], inits)
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_stride
 from compiler.codegen.c_gemm import gemm_contraction, render_gemm
 from compiler.codegen.c_merge_axes import merge_axes
+from compiler.codegen.c_workarounds import apply_workarounds
 from compiler.codegen.cexpr import (
     PRELUDE,
     ExprWriter,
@@ -68,7 +69,12 @@ _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 def render_kernel(compute: Compute, tile: TileConfig, symbol: str, target: Target | None = None) -> str:
     """The complete C translation unit of one kernel named `symbol`, for `target`'s ISA
-    (default: the build machine's, which gcc's default `-march=native` also targets)."""
+    (default: the build machine's, which gcc's default `-march=native` also targets),
+    with the toolchain workarounds it needs (compiler/codegen/c_workarounds.py)."""
+    return apply_workarounds(compute, _render(compute, tile, symbol, target))
+
+
+def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | None) -> str:
     shape = _check(compute, tile, symbol)
     src = CSource()
     src.lines.extend(PRELUDE.splitlines())
