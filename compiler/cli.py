@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.errors import TileforgeError
+from compiler.target.base import Target
 
 
 def _default_cache_dir() -> Path:
@@ -52,7 +53,7 @@ class _ProgressLine:
             print(line, file=sys.stderr, flush=True)
 
 
-def _target(name: str):
+def _target(name: str) -> Target:
     """A preset name, or (from the command line only) a JSON/YAML target file."""
     from compiler.target import get_target
 

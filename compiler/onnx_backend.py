@@ -58,15 +58,18 @@ class TileforgeRep(BackendRep):
                       output=out)
         return load(out)
 
+    @staticmethod
+    def _values_key(feeds: dict[str, np.ndarray], names: frozenset[str]) -> tuple:
+        return tuple((n, feeds[n].dtype.str, feeds[n].shape, feeds[n].tobytes()) for n in sorted(names))
+
     def _executable(self, feeds: dict[str, np.ndarray]) -> tuple[Executable, frozenset[str]]:
         if self._frozen_names is not None:
-            key = tuple((n, feeds[n].dtype.str, feeds[n].shape, feeds[n].tobytes())
-                        for n in sorted(self._frozen_names))
+            key = self._values_key(feeds, self._frozen_names)
             if key in self._compiled:
                 return self._compiled[key]
         exe, frozen = specialize(self._model, feeds, self._compile)
         self._frozen_names = frozenset(frozen)
-        key = tuple((n, feeds[n].dtype.str, feeds[n].shape, feeds[n].tobytes()) for n in sorted(frozen))
+        key = self._values_key(feeds, self._frozen_names)
         self._compiled[key] = (exe, self._frozen_names)
         return self._compiled[key]
 

@@ -50,31 +50,31 @@ def _is_cheap(c: Compute) -> bool:
     return not any(isinstance(x, Call) and x.op in _EXPENSIVE for x in walk(c.body))
 
 
-def _merge_inputs(
-    consumer: Node, slot: int, producer: Node
-) -> tuple[tuple[int, ...], tuple[TensorType, ...], dict[int, int], dict[int, int]]:
-    """Input list of the fused node: the consumer's minus `slot`, plus the producer's.
+Slots = list[tuple[int, int, TensorType]]  # (slot in its node, tensor id, type)
 
-    Returns (tensor ids, types, consumer slot -> new slot, producer slot -> new slot).
+
+def _slots(node: Node, skip: int | None = None) -> Slots:
+    return [(i, tid, tt) for i, (tid, tt) in enumerate(zip(node.inputs, node.compute.inputs, strict=True))
+            if i != skip]
+
+
+def _merge_inputs(
+    first: Slots, second: Slots
+) -> tuple[tuple[int, ...], tuple[TensorType, ...], dict[int, int], dict[int, int]]:
+    """One input list for a fused node: `first`'s tensors, then `second`'s not already there.
+
+    Returns (tensor ids, types, first slot -> new slot, second slot -> new slot).
     """
     ids: list[int] = []
     types: list[TensorType] = []
-    cmap: dict[int, int] = {}
-    pmap: dict[int, int] = {}
-
-    def add(tid: int, tt: TensorType) -> int:
-        if tid in ids:
-            return ids.index(tid)
-        ids.append(tid)
-        types.append(tt)
-        return len(ids) - 1
-
-    for i, (tid, tt) in enumerate(zip(consumer.inputs, consumer.compute.inputs, strict=True)):
-        if i != slot:
-            cmap[i] = add(tid, tt)
-    for i, (tid, tt) in enumerate(zip(producer.inputs, producer.compute.inputs, strict=True)):
-        pmap[i] = add(tid, tt)
-    return tuple(ids), tuple(types), cmap, pmap
+    maps: tuple[dict[int, int], dict[int, int]] = ({}, {})
+    for m, slots in zip(maps, (first, second), strict=True):
+        for slot, tid, tt in slots:
+            if tid not in ids:
+                ids.append(tid)
+                types.append(tt)
+            m[slot] = ids.index(tid)
+    return tuple(ids), tuple(types), maps[0], maps[1]
 
 
 def _remap_loads(e: Expr, mapping: dict[int, int]) -> Expr:
@@ -100,7 +100,7 @@ def _guard_loads(e: Expr) -> Expr:
 
 def _inline(consumer: Node, slot: int, producer: Node) -> tuple[Compute, tuple[int, ...]]:
     """The consumer's Compute with producer values substituted for loads of `slot`."""
-    ids, types, cmap, pmap = _merge_inputs(consumer, slot, producer)
+    ids, types, cmap, pmap = _merge_inputs(_slots(consumer, skip=slot), _slots(producer))
     p = producer.compute
     pbody = _remap_loads(p.body, pmap)
 
@@ -143,19 +143,8 @@ def _padded_reads(c: Compute, slot: int) -> bool:
 def _epilogue(producer: Node, consumer: Node, slot: int) -> tuple[Compute, tuple[int, ...]]:
     """The reduction `producer` with the element-wise `consumer` folded into its post."""
     p, c = producer.compute, consumer.compute
-    # consumer's inputs except the reduction output, appended after the producer's own inputs
-    ids = list(producer.inputs)
-    types = list(p.inputs)
-    cmap: dict[int, int] = {}
-    for i, (tid, tt) in enumerate(zip(consumer.inputs, c.inputs, strict=True)):
-        if i == slot:
-            continue
-        if tid in ids:
-            cmap[i] = ids.index(tid)
-        else:
-            ids.append(tid)
-            types.append(tt)
-            cmap[i] = len(ids) - 1
+    # the consumer's inputs except the reduction output, after the producer's own inputs
+    ids, types, _, cmap = _merge_inputs(_slots(producer), _slots(consumer, skip=slot))
     rename = {a.name: Var(b.name) for a, b in zip(c.axes, p.axes, strict=True)}
     acc_value = p.post if p.post is not None else cast(Var(ACC, p.acc_dtype), p.dtype)
 
@@ -168,9 +157,9 @@ def _epilogue(producer: Node, consumer: Node, slot: int) -> tuple[Compute, tuple
 
     # rename the consumer's axes to the producer's first, then splice in the accumulator
     post = substitute(rename_vars(c.body, rename), fn)
-    fused = replace(p, post=post, inputs=tuple(types), dtype=c.dtype,
+    fused = replace(p, post=post, inputs=types, dtype=c.dtype,
                     label=f"{p.label}+{c.label}" if p.label and c.label else p.label or c.label)
-    return fused, tuple(ids)
+    return fused, ids
 
 
 def fuse(graph: Graph) -> Graph:
