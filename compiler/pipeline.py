@@ -125,9 +125,8 @@ def compile_model(
         binary = c.build(sources)
     report = c.report(model_sha, graph)
     files = c.artifact_files(graph, binary)
-    workdir = Path(tempfile.mkdtemp(prefix="tileforge-"))
+    out = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="tileforge-artifact-")) / "model.tar.gz"
     try:
-        out = Path(output) if output is not None else workdir / "model.tar.gz"
         with st.stage("package"):
             sha = c.package(out, files, model_sha, report)
         if opts.validate:
@@ -140,14 +139,14 @@ def compile_model(
                     f"compiled model disagrees with onnxruntime: relative L2 error "
                     f"{report['validation']['rel_l2_error']:.3g} > tolerance {opts.tolerance:g}"
                 )
-        c.store(report.get("validation", {}))
-        report["stage_seconds"] = dict(st.seconds)
+    except BaseException:
+        # never leave behind an artifact that did not validate (or was cut short)
+        out.unlink(missing_ok=True)
         if output is None:
-            final = Path(tempfile.mkdtemp(prefix="tileforge-artifact-")) / "model.tar.gz"
-            shutil.move(out, final)
-            out = final
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(out.parent, ignore_errors=True)
+        raise
+    c.store(report.get("validation", {}))
+    report["stage_seconds"] = dict(st.seconds)
     if progress is not None:
         progress("done", 1.0)
     return CompileResult(

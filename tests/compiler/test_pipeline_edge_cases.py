@@ -47,6 +47,7 @@ def test_kernels_of_a_model_that_fails_validation_are_not_cached(tmp_path: Path,
     with pytest.raises(ValidationError):
         compile_model(mlp_gelu(batch=1), "cpu", {"measure": False}, cache=cache, output=tmp_path / "a.tar.gz")
     assert not list((tmp_path / "kernels").rglob("*.json"))
+    assert not (tmp_path / "a.tar.gz").exists()  # no artifact that failed validation is left behind
     monkeypatch.undo()
     r = compile_model(mlp_gelu(batch=1), "cpu", {"measure": False}, cache=cache, output=tmp_path / "b.tar.gz")
     stored = [cache.get(k["key"]) for k in r.kernels]
