@@ -33,7 +33,7 @@ from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.schedule.fuse import fuse
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
-from compiler.schedule.planner import build_plan, weights_blob
+from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
 from compiler.schedule.rtile import Candidate, construct
 from compiler.target import get_target
 from compiler.target.base import Target
@@ -173,8 +173,8 @@ class _Compilation:
 
     # -- schedule -----------------------------------------------------------------------------
 
-    def key_of(self, compute: Compute) -> str:
-        sig = signature_of(compute, self.fingerprint, self.opts.codegen_key())
+    def key_of(self, compute: Compute, constants: Constants = ()) -> str:
+        sig = signature_of(compute, self.fingerprint, {**self.opts.codegen_key(), **constant_options(constants)})
         if sig.key not in self.signatures:
             self.signatures[sig.key] = sig
             hit = self.cache.get(sig.key)
@@ -182,8 +182,8 @@ class _Compilation:
                 self.entries[sig.key] = hit
         return sig.key
 
-    def tile_of(self, compute: Compute) -> TileConfig:
-        key = self.key_of(compute)
+    def tile_of(self, compute: Compute, constants: Constants = ()) -> TileConfig:
+        key = self.key_of(compute, constants)
         if key in self.entries:
             return TileConfig.from_json(self.entries[key].tile_config)
         if key not in self.candidates:
@@ -214,6 +214,10 @@ class _Compilation:
             k.estimated_us = round(cand.estimate.time_us, 3)
             times = self.measured.get(k.key)
             k.measured_us = None if times is None else times[best]
+        if not self.cuda:
+            from compiler.codegen.c_prepack import place_prepacked
+
+            place_prepacked(self.plan, self.target)
 
     def _best(self, key: str) -> int:
         times = self.measured.get(key)
@@ -224,23 +228,30 @@ class _Compilation:
     def _measure_candidates(self) -> None:
         """Compile and time the top-k tilings of every heavy miss; the fastest is kept."""
         from compiler.build.gcc import c_flags, compile_objects, link_shared
-        from compiler.codegen.c import render_kernel
+        from compiler.codegen.c import prepacked_inputs, render_kernel
         from compiler.runtime.kernel_timer import time_kernels
 
         todo = {key: cands for key, cands in self.candidates.items()
                 if len(cands) > 1 and max(c.estimate.time_us for c in cands) >= MEASURE_THRESHOLD_US}
         if not todo:
             return
-        computes = {k.key: k.compute for k in self.plan.kernels}
-        sources = {f"tf_cand_{key[:16]}_{i}": render_kernel(computes[key], c.tile, f"tf_cand_{key[:16]}_{i}",
-                                                            self.target)
+        kernels = {k.key: k for k in self.plan.kernels}
+        sources = {f"tf_cand_{key[:16]}_{i}": render_kernel(kernels[key].compute, c.tile, f"tf_cand_{key[:16]}_{i}",
+                                                            self.target, kernels[key].constant_inputs)
                    for key, cands in todo.items() for i, c in enumerate(cands)}
         flags = c_flags(self.target)
         objects = compile_objects(sources, flags)
         library = link_shared(list(objects.values()), {}, flags)
         for key, cands in todo.items():
             symbols = [f"tf_cand_{key[:16]}_{i}" for i in range(len(cands))]
-            times = time_kernels(library, symbols, computes[key], self.opts.threads)
+            k = kernels[key]
+            # Candidates read their packed operands as laid out for their own tiles: the
+            # timer passes each such input as much memory as the largest layout needs.
+            packed: dict[int, int] = {}
+            for c in cands:
+                for pos, nbytes in prepacked_inputs(k.compute, c.tile, self.target, k.constant_inputs).items():
+                    packed[pos] = max(packed.get(pos, 0), nbytes)
+            times = time_kernels(library, symbols, k.compute, self.opts.threads, packed)
             self.measured[key] = [round(times[s], 3) for s in symbols]
 
     # -- codegen and build --------------------------------------------------------------------
@@ -264,7 +275,7 @@ class _Compilation:
             return {k.symbol: render_kernel(k.compute, k.tile, k.symbol) for k in self._misses().values()}
         from compiler.codegen.c import render_kernel
 
-        return {k.symbol: render_kernel(k.compute, k.tile, k.symbol, self.target)
+        return {k.symbol: render_kernel(k.compute, k.tile, k.symbol, self.target, k.constant_inputs)
                 for k in self._misses().values()}
 
     def build(self, sources: dict[str, str]) -> bytes:

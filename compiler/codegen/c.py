@@ -24,7 +24,9 @@ Contractions in float32 (matmul, convolution as implicit GEMM) take the packed,
 explicit-SIMD path of compiler/codegen/c_gemm.py instead.
 
 Kernel ABI: `void sym(T_out* restrict out, const T0* restrict in0, ...)`
-(compiler/schedule/plan.py). Identifiers are generated (`i0`, `r1`, `t17`).
+(compiler/schedule/plan.py), and `sym_team` with the same parameters, which
+shares the work among the threads of an enclosing OpenMP team (c_team.py).
+Identifiers are generated (`i0`, `r1`, `t17`).
 """
 
 from __future__ import annotations
@@ -33,14 +35,16 @@ import functools
 import itertools
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_stride
-from compiler.codegen.c_gemm import gemm_contraction, render_gemm
-from compiler.codegen.c_merge_axes import merge_axes
-from compiler.codegen.c_workarounds import apply_workarounds
+from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, packed_operands, render_gemm
+from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
+from compiler.codegen.c_stage import StagedInput, stage_padded_loads, write_staging
+from compiler.codegen.c_team import shared_tasks, team_symbol, write_standalone
+from compiler.codegen.c_workarounds import apply_workarounds, has_padded_loads
 from compiler.codegen.cexpr import (
     PRELUDE,
     ExprWriter,
@@ -67,33 +71,63 @@ MAX_UNROLLED_ROWS = 32
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
-def render_kernel(compute: Compute, tile: TileConfig, symbol: str, target: Target | None = None) -> str:
+def render_kernel(compute: Compute, tile: TileConfig, symbol: str, target: Target | None = None,
+                  constant_inputs: Collection[int] = ()) -> str:
     """The complete C translation unit of one kernel named `symbol`, for `target`'s ISA
     (default: the build machine's, which gcc's default `-march=native` also targets),
-    with the toolchain workarounds it needs (compiler/codegen/c_workarounds.py)."""
-    return apply_workarounds(compute, _render(compute, tile, symbol, target))
+    with the toolchain workarounds it needs (compiler/codegen/c_workarounds.py).
+
+    `constant_inputs` (input positions holding weights) may come packed at load: the
+    unit then also defines their packing functions (see `prepacked_inputs`)."""
+    source, checked = _render(compute, tile, symbol, target, constant_inputs)
+    return apply_workarounds(source, checked)
 
 
-def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | None) -> str:
-    shape = _check(compute, tile, symbol)
+def prepacked_inputs(compute: Compute, tile: TileConfig, target: Target | None = None,
+                     constant_inputs: Collection[int] = ()) -> dict[int, int]:
+    """Input position -> bytes, for the constant inputs that the kernel `render_kernel`
+    writes for the same arguments reads packed: the caller passes, at that position,
+    memory that `<symbol>_pack<position>(dst, weight)` filled once."""
+    if not constant_inputs or math.prod(compute.shape) == 0:
+        return {}
+    target = target or build_machine()
+    merged, merged_tile = merge_axes(compute, tile)
+    gemm = gemm_contraction(merged, target)
+    if gemm is None:
+        return {}
+    g = gemm_shape(merged, gemm, merged_tile, target)
+    return {p.input: p.nbytes for p in packed_operands(merged, gemm, g, constant_inputs).values()}
+
+
+def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | None,
+            constant_inputs: Collection[int]) -> tuple[str, bool]:
+    """The translation unit, and whether its loops read padded loads with bounds checks
+    (not on the packed GEMM path, nor where the windows are staged: c_stage.py)."""
+    _check(compute, tile, symbol)
     src = CSource()
     src.lines.extend(PRELUDE.splitlines())
     src.line("")
     params = [f"{_storage_ctype(compute.dtype)}* restrict out"] + [
         f"const {_storage_ctype(t.dtype)}* restrict in{k}" for k, t in enumerate(compute.inputs)]
-    header = f"void {symbol}({', '.join(params)})"
+    header = f"void {team_symbol(symbol)}({', '.join(params)})"
     target = target or build_machine()
     merged, merged_tile = merge_axes(compute, tile)
     gemm = gemm_contraction(merged, target) if math.prod(compute.shape) > 0 else None
     if gemm is not None:
         src.line("#include <stdlib.h>")
-        render_gemm(merged, gemm, merged_tile, target, params, header, compute.flops() >= PARALLEL_MIN_FLOPS, src)
-        return src.text()
+        parallel = render_gemm(merged, gemm, merged_tile, target, params, header,
+                               compute.flops() >= PARALLEL_MIN_FLOPS, src, symbol, constant_inputs)
+        write_standalone(src, symbol, params, parallel)
+        return src.text(), False
+    parallel, checked = False, False
     with src.block(header):
         src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in params])
         if math.prod(compute.shape) > 0:
-            _KernelWriter(compute, shape, src).write()
-    return src.text()
+            compute, tile = merge_reduce_axes(compute, tile)
+            writer = _KernelWriter(compute, _check(compute, tile, symbol), src)
+            parallel, checked = writer.write(), has_padded_loads(writer.c)
+    write_standalone(src, symbol, params, parallel)
+    return src.text(), checked
 
 
 @functools.cache
@@ -148,15 +182,21 @@ class _KernelWriter:
         self.names.update({a.name: f"r{k}" for k, a in enumerate(compute.reduce_axes)})
         self.ranges = {a.name: (0, a.extent - 1) for a in compute.all_axes()}
         self._row = compute.is_reduction and self._is_row_reduction()
+        # Micro-tiled reductions over padded windows read them from per-task scratch.
+        self.original = compute
+        self.staged: list[StagedInput] = []
+        if compute.is_reduction and not self._row and not shape.chunk:
+            self.c, self.staged = stage_padded_loads(compute, shape.block)
+            self.names.update({s.origin(d): s.origin(d) for s in self.staged for d in range(len(s.shape))})
 
     # -- structure -----------------------------------------------------------------
 
-    def write(self) -> None:
+    def write(self) -> bool:
+        """Write the task loop (shared by the team, see c_team.py); whether it is split."""
         tiles = [-(-e // b) for e, b in zip(self.s.extents, self.s.block, strict=True)]
         total = math.prod(tiles)
-        if total > 1 and self.c.flops() >= PARALLEL_MIN_FLOPS:
-            self.src.line("#pragma omp parallel for schedule(static)")
-        with self.src.block(f"for (int64_t t = 0; t < {total}L; ++t)"):
+        parallel = total > 1 and self.c.flops() >= PARALLEL_MIN_FLOPS
+        with shared_tasks(self.src, parallel), self.src.block(f"for (int64_t t = 0; t < {total}L; ++t)"):
             if self.n:
                 self.src.line("int64_t q = t;")
             for d in reversed(range(self.n)):
@@ -171,7 +211,10 @@ class _KernelWriter:
             elif self._row:
                 self._row_reduction()
             else:
+                for staged in self.staged:
+                    write_staging(self.src, staged, self.original)
                 self._micro_tiles()
+        return parallel
 
     def _loop(self, var: str, bound: str, pragma: str = "", start: str = "0") -> AbstractContextManager[None]:
         if pragma:
@@ -207,15 +250,19 @@ class _KernelWriter:
         """Walk the tile in micro-tiles; each size a micro-tile can have gets its own
         copy with constant bounds (extents are static, so the sizes are known).
 
-        Along the vector axis, micro-tiles do not straddle the edges of the interior
-        (where no padded load can leave its tensor), so most of them skip the checks.
+        Micro-tiles do not straddle the edges of the interior (where no padded load can
+        leave its tensor) along any tiled axis, so most of them skip the checks.
         """
         u = self.s.thread
         tiled = [d for d in range(self.n) if u[d] > 1]
-        # Cutting pays when a micro-tile row spans several vectors; with one vector the
-        # narrow pieces it leaves at the edges cost more than the masked loads it saves.
-        wide = self.n and u[-1] > self.s.vector
-        cuts = {d: self._interior_edges(d) if wide and d == self.n - 1 else None for d in tiled}
+        # Cutting pays once a micro-tile row spans a whole vector: the edge micro-tiles
+        # run scalar (padded-load kernels are built without if-conversion, see
+        # c_workarounds.py), so a 16-wide row on a 16-wide image would otherwise never
+        # reach the vectorized interior copy; cutting the rows too keeps a 4-row
+        # micro-tile of a small image off the border. Measured: depthwise 3x3 144ch
+        # 56x56 0.66x -> 0.94x onnxruntime. Narrower rows leave pieces too small to pay.
+        wide = self.n and u[-1] >= self.s.vector
+        cuts = {d: self._interior_edges(d) if wide else None for d in tiled}
 
         def origins(d: int) -> None:
             if d < self.n and d not in cuts:

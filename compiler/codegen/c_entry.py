@@ -1,7 +1,11 @@
-"""The model's C entry point: `tf_run` calls every kernel, wave by wave, on typed pointers.
+"""The model's C entry point: `tf_run` calls every kernel, wave by wave, on typed pointers,
+inside one OpenMP parallel region (each kernel's team function, see c_team.py).
 
 Exported symbols (the contract with the runtimes):
 - `int tf_abi_version(void)`: `ABI_VERSION`, checked by the loader.
+- `int tf_prepare(const void* weights, void* arena)`: packs the weights that kernels
+  read packed into their arena regions (compiler/codegen/c_prepack.py). Called once
+  per arena, before any `tf_run` on it; returns 0 or `RUN_NULL_POINTER`.
 - `int tf_set_num_threads(int n)`: OpenMP threads used by later `tf_run` calls
   (0 = the OpenMP default, e.g. from OMP_NUM_THREADS); returns 1 when built
   with OpenMP, 0 when the call has no effect, -1 for n < 0.
@@ -16,10 +20,11 @@ cache keys, buffers are addressed by position and offset.
 
 from __future__ import annotations
 
+from compiler.codegen.c_team import team_symbol
 from compiler.ir.dtypes import dtype
 from compiler.schedule.plan import Buffer, BufferKind, ExecutionPlan, Kernel
 
-ABI_VERSION = 1
+ABI_VERSION = 2  # 2: tf_prepare
 RUN_NULL_POINTER = 1
 
 _PRELUDE = """\
@@ -49,7 +54,7 @@ int tf_set_num_threads(int n) {
 
 def render_entry(plan: ExecutionPlan) -> str:
     """C source of the entry point for `plan` (kernels are defined in their own units)."""
-    lines = [_PRELUDE, *_prototypes(plan), "", _SETTINGS % ABI_VERSION]
+    lines = [_PRELUDE, *_prototypes(plan), "", _SETTINGS % ABI_VERSION, *_prepare(plan)]
     lines.append("int tf_run(void* const* inputs, void* const* outputs, const void* weights, void* arena) {")
     # Declared even when empty: a zero-size weight or intermediate still has a buffer.
     lines.append("  char* const arena_base = (char*)arena;")
@@ -57,23 +62,44 @@ def render_entry(plan: ExecutionPlan) -> str:
     lines.append("  (void)inputs; (void)arena_base; (void)weights_base;  /* a plan may use none of them */")
     lines.append(f"  if ({_null_checks(plan)}) return {RUN_NULL_POINTER};")
     lines += ["#ifdef _OPENMP", "  if (tf_threads > 0) omp_set_num_threads(tf_threads);", "#endif"]
-    # Each kernel opens its own OpenMP region, so waves run one kernel after another.
-    # Rammer on the CPU (one parallel region, a static task list per thread, a
-    # barrier between waves) replaces this body; the waves are already grouped for it.
-    lines += _sequential_waves(plan)
-    lines += ["  return 0;", "}", ""]
+    # Rammer on the CPU: one parallel region for the whole run; every thread walks the
+    # waves, takes its static share of each kernel (c_team.py) and waits at the end of
+    # each wave only, so the kernels of a wave run side by side.
+    lines += ["  #pragma omp parallel", "  {", *_waves(plan), "  }", "  return 0;", "}", ""]
     return "\n".join(lines)
 
 
+def _prepare(plan: ExecutionPlan) -> list[str]:
+    """`tf_prepare`: each prepacked region filled from its weight by the kernel's packer."""
+    kernels = {k.id: k for k in plan.kernels}
+    lines = ["int tf_prepare(const void* weights, void* arena) {"]
+    if plan.prepacked:
+        lines += [f"  if (weights == 0 || arena == 0) return {RUN_NULL_POINTER};",
+                  "  char* const arena_base = (char*)arena;",
+                  "  const char* const weights_base = (const char*)weights;"]
+    else:
+        lines.append("  (void)weights; (void)arena;")
+    for p in plan.prepacked:
+        k = kernels[p.kernel]
+        weight = _pointer(plan, k.args[p.input + 1], writable=False)
+        lines.append(f"  {k.symbol}_pack{p.input}((float*)(arena_base + {p.offset}), {weight});")
+    return [*lines, "  return 0;", "}", ""]
+
+
 def _prototypes(plan: ExecutionPlan) -> list[str]:
-    """One declaration per distinct symbol (kernels with equal keys share their function)."""
+    """One declaration per distinct symbol (kernels with equal keys share their function),
+    and one per packing function that `tf_prepare` calls."""
     seen: dict[str, str] = {}
+    kernels = {k.id: k for k in plan.kernels}
+    for p in plan.prepacked:
+        sym = f"{kernels[p.kernel].symbol}_pack{p.input}"
+        seen[sym] = f"void {sym}(float* restrict, const float* restrict);"
     for k in plan.kernels:
         params = ", ".join(
             f"{'' if pos == 0 else 'const '}{_c_type(plan.buffers[b])}* restrict"
             for pos, b in enumerate(k.args)
         )
-        decl = f"void {k.symbol}({params});"
+        decl = f"void {team_symbol(k.symbol)}({params});"
         if seen.setdefault(k.symbol, decl) != decl:
             raise ValueError(f"kernels sharing symbol {k.symbol} disagree on argument types")
     return list(seen.values())
@@ -90,18 +116,25 @@ def _null_checks(plan: ExecutionPlan) -> str:
     return " || ".join(checks)
 
 
-def _sequential_waves(plan: ExecutionPlan) -> list[str]:
+def _waves(plan: ExecutionPlan) -> list[str]:
     kernels = {k.id: k for k in plan.kernels}
     lines = []
     for w, wave in enumerate(plan.waves):
-        lines.append(f"  /* wave {w} */")
-        lines += [f"  {_call(plan, kernels[k])};" for k in wave]
+        if w:
+            lines.append("    #pragma omp barrier")
+        lines.append(f"    /* wave {w} */")
+        lines += [f"    {_call(plan, kernels[k])};" for k in wave]
     return lines
 
 
 def _call(plan: ExecutionPlan, kernel: Kernel) -> str:
+    """The call of the kernel's team function (c_team.py) on its buffers."""
     args = [_pointer(plan, b, writable=pos == 0) for pos, b in enumerate(kernel.args)]
-    return f"{kernel.symbol}({', '.join(args)})"
+    for pos in range(1, len(args)):
+        packed = plan.prepack_of(kernel.id, pos - 1)
+        if packed is not None:
+            args[pos] = f"(const float*)(arena_base + {packed.offset})"
+    return f"{team_symbol(kernel.symbol)}({', '.join(args)})"
 
 
 def _pointer(plan: ExecutionPlan, buffer_id: int, writable: bool) -> str:

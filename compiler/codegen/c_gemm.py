@@ -17,19 +17,27 @@ C[M x N] = A[M x K] B[K x N], A the rows operand, B the cols operand:
 - partial sums live in a per-task scratch tile; after the last K block the
   epilogue applies `post` and stores the valid part of the tile.
 
-Scratch is one aligned heap block per thread (malloc'd once per parallel region).
+Scratch is one aligned heap block per thread of the team (malloc'd once per call).
+
+A constant operand (a weight: `constant_inputs`) is not packed per call: a
+separate function, `<symbol>_pack<input>`, packs the whole of it once, when the
+artifact is loaded, into panels that run over all of K (batch copies only when
+the operand varies with a batch axis), and the kernel reads that instead
+(compiler/codegen/c_prepack.py places it). Per call, packing a weight cost as
+much as a third of a convolution, and most of a small-batch matmul whose
+weight is stored transposed (Gemm transB=1: a strided gather per element).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from compiler.codegen.affine import linear_form
-from compiler.codegen.cexpr import ExprWriter, new_counter, row_major_strides
-from compiler.codegen.contraction import Contraction, match_contraction, side_extent
+from compiler.codegen.cexpr import ExprWriter, literal, new_counter, row_major_strides
+from compiler.codegen.contraction import Contraction, expr_vars, match_contraction, side_extent
 from compiler.codegen.csource import CSource
 from compiler.ir.te import ACC, Compute, Expr, Load, TensorType, Var
 from compiler.schedule.plan import TileConfig
@@ -37,13 +45,14 @@ from compiler.target.base import Target
 
 SUPPORTED_LANES = (4, 8, 16)  # float32 lanes of SSE / NEON, AVX2, AVX-512
 MIN_ROWS = 4  # smaller GEMMs waste most of a micro-kernel on padding
+PAD_TOLERANCE = 0.05  # padding rows the fullest micro-kernel may add before a shorter one is used
 MAX_ROWS = {1: 8, 2: 14}  # per vectors wide: beyond, the code grows for no gain
 MIN_TILE_COLS = 256  # column blocks grow to this: A is packed once per column block
 MIN_TASKS = 4  # enough tasks to balance the cores, when the tile planned that many
 MIN_SPLIT_COLS = 4  # NR panels a column block keeps before rows are split instead
 FLAT_K = "tf_k"  # the flat reduce index's TE variable name (unused when an axis has it)
 MIN_SEGMENT = 8  # shorter innermost runs are walked element by element
-A_SHARE_OF_L2 = 0.6
+L2_SHARE = 0.5  # of L2 for a task's A block and C tile (B panels, packing and the rest share the other half)
 MIN_KC = 64  # shallower blocks spend more on loading and storing C than on FMAs
 DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
 MAX_SCRATCH_BYTES = 2 << 20
@@ -94,12 +103,21 @@ def micro_kernel(c: Compute, m: Contraction, tile: TileConfig, target: Target) -
     Supported: one or two vectors of `target.lanes` wide (the tile's column count
     picks), with as many rows as the target's vector registers hold beside the B
     vectors and one broadcast (at most MAX_ROWS): fewer rows would reload B for
-    too few FMAs, so a tile with fewer rows is rounded up to a full one.
+    too few FMAs, so a tile with fewer rows is rounded up to a full one. Where that
+    pads M by more than PAD_TOLERANCE, the row count (down to half as many, or M
+    itself) that pads it least is taken instead: M = 32 runs as 4 x 8 rows, not
+    3 x 14 with a quarter of the FMAs on padding; batch-8 inference as one 8-row panel.
     """
     lanes = target.lanes
     want_cols = math.prod(tile.thread[d] for d in m.cols)
     vectors = 2 if want_cols >= 1.5 * lanes and side_extent(c, m.cols) >= 2 * lanes else 1
-    rows = min(MAX_ROWS[vectors], (max(target.registers, 16) - vectors - 1) // vectors)
+    most = min(MAX_ROWS[vectors], (max(target.registers, 16) - vectors - 1) // vectors)
+    big_m = side_extent(c, m.rows)
+
+    def padded(r: int) -> int:
+        return -(-big_m // r) * r
+    fewest = min(range(max(MIN_ROWS, min(most // 2, big_m)), most + 1), key=lambda r: (padded(r), -r))
+    rows = most if padded(most) <= (1 + PAD_TOLERANCE) * padded(fewest) else fewest
     return MicroKernel(lanes, rows, vectors)
 
 
@@ -116,11 +134,13 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target) -> 
 
     block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
     # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2
-    # beside the B panels and C tiles passing through.
+    # together with the mc x nc tile of C that every micro-kernel call loads and stores
+    # (sizing A alone to L2 spilled C: matmul 2048^3 ran at 0.58x onnxruntime, 0.8x now).
     kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // 2 // (4 * mk.cols)))
-    mc = round_up(big_m, mk.rows)  # as many rows as L2 holds: B is packed once per row block
-    mc = min(mc, max(mk.rows, int(_cache_bytes(target, "l2") * A_SHARE_OF_L2) // (4 * kc) // mk.rows * mk.rows))
     nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
+    mc = round_up(big_m, mk.rows)  # as many rows as L2 holds: B is packed once per row block
+    l2_rows = int(_cache_bytes(target, "l2") * L2_SHARE) // (4 * (kc + nc))
+    mc = min(mc, max(mk.rows, l2_rows // mk.rows * mk.rows))
     # Enough tasks for the cores the tile's scale-out planned for: narrower column
     # blocks first (A is the cheaper operand to pack again), then fewer rows.
     planned = min(MIN_TASKS, math.prod(-(-a.extent // b) for a, b in zip(c.axes, tile.block, strict=True)))
@@ -147,11 +167,58 @@ def _cache_bytes(target: Target, level: str) -> int:
 
 
 def render_gemm(c: Compute, m: Contraction, tile: TileConfig, target: Target, params: Sequence[str],
-                header: str, parallel: bool, src: CSource) -> None:
-    """Append the micro-kernel and the kernel function (`header`, parameters `params`) to `src`."""
+                header: str, parallel: bool, src: CSource, symbol: str,
+                constant_inputs: Collection[int] = ()) -> bool:
+    """Append the micro-kernel, the kernel's team function (`header`, parameters `params`)
+    and the load-time packing function of each constant operand (`symbol`_pack<input>)
+    to `src`; returns whether the tasks are split among the team."""
     g = gemm_shape(c, m, tile, target)
     _micro_kernel(g, src)
-    _GemmWriter(c, m, g, params, src).write(header, parallel)
+    writer = _GemmWriter(c, m, g, params, src, packed_operands(c, m, g, constant_inputs))
+    split = writer.write(header, parallel)
+    writer.write_packers(symbol)
+    return split
+
+
+@dataclass(frozen=True)
+class PackedOperand:
+    """A constant operand packed once at load: input position, GEMM side ("a": rows,
+    "b": cols), panels of `width` (MR or NR) over the whole K, `copies` batch copies."""
+
+    input: int
+    side: str
+    width: int
+    panels: int
+    k: int
+    copies: int
+
+    @property
+    def copy_floats(self) -> int:
+        return self.panels * self.width * self.k
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.copies * self.copy_floats
+
+
+def packed_operands(c: Compute, m: Contraction, g: GemmShape,
+                    constant_inputs: Collection[int]) -> dict[str, PackedOperand]:
+    """The operands (by side) packed at load: those read from a constant input, unless both
+    sides read the same input (one pointer cannot hold two layouts)."""
+    loads = {"a": m.lhs, "b": m.rhs}
+    assert all(isinstance(e, Load) for e in loads.values())
+    inputs = {side: e.input for side, e in loads.items() if isinstance(e, Load)}
+    if inputs["a"] == inputs["b"]:
+        return {}
+    batch_vars = {c.axes[d].name for d in m.batch}
+    out = {}
+    for side, e in loads.items():
+        if inputs[side] not in constant_inputs:
+            continue
+        width, extent = (g.mk.rows, g.m) if side == "a" else (g.mk.cols, g.n)
+        copies = g.batch if expr_vars(e) & batch_vars else 1
+        out[side] = PackedOperand(inputs[side], side, width, -(-extent // width), g.k, copies)
+    return out
 
 
 def _micro_kernel(g: GemmShape, src: CSource) -> None:
@@ -178,6 +245,23 @@ def _micro_kernel(g: GemmShape, src: CSource) -> None:
                     for i in range(mk.rows) for j in range(mk.vectors)])
 
 
+def clip_lines(v: str, a: int, n: int) -> list[str]:
+    """C statements narrowing offsets [lo, hi) to those o where 0 <= v + a * o < n."""
+    if a == 0:
+        return [f"if ((uint64_t)({v}) >= {n}UL) hi = 0;"]
+    if a == 1:
+        first, end = f"-({v})", f"{n}L - ({v})"
+    elif a > 0:  # o >= ceil(-v / a), o <= floor((n - 1 - v) / a)
+        first = f"tf_floordiv_i64(-({v}) + {a - 1}L, {a}L)"
+        end = f"tf_floordiv_i64({n - 1}L - ({v}), {a}L) + 1"
+    else:  # o >= ceil((v - n + 1) / b), o <= floor(v / b), b = -a
+        b = -a
+        first = f"tf_floordiv_i64(({v}) - {n - 1}L + {b - 1}L, {b}L)"
+        end = f"tf_floordiv_i64({v}, {b}L) + 1"
+    return [f"{{ const int64_t f = {first}; if (f > lo) lo = f; }}",
+            f"{{ const int64_t e = {end}; if (e < hi) hi = e; }}"]
+
+
 def _carry(axes: Sequence[int], extents: Sequence[int], prefix: str) -> str:
     """C statement stepping the row-major index `axes` (extents `extents`) by one."""
     step = f"++{prefix}{axes[0]};"
@@ -191,8 +275,9 @@ class _GemmWriter:
     """Writes the tiled, packed GEMM loop nest of one contraction."""
 
     def __init__(self, c: Compute, m: Contraction, g: GemmShape, params: Sequence[str],
-                 src: CSource) -> None:
+                 src: CSource, packed: dict[str, PackedOperand]) -> None:
         self.c, self.m, self.g, self.params, self.src = c, m, g, params, src
+        self.packed = packed
         self.counter = new_counter()
         self.names = {a.name: f"i{d}" for d, a in enumerate(c.axes)}
         self.names.update({a.name: f"r{k}" for k, a in enumerate(c.reduce_axes)})
@@ -223,14 +308,17 @@ class _GemmWriter:
 
     @contextmanager
     def _walk(self, var: str, count: int | str, origin: str, axes: Sequence[int],
-              prefix: str = "i", segment: Callable[[str, str], None] | None = None) -> Iterator[None]:
+              prefix: str = "i",
+              segment: Callable[[str, str, str], tuple[str, str] | None] | None = None) -> Iterator[None]:
         """A loop of `count` steps over flat indices origin + var with the axes `axes`
         declared in the body. With several axes (beyond those of extent 1) the loop runs
         in segments along the innermost one: the outer axes are decoded once and carried
         from segment to segment (no division per element), and within a segment the
         innermost axis is the loop index plus a constant, so gcc can vectorize it.
-        `segment(first, last)`, when given, writes statements before each segment's
-        loop (given C expressions of the innermost axis at the segment's ends)."""
+        `segment(first, start, run)`, when given, writes statements before each segment's
+        loop (given the C expression of the innermost axis at the segment's start, and
+        the names of the segment's first flat index and length); it may return offsets
+        (lo, hi) that narrow the loop to [start + lo, start + hi)."""
         src = self.src
         if sum(e > 1 for e in self._extents(axes, prefix)) <= 1:
             with src.block(f"for (int64_t {var} = 0; {var} < {count}; ++{var})"):
@@ -250,9 +338,11 @@ class _GemmWriter:
             with src.block(f"for (int64_t {start} = 0, {run}; {start} < {count}; {start} += {run})"):
                 src.line(f"{run} = {count} - {start} < {extents[-1]}L - {start}{inner} ? "
                          f"{count} - {start} : {extents[-1]}L - {start}{inner};")
-                if segment is not None:
-                    segment(f"{start}{inner}", f"({start}{inner} + {run} - 1)")
-                with src.block(f"for (int64_t {var} = {start}; {var} < {start} + {run}; ++{var})"):
+                lo, hi = "0", run
+                clipped = segment(f"{start}{inner}", start, run) if segment is not None else None
+                if clipped is not None:
+                    lo, hi = clipped
+                with src.block(f"for (int64_t {var} = {start} + {lo}; {var} < {start} + {hi}; ++{var})"):
                     src.line(f"const int64_t {prefix}{inner} = {start}{inner} + ({var} - {start});")
                     yield
                 src.line(f"{start}{inner} = 0;")
@@ -273,24 +363,30 @@ class _GemmWriter:
         self.src.extend(w.lines)
         return value
 
-    def write(self, header: str, parallel: bool) -> None:
+    def write(self, header: str, parallel: bool) -> bool:
+        """The team function (c_team.py): each thread packs into scratch of its own;
+        returns whether the tasks are split among the team."""
         g, mk, src = self.g, self.g.mk, self.src
         tm, tn = -(-g.m // g.mc), -(-g.n // g.nc)
         tasks = g.batch * tm * tn
         # Every region starts on a cache line: the micro-kernel's vector loads assume alignment.
-        a_floats = -(-g.kc * g.mc // 16) * 16
-        floats = g.mc * g.nc + a_floats + g.kc * g.nc
+        a_floats = 0 if "a" in self.packed else -(-g.kc * g.mc // 16) * 16
+        b_floats = 0 if "b" in self.packed else g.kc * g.nc
+        floats = g.mc * g.nc + a_floats + b_floats
+        split = parallel and tasks > 1
         with src.block(header):
             src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in self.params])
-            if parallel and tasks > 1:
-                src.line("#pragma omp parallel")
+            if not split:
+                src.line("#pragma omp single nowait")
             with src.block(""):
                 src.line(f"float* const ct = (float*)aligned_alloc(64, {4 * floats}UL);")
                 src.line("if (!ct) abort();")
                 src.line(f"float* const ap = ct + {g.mc * g.nc};")
                 src.line(f"float* const bp = ap + {a_floats};")
-                if parallel and tasks > 1:
-                    src.line("#pragma omp for schedule(static)")
+                if self.packed:
+                    src.line("(void)ap; (void)bp;  /* one of them is unused: its operand comes packed */")
+                if split:
+                    src.line("#pragma omp for schedule(static) nowait")
                 with src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
                     src.line(f"const int64_t m0 = (t / {tn}L) % {tm}L * {g.mc}L;")
                     src.line(f"const int64_t n0 = t % {tn}L * {g.nc}L;")
@@ -301,14 +397,48 @@ class _GemmWriter:
                     self._decode(f"(t / {tm * tn}L)", self.m.batch)
                     with src.block(f"for (int64_t k0 = 0; k0 < {g.k}L; k0 += {g.kc}L)"):
                         src.line(f"const int64_t kc = {g.k}L - k0 < {g.kc}L ? {g.k}L - k0 : {g.kc}L;")
-                        self._pack_b()
-                        self._pack_a()
+                        if "b" not in self.packed:
+                            self._pack_b()
+                        if "a" not in self.packed:
+                            self._pack_a()
+                        a = self._panel("a", "ap + ip * kc", "m0", "ip", tm * tn)
+                        b = self._panel("b", "bp + jp * kc", "n0", "jp", tm * tn)
                         with (src.block("for (int64_t jp = 0; jp < np; ++jp)"),
                               src.block("for (int64_t ip = 0; ip < mp; ++ip)")):
-                            src.line(f"tf_micro(kc, ap + ip * kc * {mk.rows}L, bp + jp * kc * {mk.cols}L, "
+                            src.line(f"tf_micro(kc, {a}, {b}, "
                                      f"ct + ip * {mk.rows * g.nc}L + jp * {mk.cols}L, k0 == 0);")
                     self._epilogue()
                 src.line("free(ct);")
+        return split
+
+    def _panel(self, side: str, scratch: str, origin: str, index: str, tasks_per_batch: int) -> str:
+        """C pointer to the micro-kernel's current panel of `side`: in the per-call scratch
+        (`scratch` * width), or in the operand packed at load (block origins are multiples
+        of the panel width, so the panel is origin / width + index, at K offset k0)."""
+        width = self.g.mk.rows if side == "a" else self.g.mk.cols
+        p = self.packed.get(side)
+        if p is None:
+            return f"{scratch} * {width}L"
+        copy = f"(t / {tasks_per_batch}L) * {p.copy_floats}L + " if p.copies > 1 else ""
+        return f"in{p.input} + {copy}(({origin} / {width}L + {index}) * {p.k}L + k0) * {width}L"
+
+    def write_packers(self, symbol: str) -> None:
+        """`void symbol_pack<input>(float* dst, const float* in<input>)` per packed operand: the
+        per-call packing code run once over every panel and the whole K (kc = K, k0 = 0)."""
+        src = self.src
+        for p in self.packed.values():
+            with (src.block(f"void {symbol}_pack{p.input}(float* restrict dst, const float* restrict in{p.input})"),
+                  src.block(f"for (int64_t bt = 0; bt < {p.copies}L; ++bt)")):
+                self._decode("bt", self.m.batch)
+                src.line(f"const int64_t k0 = 0, kc = {p.k}L;")
+                if p.side == "a":
+                    src.line(f"const int64_t m0 = 0, mp = {p.panels}L;")
+                    src.line(f"float* const ap = dst + bt * {p.copy_floats}L;")
+                    self._pack_a()
+                else:
+                    src.line(f"const int64_t n0 = 0, np = {p.panels}L;")
+                    src.line(f"float* const bp = dst + bt * {p.copy_floats}L;")
+                    self._pack_b()
 
     def _pack_b(self) -> None:
         """B panels: bp[(p * kc + k) * NR + j] = rhs at col n0 + p * NR + j, reduce index k0 + k."""
@@ -325,32 +455,35 @@ class _GemmWriter:
 
     def _pack_row(self, count: int | str, origin: str) -> None:
         """One row of a B panel. A padded (affine) operand, such as a convolution's input
-        patch, is read without bounds checks over segments whose two ends are inside
-        the tensor: affine indices are monotonic along the segment, so the whole
-        segment is (gcc unswitches the loop on the flag and vectorizes the copy)."""
+        patch, is walked in segments along its innermost axis; each segment is clipped
+        to the run where every index is inside the tensor (affine indices are linear
+        along the segment, so that run is found by a division per dimension), which is
+        copied without bounds checks (a loop gcc vectorizes), the rest filled with the
+        pad value."""
         rhs = self.m.rhs
         assert isinstance(rhs, Load)
-        split = (rhs.pad is not None and self._segmented(self.m.cols)
-                 and all(linear_form(i) is not None for i in rhs.indices))
+        forms = [linear_form(i) for i in rhs.indices]
+        split = rhs.pad is not None and self._segmented(self.m.cols) and all(f is not None for f in forms)
         inner = self.c.axes[[d for d in self.m.cols if self.c.axes[d].extent > 1][-1]].name
 
-        def inside(first: str, last: str) -> None:
+        def clip(first: str, start: str, run: str) -> tuple[str, str]:
+            src = self.src
+            src.line(f"int64_t lo = 0, hi = {run};")
             shape = self.c.inputs[rhs.input].shape
-            checks = []
-            for end in (first, last):
-                names = {**self.names, inner: end}
-                checks += [f"(uint64_t)({self._emit(i, names)}) < {n}UL"
-                           for i, n in zip(rhs.indices, shape, strict=True)]
-            self.src.line(f"const int inside = {' && '.join(checks)};")
+            for index, form, n in zip(rhs.indices, forms, shape, strict=True):
+                assert form is not None
+                v = self._emit(index, {**self.names, inner: first})
+                a = form[1].get(inner, 0)
+                src.extend(clip_lines(v, a, n))
+            src.line("if (hi < lo) hi = lo;")
+            pad = literal(rhs.pad, rhs.dtype)
+            src.line(f"for (int64_t j = {start}; j < {start} + lo; ++j) dst[j] = {pad};")
+            src.line(f"for (int64_t j = {start} + hi; j < {start} + {run}; ++j) dst[j] = {pad};")
+            return "lo", "hi"
 
-        with self._walk("j", count, origin, self.m.cols, segment=inside if split else None):
-            if not split:
-                self.src.line(f"dst[j] = {self._emit(rhs)};")
-                return
-            with self.src.block("if (inside)"):
-                self.src.line(f"dst[j] = {self._emit(Load(rhs.input, rhs.indices, rhs.dtype))};")
-            with self.src.block("else"):
-                self.src.line(f"dst[j] = {self._emit(rhs)};")
+        with self._walk("j", count, origin, self.m.cols, segment=clip if split else None):
+            load = Load(rhs.input, rhs.indices, rhs.dtype) if split else rhs
+            self.src.line(f"dst[j] = {self._emit(load)};")
 
     def _segmented(self, axes: Sequence[int]) -> bool:
         """Whether `_walk` over spatial `axes` runs in segments."""

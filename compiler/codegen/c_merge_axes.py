@@ -1,4 +1,4 @@
-"""Merging adjacent spatial axes that every tensor walks as one contiguous run.
+"""Merging adjacent axes (spatial, or reduce) that every tensor walks as one contiguous run.
 
 Two neighbouring output axes a, b (a outer) can become one axis of extent
 |a| * |b| when every load that uses them indexes two neighbouring dimensions
@@ -7,7 +7,8 @@ makes `a * |b| + b` the same offset, and the output is row-major too. The
 kernel ABI passes pointers only, so the merged Compute reads and writes the
 same memory. A 1x1 convolution's (h, w) thus becomes one GEMM column index
 whose operand rows and output rows are contiguous, which packs and stores
-with plain vector copies instead of per-element index arithmetic.
+with plain vector copies instead of per-element index arithmetic. Reduce axes
+merge by the same rule (only the loads' indices and shapes change).
 """
 
 from __future__ import annotations
@@ -34,13 +35,24 @@ def merge_axes(c: Compute, tile: TileConfig) -> tuple[Compute, TileConfig]:
     (the merged axis' block and thread tiles are the products of the pair's). Reduce axes
     of extent 1 (a 1x1 kernel's) are dropped first: their index terms are zero."""
     c, tile = _drop_unit_reduce_axes(c, tile)
+    return _merge_all(c, tile, "axes")
+
+
+def merge_reduce_axes(c: Compute, tile: TileConfig) -> tuple[Compute, TileConfig]:
+    """`c` with every mergeable pair of neighbouring reduce axes merged (the merged axis'
+    reduce step the product of the pair's): a reduction over a feature map's (h, w), such
+    as GlobalAveragePool, becomes one contiguous row that the row-reduction loop vectorizes."""
+    return _merge_all(c, tile, "reduce_axes")
+
+
+def _merge_all(c: Compute, tile: TileConfig, kind: str) -> tuple[Compute, TileConfig]:
     d = 0
-    while d + 1 < len(c.axes):
-        positions = _merge_positions(c, d)
+    while d + 1 < len(getattr(c, kind)):
+        positions = _merge_positions(c, d, kind)
         if positions is None:
             d += 1
             continue
-        c, tile = _merge(c, tile, d, positions)
+        c, tile = _merge(c, tile, d, positions, kind)
     return c, tile
 
 
@@ -59,9 +71,10 @@ def _loads(c: Compute) -> list[Load]:
     return [x for e in exprs for x in walk(e) if isinstance(x, Load)]
 
 
-def _merge_positions(c: Compute, d: int) -> dict[int, int] | None:
-    """Per input using axes d, d+1: the dimension where they index it, or None if not mergeable."""
-    a, b = c.axes[d], c.axes[d + 1]
+def _merge_positions(c: Compute, d: int, kind: str) -> dict[int, int] | None:
+    """Per input using axes d, d+1 (of `kind`: "axes" or "reduce_axes"): the dimension where
+    they index it, or None if not mergeable."""
+    a, b = getattr(c, kind)[d], getattr(c, kind)[d + 1]
     positions: dict[int, int] = {}
     used: set[int] = set()
     for ld in _loads(c):
@@ -84,8 +97,9 @@ def _is_var(e: Expr, name: str) -> bool:
     return isinstance(e, Var) and e.name == name
 
 
-def _merge(c: Compute, tile: TileConfig, d: int, positions: dict[int, int]) -> tuple[Compute, TileConfig]:
-    a, b = c.axes[d], c.axes[d + 1]
+def _merge(c: Compute, tile: TileConfig, d: int, positions: dict[int, int],
+           kind: str) -> tuple[Compute, TileConfig]:
+    a, b = getattr(c, kind)[d], getattr(c, kind)[d + 1]
 
     def merged(ld: Expr) -> Expr | None:
         if not isinstance(ld, Load) or ld.input not in positions:
@@ -96,10 +110,13 @@ def _merge(c: Compute, tile: TileConfig, d: int, positions: dict[int, int]) -> t
     inputs = tuple(
         TensorType((*t.shape[:i], t.shape[i] * t.shape[i + 1], *t.shape[i + 2:]), t.dtype)
         if (i := positions.get(k)) is not None else t for k, t in enumerate(c.inputs))
-    axes = (*c.axes[:d], dataclasses.replace(a, extent=a.extent * b.extent), *c.axes[d + 2:])
+    old = getattr(c, kind)
+    axes = (*old[:d], dataclasses.replace(a, extent=a.extent * b.extent), *old[d + 2:])
     post = None if c.post is None else substitute(c.post, merged)
-    compute = dataclasses.replace(c, axes=axes, body=substitute(c.body, merged), inputs=inputs, post=post)
+    compute = dataclasses.replace(c, body=substitute(c.body, merged), inputs=inputs, post=post, **{kind: axes})
 
     def pair(sizes: tuple[int, ...]) -> tuple[int, ...]:
         return (*sizes[:d], sizes[d] * sizes[d + 1], *sizes[d + 2:])
+    if kind == "reduce_axes":
+        return compute, dataclasses.replace(tile, reduce_step=pair(tile.reduce_step))
     return compute, dataclasses.replace(tile, block=pair(tile.block), thread=pair(tile.thread))

@@ -7,8 +7,12 @@ produced wrong sums on border outputs (the ONNX node tests
 averagepool_2d_precomputed_pads*), while -O2, plain -O3 (SSE2) and
 -fno-tree-loop-if-convert are right. Turning if-conversion off for the whole
 build costs up to 10x on element-wise kernels (their selects stop vectorizing),
-so only kernels with padded loads get it; their interiors carry no conditionals
-and vectorize as before.
+so only kernels whose loops read padded loads with bounds checks get it; their
+interiors carry no conditionals and vectorize as before. Kernels on the packed GEMM
+path (c_gemm.py) and those whose windows are staged in scratch (c_stage.py) have
+no such loads left: their copies are clipped runs, their reduce loops unchecked,
+and their epilogues (a ReLU's NaN-propagating select) vectorize only with
+if-conversion.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ def has_padded_loads(compute: Compute) -> bool:
     return any(isinstance(ld, Load) and ld.pad is not None for ld in loads_of(compute))
 
 
-def apply_workarounds(compute: Compute, source: str) -> str:
-    """`source` (one C translation unit for `compute`) with the workarounds it needs."""
-    if has_padded_loads(compute):
+def apply_workarounds(source: str, checked_padded_loads: bool) -> str:
+    """`source` (one C translation unit) with the workarounds it needs;
+    `checked_padded_loads`: whether its loops read padded loads with bounds checks."""
+    if checked_padded_loads:
         return f"{NO_IF_CONVERT}\n{source}"
     return source

@@ -40,6 +40,10 @@ class CpuExecutable(LoadedArtifact):
         self._weights = _read_weights(folder / WEIGHTS, _byte_count(manifest, "weights_bytes"))
         self._arena = aligned_empty((max(arena_bytes, 1),), np.uint8)  # allocated once, reused
         self._lib = _open_library(folder / LIBRARY)
+        # Once per arena: weights that kernels read packed are packed into it here.
+        rc = self._lib.tf_prepare(self._weights.ctypes.data, self._arena.ctypes.data)
+        if rc != 0:
+            raise ArtifactError(f"model preparation failed with code {rc}")
         self._lock = threading.Lock()  # one arena: runs of one executable take turns
 
     def set_threads(self, n: int) -> None:
@@ -83,7 +87,7 @@ def _open_library(path: Path) -> ctypes.CDLL:
         raise ArtifactError(f"artifact has no {LIBRARY}")
     try:
         lib = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL)
-        run, version, threads = lib.tf_run, lib.tf_abi_version, lib.tf_set_num_threads
+        run, version, threads, prepare = lib.tf_run, lib.tf_abi_version, lib.tf_set_num_threads, lib.tf_prepare
     except (OSError, AttributeError) as e:
         raise ArtifactError(f"artifact's {LIBRARY} cannot be loaded: {e}") from e
     version.argtypes, version.restype = [], ctypes.c_int
@@ -93,4 +97,5 @@ def _open_library(path: Path) -> ctypes.CDLL:
                     ctypes.c_void_p, ctypes.c_void_p]
     run.restype = ctypes.c_int
     threads.argtypes, threads.restype = [ctypes.c_int], ctypes.c_int
+    prepare.argtypes, prepare.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
     return lib

@@ -11,7 +11,7 @@ import ctypes
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,14 +25,16 @@ _MAX_RUNS = 50
 _BUDGET_S = 0.05  # per candidate, after warm-up
 
 
-def _buffers(compute: Compute, seed: int = 0) -> list[np.ndarray]:
-    """Output then inputs, random but in range for index-like integer inputs."""
+def _buffers(compute: Compute, packed: Mapping[int, int], seed: int = 0) -> list[np.ndarray]:
+    """Output then inputs, random but in range for index-like integer inputs; an input
+    read packed gets the packed layout's `packed[position]` bytes (float32)."""
     rng = np.random.default_rng(seed)
     out = [aligned_empty(compute.shape, dtype(compute.dtype).np_type)]
-    for t in compute.inputs:
-        a = aligned_empty(t.shape, dtype(t.dtype).np_type)
+    for pos, t in enumerate(compute.inputs):
+        shape = (packed[pos] // 4,) if pos in packed else t.shape
+        a = aligned_empty(shape, dtype(t.dtype).np_type)
         if dtype(t.dtype).is_float:
-            a[...] = rng.standard_normal(t.shape)
+            a[...] = rng.standard_normal(shape)
         else:
             a[...] = 0  # integer inputs of a kernel may be indices: 0 is always in range
         out.append(a)
@@ -40,15 +42,16 @@ def _buffers(compute: Compute, seed: int = 0) -> list[np.ndarray]:
 
 
 def time_kernels(library: bytes, symbols: Sequence[str], compute: Compute,
-                 threads: int | None = None) -> dict[str, float]:
-    """Median microseconds per call of each symbol (all computing `compute`) in `library`."""
+                 threads: int | None = None, packed: Mapping[int, int] | None = None) -> dict[str, float]:
+    """Median microseconds per call of each symbol (all computing `compute`) in `library`;
+    `packed`: input position -> bytes, for inputs the kernels read packed at load."""
     with tempfile.TemporaryDirectory(prefix="tileforge-timer-") as d:
         path = Path(d) / "candidates.so"
         path.write_bytes(library)
         lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
     if threads is not None:
         _set_omp_threads(threads)
-    bufs = _buffers(compute)
+    bufs = _buffers(compute, packed or {})
     ptrs = [ctypes.c_void_p(b.ctypes.data) for b in bufs]
     result: dict[str, float] = {}
     for sym in symbols:

@@ -4,7 +4,9 @@ Codegen renders an `ExecutionPlan`, build compiles it, the runtime executes it.
 Kernel ABI (CPU and CUDA alike): one function per kernel named by its cache key,
 `void tf_<key[:20]>(T_out* restrict out, const T_in0* restrict in0, ...)`: the
 output first, then the Compute's inputs in order, each a typed pointer to a
-dense row-major buffer.
+dense row-major buffer (an input the kernel reads packed: the packed region,
+see `Prepack`). A CPU kernel also defines `tf_<key[:20]>_team` with the same
+parameters, for callers inside an OpenMP team (compiler/codegen/c_team.py).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Kernel:
     tile: TileConfig
     args: tuple[int, ...]  # buffer ids: output first, then the Compute's inputs
     key: str = ""  # kernel cache key (sha256 hex)
+    constant_inputs: tuple[int, ...] = ()  # input positions (not args positions) read from weights
     ops: tuple[str, ...] = ()  # ONNX op types fused into it, for people
     estimated_us: float | None = None
     measured_us: float | None = None
@@ -80,6 +83,17 @@ class Kernel:
     def symbol(self) -> str:
         """The generated function name: derived from the key, never from model strings."""
         return f"tf_{self.key[:20]}" if self.key else f"tf_k{self.id}"
+
+
+@dataclass(frozen=True)
+class Prepack:
+    """A kernel input packed once, at load, from a weight into `nbytes` of the arena at
+    `offset` (a region no intermediate shares); the kernel is passed that region instead."""
+
+    kernel: int  # kernel id
+    input: int  # position among the kernel's Compute inputs
+    offset: int
+    nbytes: int
 
 
 @dataclass
@@ -92,5 +106,10 @@ class ExecutionPlan:
     waves: list[list[int]] = field(default_factory=list)  # kernel ids
     inputs: list[int] = field(default_factory=list)  # buffer ids, in the model's input order
     outputs: list[int] = field(default_factory=list)  # buffer ids, in the model's output order
-    arena_bytes: int = 0
+    arena_bytes: int = 0  # intermediates, then the prepacked region
     weights_bytes: int = 0
+    prepacked: list[Prepack] = field(default_factory=list)
+
+    def prepack_of(self, kernel: int, input_pos: int) -> Prepack | None:
+        """The prepacked region kernel `kernel` reads at input `input_pos`, if any."""
+        return next((p for p in self.prepacked if p.kernel == kernel and p.input == input_pos), None)

@@ -21,20 +21,24 @@ from compiler.ir.te import Compute
 from compiler.schedule.plan import Buffer, BufferKind, ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.waves import wavefronts
 
+Constants = tuple[int, ...]  # a kernel's input positions that read weights
+
 
 def build_plan(
     graph: Graph,
     target_fingerprint: str,
-    tiles: Callable[[Compute], TileConfig],
-    keys: Callable[[Compute], str] | None = None,
+    tiles: Callable[[Compute, Constants], TileConfig],
+    keys: Callable[[Compute, Constants], str] | None = None,
 ) -> ExecutionPlan:
-    """Plan `graph` for a target: `tiles` picks each kernel's tiling, `keys` its cache key.
+    """Plan `graph` for a target: `tiles` picks each kernel's tiling, `keys` its cache key,
+    both given the Compute and which of its inputs are weights (codegen may pack those
+    once at load, so constness is part of a kernel's signature).
 
     `keys` defaults to the cache signature with no codegen options. Graph
     outputs must be distinct storages written by nodes (the frontend inserts
     copies otherwise); a violation is a compiler bug and raises ValueError.
     """
-    key_of = keys or (lambda c: signature_of(c, target_fingerprint).key)
+    key_of = keys or (lambda c, constants: signature_of(c, target_fingerprint, constant_options(constants)).key)
     plan = ExecutionPlan(target=target_fingerprint)
     _add_io_buffers(graph, plan)
 
@@ -45,9 +49,11 @@ def build_plan(
             raise ValueError(f"node id {node.id} appears twice")
         args = (graph.storage_of(node.output), *(graph.storage_of(t) for t in node.inputs))
         deps[node.id] = {producer[s] for s in args[1:] if s in producer}
-        plan.kernels.append(Kernel(id=node.id, compute=node.compute, tile=tiles(node.compute),
-                                   args=args, key=key_of(node.compute),
-                                   ops=tuple(node.op.split("+"))))
+        constants = tuple(pos for pos, s in enumerate(args[1:])
+                          if graph.tensors[s].kind == TensorKind.WEIGHT)
+        plan.kernels.append(Kernel(id=node.id, compute=node.compute, tile=tiles(node.compute, constants),
+                                   args=args, key=key_of(node.compute, constants),
+                                   constant_inputs=constants, ops=tuple(node.op.split("+"))))
     plan.waves = wavefronts(deps)
     _add_weight_buffers(graph, plan)
     layout = place(_arena_lifetimes(graph, plan))
@@ -56,6 +62,12 @@ def build_plan(
         plan.buffers[s] = Buffer(s, t.shape, t.dtype, BufferKind.ARENA, t.nbytes, offset)
     plan.arena_bytes = layout.total
     return plan
+
+
+def constant_options(constants: Constants) -> dict:
+    """The signature options that record which inputs are weights (none: no entry, so
+    kernels without weights keep the plain signature)."""
+    return {"constant_inputs": list(constants)} if constants else {}
 
 
 def _arena_lifetimes(graph: Graph, plan: ExecutionPlan) -> dict[int, Lifetime]:

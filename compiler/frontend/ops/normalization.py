@@ -36,15 +36,20 @@ def softmax(cx: OpContext) -> Outputs:
 
 
 def softmax_values(cx: OpContext, x: Value, axes: Sequence[int], log: bool) -> Value:
-    """softmax (or log-softmax) of `x` over `axes`: max, sum of exponentials, then one element-wise pass."""
+    """softmax of `x` over `axes`: max, the exponentials (computed once: they are most of
+    the work), their sum, then one division; log-softmax: max, sum of exponentials, then
+    one element-wise pass."""
     m = reduce_values(cx, [x], axes, "max", lambda f: load(0, x, f))
-    s = reduce_values(cx, [x, m], axes, "sum",
-                      lambda f: call("exp", load(0, x, f) - load(1, m, kept_index(f, axes))))
     i = out_index(x.rank)
     k = kept_index(i, axes)
-    shifted = load(0, x, i) - load(1, m, k)
-    body = shifted - call("log", load(2, s, k)) if log else call("exp", shifted) / load(2, s, k)
-    return cx.emit(compute(x.shape, body, [x, m, s]), [x, m, s])
+    if log:
+        s = reduce_values(cx, [x, m], axes, "sum",
+                          lambda f: call("exp", load(0, x, f) - load(1, m, kept_index(f, axes))))
+        body = load(0, x, i) - load(1, m, k) - call("log", load(2, s, k))
+        return cx.emit(compute(x.shape, body, [x, m, s]), [x, m, s])
+    e = cx.emit(compute(x.shape, call("exp", load(0, x, i) - load(1, m, k)), [x, m]), [x, m])
+    s = reduce_values(cx, [e], axes, "sum", lambda f: load(0, e, f))
+    return cx.emit(compute(x.shape, load(0, e, i) / load(1, s, k), [e, s]), [e, s])
 
 
 @lowering("Hardmax")

@@ -15,6 +15,7 @@ from test_c_kernels import (
     batched_matmul_broadcast,
     conv2d,
     depthwise,
+    global_average_pool,
     i0,
     i1,
     i2,
@@ -22,13 +23,16 @@ from test_c_kernels import (
     linear_relu,
     matmul,
     r0,
+    r1,
+    r2,
     rand,
 )
 
-from compiler.codegen.c import render_kernel
+from compiler.codegen.c import prepacked_inputs, render_kernel
 from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, micro_kernel
-from compiler.codegen.c_merge_axes import merge_axes
+from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
 from compiler.codegen.contraction import match_contraction
+from compiler.ir import te
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute, Load, TensorType, Var, call
 from compiler.schedule.plan import TileConfig
@@ -61,6 +65,15 @@ def transposed_lhs(m: int, n: int, k: int) -> Compute:
                    axes(k, prefix="r"), "sum")
 
 
+def mirrored_conv(w: int = 20) -> Compute:
+    """A 3x3 convolution reading its input's width mirrored (index 11 - 2 * i3 - r2, pad 0): the
+    packed rows' clipped runs for a negative stride, past both edges of the input."""
+    x = Load(0, (i0, r0, i2 + r1 - 1, te.const(11, "int64") - i3 * 2 - r2), "float32", pad=0.0)
+    return Compute(axes(1, 4, 9, w), x * Load(1, (i1, r0, r1, r2), "float32"),
+                   (TensorType((1, 3, 9, 12), "float32"), TensorType((4, 3, 3, 3), "float32")),
+                   "float32", axes(3, 3, 3, prefix="r"), "sum")
+
+
 CASES: dict[str, tuple[Compute, int]] = {
     "matmul_remainders": (matmul(13, 37, 29), 8),
     "matmul_k_blocks": (matmul(50, 40, 2 * 256 + 7), 8),  # kc is at most 256 with a 32 KB L1
@@ -70,6 +83,7 @@ CASES: dict[str, tuple[Compute, int]] = {
     "conv_pad1": (conv2d(1, 1, 1, 20, 21), 8),
     "conv_stride2_dilation2": (conv2d(2, 2, 2, 20, 21), 8),
     "conv1x1_residual": (conv1x1_gelu_residual(), 8),
+    "conv_mirrored": (mirrored_conv(), 8),
     "transposed_lhs": (transposed_lhs(30, 33, 17), 8),
     "matmul_sse_width": (matmul(21, 45, 19), 4),
     "matmul_avx512_width": (matmul(31, 70, 40), 16),
@@ -90,6 +104,45 @@ def test_packed_kernel_matches_interpreter(library: KernelLibrary, name: str) ->
     inputs = [rand(t.shape) for t in compute.inputs]
     k = np.prod([a.extent for a in compute.reduce_axes])
     np.testing.assert_allclose(library.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+@pytest.fixture(scope="module")
+def prepacked(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
+    """CASES again with weights: every input constant (both sides packed at load, where
+    they read different inputs), and the rows or the cols operand alone constant."""
+    kernels, targets, constants = {}, {}, {}
+    for name, (c, lanes) in CASES.items():
+        m = gemm_contraction(merge_axes(c, default_tile(c, CPU))[0], cpu(lanes))
+        assert m is not None and isinstance(m.lhs, Load) and isinstance(m.rhs, Load)
+        for variant, positions in (("all", tuple(range(len(c.inputs)))), ("rows", (m.lhs.input,)),
+                                   ("cols", (m.rhs.input,))):
+            kernels[f"{name}_{variant}"] = (c, default_tile(c, CPU))
+            targets[f"{name}_{variant}"] = cpu(lanes)
+            constants[f"{name}_{variant}"] = positions
+    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("prepacked")), targets, constants)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("variant", ["all", "rows", "cols"])
+def test_operands_packed_at_load_give_the_same_result(prepacked: KernelLibrary, name: str, variant: str) -> None:
+    symbol = f"{name}_{variant}"
+    assert prepacked.packed[symbol], "a constant GEMM operand is packed at load"
+    assert all(f"void {symbol}_pack{pos}(" in prepacked.sources[symbol] for pos in prepacked.packed[symbol])
+    compute = CASES[name][0]
+    inputs = [rand(t.shape) for t in compute.inputs]
+    k = np.prod([a.extent for a in compute.reduce_axes])
+    np.testing.assert_allclose(prepacked.run(symbol, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+def test_only_constant_operands_of_the_packed_path_are_prepacked() -> None:
+    c = matmul(64, 64, 64)
+    tile = default_tile(c, CPU)
+    assert prepacked_inputs(c, tile, CPU, ()) == {}
+    assert set(prepacked_inputs(c, tile, CPU, (1,))) == {1}
+    assert prepacked_inputs(depthwise(), default_tile(depthwise(), CPU), CPU, (1,)) == {}  # not a GEMM
+    squared = Compute(axes(16, 16), Load(0, (i0, r0), "float32") * Load(0, (r0, i1), "float32"),
+                      (TensorType((16, 16), "float32"),), "float32", axes(16, prefix="r"), "sum")
+    assert prepacked_inputs(squared, default_tile(squared, CPU), CPU, (0,)) == {}  # one pointer, two layouts
 
 
 def test_vector_width_follows_the_target() -> None:
@@ -124,6 +177,16 @@ def test_tiles_round_to_supported_micro_kernels() -> None:
     assert (wide.rows, wide.vectors) == (14, 2)  # AVX-512's 32 registers
 
 
+@pytest.mark.parametrize(("m", "rows"), [(256, 14), (32, 8), (128, 8), (8, 8), (4, 4), (5, 5)])
+def test_micro_kernel_rows_avoid_padding_m(m: int, rows: int) -> None:
+    """The fullest micro-kernel unless it pads M by over 5%; then the one padding it least."""
+    c = matmul(m, 64, 64)
+    match = match_contraction(c)
+    assert match is not None
+    mk = micro_kernel(c, match, TileConfig((m, 64), (m, 64), (64,), 16), cpu(16))
+    assert (mk.rows, mk.vectors) == (rows, 2)
+
+
 def test_blocks_are_whole_micro_kernels_and_keep_cores_busy() -> None:
     c = matmul(512, 512, 512)
     m = match_contraction(c)
@@ -140,3 +203,12 @@ def test_contiguous_axes_merge_and_padded_ones_do_not() -> None:
     assert len(tile.block) == len(tile.thread) == 3
     padded = conv2d(1, 1, 1, 20, 21)
     assert merge_axes(padded, default_tile(padded, CPU))[0].shape == padded.shape
+
+
+def test_contiguous_reduce_axes_merge_and_windows_do_not() -> None:
+    gap = global_average_pool(12, 7, 9)
+    merged, tile = merge_reduce_axes(gap, default_tile(gap, CPU))
+    assert [a.extent for a in merged.reduce_axes] == [63] and merged.inputs[0].shape == (1, 12, 63)
+    assert len(tile.reduce_step) == 1
+    window = conv2d(1, 1, 1, 20, 21)  # (c, kh, kw) index a padded window, not whole dimensions
+    assert merge_reduce_axes(window, default_tile(window, CPU))[0].reduce_axes == window.reduce_axes

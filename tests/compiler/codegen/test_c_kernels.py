@@ -13,6 +13,8 @@ import pytest
 from c_harness import KernelLibrary
 
 from compiler.codegen.c import render_kernel
+from compiler.codegen.c_stage import stage_padded_loads
+from compiler.codegen.c_workarounds import NO_IF_CONVERT
 from compiler.ir import te
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call, cast, select
@@ -116,6 +118,13 @@ def mean_middle_axis() -> Compute:
     # mean over axis 1 of (6, 40, 3): the innermost output axis is contiguous
     return Compute(axes(6, 3), Load(0, (i0, r0, i1), "float32"), (TensorType((6, 40, 3), "float32"),),
                    "float32", axes(40, prefix="r"), "sum", Var("acc", "float32") / 40.0, "ReduceMean")
+
+
+def global_average_pool(channels: int = 12, h: int = 7, w: int = 9) -> Compute:
+    """Mean over (h, w): two reduce axes that merge into one contiguous row."""
+    return Compute(axes(1, channels), Load(0, (i0, i1, r0, r1), "float32"),
+                   (TensorType((1, channels, h, w), "float32"),), "float32", axes(h, w, prefix="r"), "sum",
+                   Var("acc", "float32") / float(h * w), "GlobalAveragePool")
 
 
 def gather() -> Compute:
@@ -267,6 +276,7 @@ CASES: dict[str, Case] = {
     "prod_row": _case(row_reduce("prod", 3, 20)),
     "mean_row_post": _case(row_reduce("sum", 7, 33, post=Var("acc", "float32") / 33.0)),
     "mean_middle_axis": _case(mean_middle_axis()),
+    "global_average_pool": _case(global_average_pool()),
     "gather": _case(gather(), None, _gather_inputs),
     "elementwise_float": _case(elementwise_float()),
     "elementwise_int64": _case(elementwise_int64(), None, _int_pairs),
@@ -346,3 +356,20 @@ def test_default_tile_puts_rows_where_vector_loads_are_shared() -> None:
     assert tile.thread[1] > 1 and tile.thread[2] == 1 and tile.thread[3] >= CPU.lanes
     mm = matmul(96, 128, 64)  # rows of A share a row of B
     assert default_tile(mm, CPU).thread[0] > 1
+
+
+@pytest.mark.parametrize("make", [depthwise, maxpool])
+def test_padded_windows_are_staged_and_read_without_checks(make: Callable[[], Compute]) -> None:
+    c = make()
+    src = render_kernel(c, default_tile(c, CPU), "k")
+    assert "__attribute__((aligned(64)))" in src  # the scratch box each task fills
+    assert NO_IF_CONVERT not in src  # no checked load left, so loops may vectorize
+
+
+def test_boxes_beyond_the_scratch_budget_are_not_staged() -> None:
+    side = 200  # one 200x200 float box per task: 160 KB, more than a task's scratch may take
+    x = Load(0, (i0, i1 + r0 - 1, i2 + r1 - 1), "float32", pad=0.0)
+    c = Compute(axes(1, side, side), x, (TensorType((1, side, side), "float32"),),
+                "float32", axes(3, 3, prefix="r"), "sum")
+    assert stage_padded_loads(c, (1, side, side)) == (c, [])
+    assert stage_padded_loads(c, (1, 8, 8))[1]

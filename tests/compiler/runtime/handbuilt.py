@@ -22,10 +22,11 @@ B = RNG.standard_normal(4).astype(np.float32)
 X_NAME, Y_NAME, Z_NAME = "x", "y:relu", "z/exp"
 
 # One hand-written kernel per Compute label; SYMBOL is replaced by the generated name.
+# The entry point calls each kernel's team function (compiler/codegen/c_team.py).
 KERNELS = {
     "MatMul": """
-void SYMBOL(float* restrict out, const float* restrict a, const float* restrict w) {
-  #pragma omp parallel for
+void SYMBOL_team(float* restrict out, const float* restrict a, const float* restrict w) {
+  #pragma omp for nowait
   for (long i = 0; i < 2; ++i)
     for (long j = 0; j < 4; ++j) {
       float s = 0.0f;
@@ -35,13 +36,15 @@ void SYMBOL(float* restrict out, const float* restrict a, const float* restrict 
 }
 """,
     "Add+Relu": """
-void SYMBOL(float* restrict out, const float* restrict h, const float* restrict b) {
+void SYMBOL_team(float* restrict out, const float* restrict h, const float* restrict b) {
+  #pragma omp single nowait
   for (long i = 0; i < 8; ++i) { float v = h[i] + b[i % 4]; out[i] = v > 0.0f ? v : 0.0f; }
 }
 """,
     "Exp": """
 #include <math.h>
-void SYMBOL(float* restrict out, const float* restrict h) {
+void SYMBOL_team(float* restrict out, const float* restrict h) {
+  #pragma omp single nowait
   for (long i = 0; i < 8; ++i) out[i] = expf(h[i]);
 }
 """,
@@ -95,7 +98,7 @@ def onnx_model() -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def whole(c: Compute) -> TileConfig:
+def whole(c: Compute, constants: tuple[int, ...] = ()) -> TileConfig:
     return TileConfig(block=c.shape, thread=tuple(1 for _ in c.shape), reduce_step=(8,) if c.reduce_axes else ())
 
 

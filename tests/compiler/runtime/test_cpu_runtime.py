@@ -45,10 +45,16 @@ def test_non_contiguous_and_unaligned_inputs_are_copied(artifact: Path):
     exe = load(artifact)
     fortran = np.asfortranarray(x(3))
     raw = np.zeros(2 * 8 * 4 + 64, np.uint8)
-    start = (-raw.ctypes.data) % 64 + 4  # 4 bytes past a 64-byte boundary
-    unaligned = raw[start:start + 64].view(np.float32).reshape(2, 8)
-    unaligned[...] = x(4)
-    for arr in (fortran, unaligned):
+
+    def at(offset: int) -> np.ndarray:
+        """x(4) stored `offset` bytes past a 64-byte boundary."""
+        start = (-raw.ctypes.data) % 64 + offset
+        a = raw[start:start + 64].view(np.float32).reshape(2, 8)
+        a[...] = x(4)
+        return a
+
+    # 4 bytes past: naturally aligned, used in place; 2 bytes past: not a float's alignment, copied
+    for arr in (fortran, at(4), at(2)):
         np.testing.assert_allclose(exe.run({X_NAME: arr})[Y_NAME], reference(arr)[Y_NAME], rtol=1e-5)
 
 

@@ -47,7 +47,7 @@ ARCH, WHY_NOT = device_arch()
 def cuda_artifact(g: Graph, path: Path, arch: str, build: bool = True) -> tuple[Path, ExecutionPlan]:
     """Plan `g` with Roller's tiles for the H100 preset, build it for `arch` (unless `build`
     is False: the emulator needs no cubin), write the artifact."""
-    plan = build_plan(g, f"cuda:{arch}:test", lambda c: construct(c, H100)[0].tile)
+    plan = build_plan(g, f"cuda:{arch}:test", lambda c, _constants: construct(c, H100)[0].tile)
     source = render_module(plan)
     cubin = compile_cubin(source, arch) if build else b"\x7fELF not built"
     files = {"model.cubin": cubin, "weights.bin": weights_blob(g, plan), "src/model.cu": source.encode()}

@@ -23,8 +23,8 @@ def test_source_holds_no_model_strings_and_declares_shared_kernels_once():
     assert "system" not in src
     symbol = plan.kernels[0].symbol
     assert plan.kernels[-1].symbol == symbol
-    assert src.count(f"void {symbol}(") == 1
-    assert src.count(f"  {symbol}(") == 2
+    assert src.count(f"void {symbol}_team(") == 1
+    assert src.count(f"  {symbol}_team(") == 2
     assert plan.waves[0] == [0, 3]  # both MatMuls are ready at once
 
 

@@ -18,7 +18,7 @@ def elementwise(op: str, shapes: list[tuple[int, ...]], out: tuple[int, ...]) ->
                    inputs=tuple(TensorType(s, "float32") for s in shapes), label=op)
 
 
-def tile(c: Compute) -> TileConfig:
+def tile(c: Compute, constants: tuple[int, ...] = ()) -> TileConfig:
     return TileConfig(block=c.shape, thread=tuple(1 for _ in c.shape), reduce_step=())
 
 
@@ -38,11 +38,13 @@ def diamond() -> tuple[Graph, dict[str, int]]:
 
 def test_diamond_plan_has_waves_buffers_and_args():
     g, t = diamond()
-    plan = build_plan(g, "cpu:test:0", tile, keys=lambda c: c.label * 8)
+    plan = build_plan(g, "cpu:test:0", tile, keys=lambda c, _constants: c.label * 8)
     assert plan.waves == [[0], [1, 2], [3]]
     assert [k.args for k in plan.kernels] == [
         (t["a"], t["x"], t["w"]), (t["b"], t["a"]), (t["c"], t["a"]), (t["d"], t["b"], t["c"])]
     assert plan.kernels[3].ops == ("Mul",) and plan.kernels[0].key == "add" * 8
+    # the weight is the Add's second input: recorded, so codegen may pack it at load
+    assert [k.constant_inputs for k in plan.kernels] == [(1,), (), (), ()]
     kinds = {b: buf.kind for b, buf in plan.buffers.items()}
     assert kinds == {t["x"]: BufferKind.INPUT, t["w"]: BufferKind.WEIGHT, t["a"]: BufferKind.ARENA,
                      t["b"]: BufferKind.ARENA, t["c"]: BufferKind.ARENA, t["d"]: BufferKind.OUTPUT}
@@ -75,6 +77,16 @@ def test_chain_reuses_the_arena_and_never_aliases_a_kernel_input():
                 assert out.offset != plan.buffers[i].offset
     # default keys are cache signatures: identical Computes share one kernel symbol
     assert len({k.key for k in plan.kernels}) == 1 and len(plan.kernels[0].key) == 64
+
+
+def test_a_kernel_reading_a_weight_has_its_own_key():
+    """Constness is part of the signature: the same Compute on a weight may compile differently."""
+    g, t = diamond()
+    on_weight = build_plan(g, "cpu:test:0", tile).kernels[0]
+    g.tensors[t["w"]].kind = TensorKind.INPUT
+    g.inputs.append(t["w"])
+    on_input = build_plan(g, "cpu:test:0", tile).kernels[0]
+    assert on_weight.compute == on_input.compute and on_weight.key != on_input.key
 
 
 def test_output_that_is_not_written_by_a_node_is_refused():

@@ -1,0 +1,28 @@
+"""Room in the arena for the weights that CPU kernels read packed (see c_gemm.py).
+
+A kernel whose constant GEMM operand is packed once, at load, reads it from a
+region placed after the intermediates: the entry point's `tf_prepare` fills
+every region from the weights once, and `tf_run` passes each kernel its region
+instead of the raw weight. The regions live as long as the arena, which the
+runtime allocates once per loaded artifact.
+"""
+
+from __future__ import annotations
+
+from compiler.codegen.c import prepacked_inputs
+from compiler.codegen.memory import align_up
+from compiler.schedule.plan import ExecutionPlan, Prepack
+from compiler.target.base import Target
+
+
+def place_prepacked(plan: ExecutionPlan, target: Target) -> None:
+    """Give every packed kernel input of `plan` (kernels' final tiles chosen) its arena region."""
+    if plan.prepacked:
+        raise ValueError("the plan's prepacked regions are placed already")
+    offset = align_up(plan.arena_bytes)
+    for k in plan.kernels:
+        for pos, nbytes in sorted(prepacked_inputs(k.compute, k.tile, target, k.constant_inputs).items()):
+            plan.prepacked.append(Prepack(k.id, pos, offset, nbytes))
+            offset = align_up(offset + nbytes)
+    if plan.prepacked:
+        plan.arena_bytes = offset
