@@ -118,24 +118,31 @@ class OnnxModels:
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
 
     @staticmethod
-    def deep(layers: int = 12) -> bytes:
-        """`layers` of MatMul + Tanh, every layer a different width: as many distinct kernels to
-        build as layers, so compiling takes seconds (gcc) even on an idle machine — time to act
-        mid-job, and reliably over a 1 s time limit."""
+    def deep(layers: int = 24) -> bytes:
+        """`layers` of MatMul + Tanh, each layer a different (in, out) width pair: as many
+        distinct kernels to build as layers, so compiling takes a while (gcc, per kernel)
+        on any machine: time to act mid-job, and with ~100 layers far over a 1 s time
+        limit. Weights scaled by 1/sqrt(in), so the network stays well conditioned at
+        any depth (a deep random tanh net with larger weights is chaotic: rounding
+        differences grow layer by layer and no two correct runtimes agree)."""
         import numpy as np
         from onnx import TensorProto, helper, numpy_helper
 
         rng = np.random.default_rng(7)
+        widths, pairs = [16], set()
+        while len(widths) <= layers:
+            w = int(rng.integers(16, 64))
+            if (widths[-1], w) not in pairs:
+                pairs.add((widths[-1], w))
+                widths.append(w)
         nodes, inits, x = [], [], "x"
-        for i in range(layers):
-            width = 16 + 8 * i
-            prev = 16 if i == 0 else 16 + 8 * (i - 1)
-            inits.append(numpy_helper.from_array(rng.standard_normal((prev, width)).astype(np.float32) * 0.3, f"w{i}"))
+        for i, (prev, width) in enumerate(zip(widths, widths[1:])):
+            w = rng.standard_normal((prev, width)) / np.sqrt(prev)
+            inits.append(numpy_helper.from_array(w.astype(np.float32), f"w{i}"))
             nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"]), helper.make_node("Tanh", [f"h{i}"], [f"a{i}"])]
             x = f"a{i}"
-        out = 16 + 8 * (layers - 1)
         graph = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
-                                  [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, out])], inits)
+                                  [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, widths[-1]])], inits)
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
 
 

@@ -33,7 +33,7 @@ def test_soft_limit_stops_the_compile(home, start_worker, onnx_models):
     client, token = _flow_with_limits(home, start_worker, "soft", soft=1, hard=60)
     with client:
         flow = ServiceFlow(client, token)
-        done = flow.wait(flow.submit(flow.upload(onnx_models.deep(16))["id"])["id"], timeout=120)
+        done = flow.wait(flow.submit(flow.upload(onnx_models.deep(128))["id"])["id"], timeout=120)
     assert done["status"] == "failed" and "time limit of 1 s" in done["error"], done
     assert done["attempts"] == 1 and done["artifact_id"] is None
 
@@ -42,6 +42,6 @@ def test_hard_limit_kills_the_compile(home, start_worker, onnx_models):
     client, token = _flow_with_limits(home, start_worker, "hard", soft=60, hard=1)
     with client:
         flow = ServiceFlow(client, token)
-        done = flow.wait(flow.submit(flow.upload(onnx_models.deep(16))["id"])["id"], timeout=120)
+        done = flow.wait(flow.submit(flow.upload(onnx_models.deep(128))["id"])["id"], timeout=120)
     assert done["status"] == "failed" and "hard time limit of 1 s" in done["error"], done
     assert done["artifact_id"] is None
