@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -136,7 +137,7 @@ class OnnxModels:
                 pairs.add((widths[-1], w))
                 widths.append(w)
         nodes, inits, x = [], [], "x"
-        for i, (prev, width) in enumerate(zip(widths, widths[1:])):
+        for i, (prev, width) in enumerate(itertools.pairwise(widths)):
             w = rng.standard_normal((prev, width)) / np.sqrt(prev)
             inits.append(numpy_helper.from_array(w.astype(np.float32), f"w{i}"))
             nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"]), helper.make_node("Tanh", [f"h{i}"], [f"a{i}"])]
