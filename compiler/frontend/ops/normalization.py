@@ -37,7 +37,7 @@ def softmax(cx: OpContext) -> Outputs:
 
 def softmax_values(cx: OpContext, x: Value, axes: Sequence[int], log: bool) -> Value:
     """softmax of `x` over `axes`: max, the exponentials (computed once: they are most of
-    the work), their sum, then one division; log-softmax: max, sum of exponentials, then
+    the work), the reciprocal of their sum, then one multiply; log-softmax: max, sum of exponentials, then
     one element-wise pass."""
     m = reduce_values(cx, [x], axes, "max", lambda f: load(0, x, f))
     i = out_index(x.rank)
@@ -48,8 +48,10 @@ def softmax_values(cx: OpContext, x: Value, axes: Sequence[int], log: bool) -> V
         body = load(0, x, i) - load(1, m, k) - call("log", load(2, s, k))
         return cx.emit(compute(x.shape, body, [x, m, s]), [x, m, s])
     e = cx.emit(compute(x.shape, call("exp", load(0, x, i) - load(1, m, k)), [x, m]), [x, m])
-    s = reduce_values(cx, [e], axes, "sum", lambda f: load(0, e, f))
-    return cx.emit(compute(x.shape, load(0, e, i) / load(1, s, k), [e, s]), [e, s])
+    # One reciprocal per row, then a multiply per element: a division per element costs
+    # several times a multiply (the max term makes every sum >= 1, so 1/sum is exact enough).
+    inv = reduce_values(cx, [e], axes, "sum", lambda f: load(0, e, f), lambda acc, _: scalar(1.0, acc) / acc)
+    return cx.emit(compute(x.shape, load(0, e, i) * load(1, inv, k), [e, inv]), [e, inv])
 
 
 @lowering("Hardmax")

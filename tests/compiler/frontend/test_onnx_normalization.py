@@ -15,12 +15,14 @@ def test_softmax_both_semantics(op, axis, opset):
     check_op(op, {"x": random((3, 4, 5), low=-10, high=10)}, opset=opset, axis=axis)
 
 
-def test_softmax_is_max_exp_sum_divide():
-    """The exponentials are computed once (one element-wise pass), then summed and divided by."""
+def test_softmax_is_max_exp_sum_scale():
+    """The exponentials are computed once (one element-wise pass), summed into one
+    reciprocal per row, then scaled by it: no division per element."""
     model = make_model([helper.make_node("Softmax", ["x"], ["y"])], {"x": random((2, 8))}, ["y"])
     nodes = import_model(model).nodes
     assert [n.compute.reduce_op for n in nodes] == ["max", None, "sum", None]
     assert sum(repr(n.compute.body).count("exp") for n in nodes) == 1
+    assert "'div'" in repr(nodes[2].compute.post) and "'div'" not in repr(nodes[3].compute.body)
 
 
 @pytest.mark.parametrize("axis", [-1, 1, 0])
