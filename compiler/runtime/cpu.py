@@ -40,8 +40,11 @@ class CpuExecutable(LoadedArtifact):
         self._weights = _read_weights(folder / WEIGHTS, _byte_count(manifest, "weights_bytes"))
         self._arena = aligned_empty((max(arena_bytes, 1),), np.uint8)  # allocated once, reused
         self._lib = _open_library(folder / LIBRARY)
+        # Fixed for the executable's life; taken once (numpy's .ctypes costs ~1.5 us a call).
+        self._weights_ptr = ctypes.c_void_p(self._weights.ctypes.data)
+        self._arena_ptr = ctypes.c_void_p(self._arena.ctypes.data)
         # Once per arena: weights that kernels read packed are packed into it here.
-        rc = self._lib.tf_prepare(self._weights.ctypes.data, self._arena.ctypes.data)
+        rc = self._lib.tf_prepare(self._weights_ptr, self._arena_ptr)
         if rc != 0:
             raise ArtifactError(f"model preparation failed with code {rc}")
         self._lock = threading.Lock()  # one arena: runs of one executable take turns
@@ -58,7 +61,7 @@ class CpuExecutable(LoadedArtifact):
         in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[a.ctypes.data for a in outputs])
         with self._lock:
-            rc = self._lib.tf_run(in_ptrs, out_ptrs, self._weights.ctypes.data, self._arena.ctypes.data)
+            rc = self._lib.tf_run(in_ptrs, out_ptrs, self._weights_ptr, self._arena_ptr)
         if rc != 0:
             why = "a buffer pointer was null" if rc == RUN_NULL_POINTER else "unknown error"
             raise ArtifactError(f"model entry point failed with code {rc} ({why})")
