@@ -37,12 +37,12 @@ import math
 import re
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_stride
 from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, packed_operands, render_gemm
 from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
-from compiler.codegen.c_stage import StagedInput, stage_padded_loads, write_staging
+from compiler.codegen.c_stage import StagedInput, stage_padded_loads, staging_block, write_staging
 from compiler.codegen.c_team import shared_tasks, team_symbol, write_standalone
 from compiler.codegen.c_workarounds import apply_workarounds, has_padded_loads
 from compiler.codegen.cexpr import (
@@ -186,7 +186,8 @@ class _KernelWriter:
         self.original = compute
         self.staged: list[StagedInput] = []
         if compute.is_reduction and not self._row and not shape.chunk:
-            self.c, self.staged = stage_padded_loads(compute, shape.block)
+            self.s = replace(shape, block=staging_block(compute, shape.block, shape.thread))
+            self.c, self.staged = stage_padded_loads(compute, self.s.block)
             self.names.update({s.origin(d): s.origin(d) for s in self.staged for d in range(len(s.shape))})
 
     # -- structure -----------------------------------------------------------------

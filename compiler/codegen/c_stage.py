@@ -45,25 +45,36 @@ class StagedInput:
         return f"s{self.scratch}_{d}"
 
 
+def staging_block(c: Compute, block: Sequence[int], thread: Sequence[int]) -> list[int]:
+    """`block`, cut along its outer axes (halved, never below the micro-tile `thread`)
+    until the boxes of its padded windows fit the scratch: a block chosen for cache
+    reuse may span more of a feature map than one task can stage, and unstaged windows
+    are read with checked loads that do not vectorize. `block` itself when it already
+    fits, when nothing can be staged, or when no cut makes it fit."""
+    cut = list(block)
+    for d in range(len(cut)):
+        while _scratch_bytes(c, cut) > MAX_SCRATCH_BYTES and cut[d] > thread[d]:
+            cut[d] = max(thread[d], -(-cut[d] // 2))
+    return cut if _scratch_bytes(c, cut) <= MAX_SCRATCH_BYTES else list(block)
+
+
+def _scratch_bytes(c: Compute, block: Sequence[int]) -> int:
+    """Bytes of the boxes one task of `block` stages (0 when it stages nothing)."""
+    return _bytes(_boxes(c, block))
+
+
+def _bytes(staged: Sequence[StagedInput]) -> int:
+    return sum(math.prod(s.shape) * dtype(s.dtype).nbytes for s in staged)
+
+
 def stage_padded_loads(c: Compute, block: Sequence[int]) -> tuple[Compute, list[StagedInput]]:
     """`c` with each padded load whose indices are affine in its axes reading a scratch
     input instead (index minus the box's origin, no pad), and what to stage; `c` and
     no staging when some padded load cannot be staged or the boxes are too big."""
-    lengths = {a.name: b for a, b in zip(c.axes, block, strict=True)}
-    lengths |= {a.name: a.extent for a in c.reduce_axes}
-    padded = list({(ld.input, ld.indices, ld.pad): ld for ld in walk(c.body)
-                   if isinstance(ld, Load) and ld.pad is not None}.values())
-    staged: list[StagedInput] = []
-    for ld in padded:
-        forms = [linear_form(i) for i in ld.indices]
-        if any(f is None or any(v not in lengths for v in f[1]) for f in forms):
-            return c, []
-        known = [f for f in forms if f is not None]
-        shape = tuple(1 + sum(abs(k) * (lengths[v] - 1) for v, k in f[1].items()) for f in known)
-        staged.append(StagedInput(len(c.inputs) + len(staged), ld.input, tuple(known), shape,
-                                  ld.pad, c.inputs[ld.input].dtype))
-    if not staged or sum(math.prod(s.shape) * dtype(s.dtype).nbytes for s in staged) > MAX_SCRATCH_BYTES:
+    staged = _boxes(c, block)
+    if not staged or _bytes(staged) > MAX_SCRATCH_BYTES:
         return c, []
+    padded = _padded_loads(c)
     by_load = {(ld.input, ld.indices, ld.pad): s for ld, s in zip(padded, staged, strict=True)}
 
     def read_scratch(e: Expr) -> Expr | None:
@@ -74,6 +85,29 @@ def stage_padded_loads(c: Compute, block: Sequence[int]) -> tuple[Compute, list[
 
     inputs = (*c.inputs, *(TensorType(s.shape, s.dtype) for s in staged))
     return dataclasses.replace(c, body=substitute(c.body, read_scratch), inputs=inputs), staged
+
+
+def _padded_loads(c: Compute) -> list[Load]:
+    """The distinct padded loads of `c`'s body."""
+    return list({(ld.input, ld.indices, ld.pad): ld for ld in walk(c.body)
+                 if isinstance(ld, Load) and ld.pad is not None}.values())
+
+
+def _boxes(c: Compute, block: Sequence[int]) -> list[StagedInput]:
+    """What one task of `block` would stage, per padded load ([] when some padded load
+    is not affine in the axes, so none can be staged)."""
+    lengths = {a.name: b for a, b in zip(c.axes, block, strict=True)}
+    lengths |= {a.name: a.extent for a in c.reduce_axes}
+    staged: list[StagedInput] = []
+    for ld in _padded_loads(c):
+        forms = [linear_form(i) for i in ld.indices]
+        if any(f is None or any(v not in lengths for v in f[1]) for f in forms):
+            return []
+        known = [f for f in forms if f is not None]
+        shape = tuple(1 + sum(abs(k) * (lengths[v] - 1) for v, k in f[1].items()) for f in known)
+        staged.append(StagedInput(len(c.inputs) + len(staged), ld.input, tuple(known), shape,
+                                  ld.pad, c.inputs[ld.input].dtype))
+    return staged
 
 
 def write_staging(src: CSource, s: StagedInput, c: Compute) -> None:

@@ -13,7 +13,7 @@ import pytest
 from c_harness import KernelLibrary
 
 from compiler.codegen.c import render_kernel
-from compiler.codegen.c_stage import stage_padded_loads
+from compiler.codegen.c_stage import stage_padded_loads, staging_block
 from compiler.codegen.c_workarounds import NO_IF_CONVERT
 from compiler.ir import te
 from compiler.ir.interp import evaluate
@@ -87,6 +87,14 @@ def depthwise() -> Compute:
     x = Load(0, (i0, i1, i2 + r0 - 1, i3 + r1 - 1), "float32", pad=0.0)
     return Compute(axes(1, 4, 9, 9), x * Load(1, (i1, te.const(0, "int64"), r0, r1), "float32"),
                    (TensorType((1, 4, 9, 9), "float32"), TensorType((4, 1, 3, 3), "float32")),
+                   "float32", axes(3, 3, prefix="r"), "sum")
+
+
+def depthwise_wide(channels: int = 8, side: int = 64) -> Compute:
+    """A depthwise conv whose whole-map block is too big to stage in one task (c_stage.py)."""
+    x = Load(0, (i0, i1, i2 + r0 - 1, i3 + r1 - 1), "float32", pad=0.0)
+    return Compute(axes(1, channels, side, side), x * Load(1, (i1, te.const(0, "int64"), r0, r1), "float32"),
+                   (TensorType((1, channels, side, side), "float32"), TensorType((channels, 1, 3, 3), "float32")),
                    "float32", axes(3, 3, prefix="r"), "sum")
 
 
@@ -267,6 +275,7 @@ CASES: dict[str, Case] = {
     "conv2d_interior_cuts": _case(conv2d(1, 1, 1, 9, 45), TileConfig((1, 3, 4, 40), (1, 3, 1, 16), (3, 3, 3), 8)),
     "conv2d_strided_cuts": _case(conv2d(2, 2, 2, 9, 45), TileConfig((1, 4, 4, 21), (1, 2, 1, 10), (3, 3, 3), 8)),
     "depthwise": _case(depthwise()),
+    "depthwise_block_cut_to_stage": _case(depthwise_wide(), TileConfig((1, 8, 64, 64), (1, 1, 4, 16), (3, 3), 8)),
     "maxpool_inf_pad": _case(maxpool()),
     "softmax_max": _case(row_reduce("max", 5, 67)),
     "softmax_exp_sum": _case(softmax_exp_sum(5, 67), None, _softmax_sum_inputs),
@@ -373,3 +382,12 @@ def test_boxes_beyond_the_scratch_budget_are_not_staged() -> None:
                 "float32", axes(3, 3, prefix="r"), "sum")
     assert stage_padded_loads(c, (1, side, side)) == (c, [])
     assert stage_padded_loads(c, (1, 8, 8))[1]
+
+
+def test_blocks_too_big_to_stage_are_cut_until_they_fit() -> None:
+    c = depthwise_wide(16, 56)
+    # 16 channels of 58 x 58 is 215 KB; 4 channels (54 KB) fit: channels are cut, rows kept
+    assert staging_block(c, (1, 16, 56, 56), (1, 1, 4, 16)) == [1, 4, 56, 56]
+    assert staging_block(c, (1, 2, 8, 56), (1, 1, 4, 16)) == [1, 2, 8, 56]  # fits already
+    src = render_kernel(c, TileConfig((1, 16, 56, 56), (1, 1, 4, 16), (3, 3), 8), "k")
+    assert "__attribute__((aligned(64)))" in src and NO_IF_CONVERT not in src
