@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from compiler.codegen.affine import linear_form
-from compiler.codegen.cexpr import ExprWriter, literal, new_counter, row_major_strides
+from compiler.codegen.cexpr import ExprWriter, clip_lines, literal, new_counter, row_major_strides
 from compiler.codegen.contraction import Contraction, expr_vars, match_contraction, side_extent
 from compiler.codegen.csource import CSource
 from compiler.ir.te import ACC, Compute, Expr, Load, TensorType, Var
@@ -243,23 +243,6 @@ def _micro_kernel(g: GemmShape, src: CSource) -> None:
                 src.extend([f"{accs[i][j]} += b{j} * ak[{i}];" for j in range(mk.vectors)])
         src.extend([f"*(tf_vf*)(c + {i * g.nc + j * mk.lanes}) = {accs[i][j]};"
                     for i in range(mk.rows) for j in range(mk.vectors)])
-
-
-def clip_lines(v: str, a: int, n: int) -> list[str]:
-    """C statements narrowing offsets [lo, hi) to those o where 0 <= v + a * o < n."""
-    if a == 0:
-        return [f"if ((uint64_t)({v}) >= {n}UL) hi = 0;"]
-    if a == 1:
-        first, end = f"-({v})", f"{n}L - ({v})"
-    elif a > 0:  # o >= ceil(-v / a), o <= floor((n - 1 - v) / a)
-        first = f"tf_floordiv_i64(-({v}) + {a - 1}L, {a}L)"
-        end = f"tf_floordiv_i64({n - 1}L - ({v}), {a}L) + 1"
-    else:  # o >= ceil((v - n + 1) / b), o <= floor(v / b), b = -a
-        b = -a
-        first = f"tf_floordiv_i64(({v}) - {n - 1}L + {b - 1}L, {b}L)"
-        end = f"tf_floordiv_i64({v}, {b}L) + 1"
-    return [f"{{ const int64_t f = {first}; if (f > lo) lo = f; }}",
-            f"{{ const int64_t e = {end}; if (e < hi) hi = e; }}"]
 
 
 def _carry(axes: Sequence[int], extents: Sequence[int], prefix: str) -> str:

@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compiler.codegen.affine import LinearForm, linear_form
-from compiler.codegen.c_gemm import clip_lines
-from compiler.codegen.cexpr import literal, row_major_strides
+from compiler.codegen.cexpr import clip_lines, literal, row_major_strides
 from compiler.codegen.csource import CSource
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute, Expr, Load, TensorType, Var, substitute, walk

@@ -253,6 +253,24 @@ def render_call(op: str, a: list[str], arg_dtypes: Sequence[str], result: str) -
     raise ValueError(f"no C rendering of TE op {op!r} on {dt}")
 
 
+def clip_lines(v: str, a: int, n: int) -> list[str]:
+    """C statements narrowing offsets [lo, hi) to those o where 0 <= v + a * o < n (a run of
+    an affine index inside a tensor dimension; uses the PRELUDE's tf_floordiv_i64)."""
+    if a == 0:
+        return [f"if ((uint64_t)({v}) >= {n}UL) hi = 0;"]
+    if a == 1:
+        first, end = f"-({v})", f"{n}L - ({v})"
+    elif a > 0:  # o >= ceil(-v / a), o <= floor((n - 1 - v) / a)
+        first = f"tf_floordiv_i64(-({v}) + {a - 1}L, {a}L)"
+        end = f"tf_floordiv_i64({n - 1}L - ({v}), {a}L) + 1"
+    else:  # o >= ceil((v - n + 1) / b), o <= floor(v / b), b = -a
+        b = -a
+        first = f"tf_floordiv_i64(({v}) - {n - 1}L + {b - 1}L, {b}L)"
+        end = f"tf_floordiv_i64({v}, {b}L) + 1"
+    return [f"{{ const int64_t f = {first}; if (f > lo) lo = f; }}",
+            f"{{ const int64_t e = {end}; if (e < hi) hi = e; }}"]
+
+
 def row_major_strides(shape: Sequence[int]) -> list[int]:
     """Element strides of a dense row-major tensor."""
     strides, s = [], 1

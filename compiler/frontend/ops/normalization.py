@@ -37,8 +37,8 @@ def softmax(cx: OpContext) -> Outputs:
 
 def softmax_values(cx: OpContext, x: Value, axes: Sequence[int], log: bool) -> Value:
     """softmax of `x` over `axes`: max, the exponentials (computed once: they are most of
-    the work), the reciprocal of their sum, then one multiply; log-softmax: max, sum of exponentials, then
-    one element-wise pass."""
+    the work), the reciprocal of their sum, then one multiply; log-softmax: max, sum of
+    exponentials, then one element-wise pass."""
     m = reduce_values(cx, [x], axes, "max", lambda f: load(0, x, f))
     i = out_index(x.rank)
     k = kept_index(i, axes)
