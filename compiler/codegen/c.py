@@ -44,6 +44,7 @@ from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, packed_operand
 from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
 from compiler.codegen.c_stage import StagedInput, stage_padded_loads, staging_block, write_staging
 from compiler.codegen.c_team import shared_tasks, team_symbol, write_standalone
+from compiler.codegen.c_vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
 from compiler.codegen.c_workarounds import apply_workarounds, has_padded_loads
 from compiler.codegen.cexpr import (
     PRELUDE,
@@ -222,10 +223,14 @@ class _KernelWriter:
             self.src.line(pragma)
         return self.src.block(f"for (int64_t {var} = {start}; {var} < {bound}; ++{var})")
 
-    def _store(self, value: str) -> None:
+    def _out_offset(self) -> str:
+        """The output element at the current indices `i0`, `i1`, ..."""
         terms = [f"i{d}" if s == 1 else f"i{d} * {s}L" for d, s in enumerate(self.out_strides)
                  if self.s.extents[d] != 1]
-        self.src.line(f"out[{' + '.join(terms) or '0'}] = {value};")
+        return " + ".join(terms) or "0"
+
+    def _store(self, value: str) -> None:
+        self.src.line(f"out[{self._out_offset()}] = {value};")
 
     def _emit(self, e: Expr, names: dict[str, str] | None = None) -> str:
         w = ExprWriter(self.c.inputs, names or self.names, self.counter, self.ranges)
@@ -418,6 +423,9 @@ class _KernelWriter:
 
     def _micro_tile(self, bounds: Sequence[int], body: Expr) -> None:
         """One register micro-tile: init accumulators, reduce `body`, then post and store."""
+        if self._vectorizes(bounds, body):
+            self._vector_micro_tile(bounds, body)
+            return
         c, u = self.c, self.s.thread
         size = math.prod(u)
         flat = " + ".join(f"u{d} * {math.prod(u[d + 1:])}L" for d in range(self.n) if u[d] > 1) or "0"
@@ -442,6 +450,70 @@ class _KernelWriter:
             self._spatial(order, bounds, lambda: self._finish(f"acc[{flat}]"))
         with self.src.block("else"):
             self._spatial(order, bounds, lambda: self.src.line(f"{saved} = acc[{flat}];"))
+
+    def _vectorizes(self, bounds: Sequence[int], body: Expr) -> bool:
+        """Whether this micro-tile takes the explicit-SIMD path (c_vector.py): a sum whose
+        rows are whole vectors and whose body and post the vectors can express."""
+        c, lanes = self.c, self.s.vector
+        if not self.n or c.reduce_op != "sum" or lanes < 2 or bounds[-1] % lanes:
+            return False
+        var = c.axes[-1].name
+        post_ok = c.post is None or vectorizes(c.post, var, c.inputs, c.acc_dtype, {ACC})
+        return (body.dtype == c.acc_dtype == c.dtype and post_ok
+                and vectorizes(body, var, c.inputs, c.acc_dtype))
+
+    def _vector_micro_tile(self, bounds: Sequence[int], body: Expr) -> None:
+        """One micro-tile reduced into named vector accumulators, one per row and vector,
+        which stay in registers for the whole reduction; post applied and stored as vectors."""
+        c, lanes, last = self.c, self.s.vector, self.n - 1
+        var = c.axes[last].name
+        self.src.extend(vector_typedefs(c.acc_dtype, lanes))
+        rows = itertools.product(*(range(bounds[d]) for d in range(last)))
+        slots = [(*row, j) for row in rows for j in range(0, bounds[last], lanes)]
+        acc = {s: f"v{k}" for k, s in enumerate(slots)}
+
+        def at(slot: Sequence[int]) -> None:  # the slot's indices (its first lane's)
+            self.src.extend([f"const int64_t i{d} = b{d} + m{d} + {p};" for d, p in enumerate(slot)])
+
+        def saved(slot: Sequence[int]) -> str:  # its place among the tile's partial sums
+            terms = [f"(m{d} + {p}) * {math.prod(self.s.block[d + 1:])}L"
+                     for d, p in enumerate(slot) if self.s.block[d] > 1]
+            return f"*({VECTOR_TYPE}*)(tacc + {' + '.join(terms) or '0'})"
+
+        zero = f"({VECTOR_TYPE}){{0}}"
+        for s in slots:
+            init = f"c0 == 0 ? {zero} : {saved(s)}" if self.s.chunk else zero
+            self.src.line(f"{VECTOR_TYPE} {acc[s]} = {init};")
+
+        def per_slot(write: Callable[[tuple[int, ...], VectorWriter], None],
+                     names: Callable[[tuple[int, ...]], dict[str, str]] = lambda s: self.names) -> None:
+            for s in slots:
+                with self.src.block(""):
+                    at(s)
+                    w = VectorWriter(c.inputs, names(s), self.counter, var, lanes, {ACC})
+                    write(s, w)
+
+        def accumulate(s: tuple[int, ...], w: VectorWriter) -> None:
+            value = w.emit_vector(body)
+            self.src.extend(w.lines)
+            self.src.line(f"{acc[s]} += {value};")
+
+        def finish(s: tuple[int, ...], w: VectorWriter) -> None:
+            value = acc[s] if c.post is None else w.emit_vector(c.post)
+            self.src.extend(w.lines)
+            self.src.line(f"*({VECTOR_TYPE}*)(out + {self._out_offset()}) = {value};")
+
+        def post_names(s: tuple[int, ...]) -> dict[str, str]:
+            return {**self.names, ACC: acc[s]}
+
+        self._reduce_loops(len(c.reduce_axes), lambda: per_slot(accumulate))
+        if not self.s.chunk:
+            per_slot(finish, post_names)
+            return
+        with self.src.block(f"if (c1 == {c.reduce_axes[0].extent}L)"):
+            per_slot(finish, post_names)
+        with self.src.block("else"):
+            self.src.extend([f"{saved(s)} = {acc[s]};" for s in slots])
 
     def _tile_offset(self) -> str:
         """Position of the current micro-tile element in the row-major tile (tacc)."""

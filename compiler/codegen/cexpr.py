@@ -330,6 +330,13 @@ class ExprWriter:
         self._memo[id(e)] = (e, out)
         return out
 
+    @staticmethod
+    def _offset(t: TensorType, idx: Sequence[str]) -> str:
+        """The flat row-major element offset of rendered indices `idx` into a tensor of type `t`."""
+        terms = [ix if s == 1 else f"{ix} * {s}L"
+                 for ix, s, n in zip(idx, row_major_strides(t.shape), t.shape, strict=True) if n != 1]
+        return " + ".join(terms) or "0"
+
     def _load(self, e: Load) -> str:
         if not 0 <= e.input < len(self.inputs):
             raise ValueError(f"load of input {e.input}, but the kernel has {len(self.inputs)}")
@@ -339,9 +346,7 @@ class ExprWriter:
         if e.pad is not None and 0 in t.shape:
             return literal(e.pad, e.dtype)
         idx = [self.emit(i) for i in e.indices]
-        terms = [ix if s == 1 else f"{ix} * {s}L"
-                 for ix, s, n in zip(idx, row_major_strides(t.shape), t.shape, strict=True) if n != 1]
-        element = f"in{e.input}[{' + '.join(terms) or '0'}]"
+        element = f"in{e.input}[{self._offset(t, idx)}]"
         if e.dtype == "float16":
             element = f"(float){element}"
         if e.pad is None:

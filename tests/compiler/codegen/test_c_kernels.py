@@ -98,6 +98,29 @@ def depthwise_wide(channels: int = 8, side: int = 64) -> Compute:
                    "float32", axes(3, 3, prefix="r"), "sum")
 
 
+def depthwise_epilogue() -> Compute:
+    """Depthwise conv + bias (broadcast along the vector axis) + residual (contiguous),
+    then LeakyReLU (a select on a comparison): all of it on the explicit-SIMD path."""
+    x = Load(0, (i0, i1, i2 + r0 - 1, i3 + r1 - 1), "float32", pad=0.0)
+    v = Var("acc", "float32") + Load(2, (i1,), "float32") + Load(0, (i0, i1, i2, i3), "float32")
+    post = select(call("lt", v, 0.0), v * 0.1, v)
+    return Compute(axes(1, 3, 6, 24), x * Load(1, (i1, te.const(0, "int64"), r0, r1), "float32"),
+                   (TensorType((1, 3, 6, 24), "float32"), TensorType((3, 1, 3, 3), "float32"),
+                    TensorType((3,), "float32")), "float32", axes(3, 3, prefix="r"), "sum", post)
+
+
+def column_sum(rows: int, depth: int, cols: int, dt: str = "float32", post=None) -> Compute:
+    """Sum over the middle axis of (rows, depth, cols): the output's inner axis is contiguous."""
+    return Compute(axes(rows, cols), Load(0, (i0, r0, i1), dt), (TensorType((rows, depth, cols), dt),), dt,
+                   axes(depth, prefix="r"), "sum", post)
+
+
+def _column_nans() -> list[np.ndarray]:
+    x = rand((4, 150, 32))
+    x[1, 7, 3] = np.nan
+    return [x]
+
+
 def maxpool() -> Compute:
     x = Load(0, (i0, i1, i2 * 2 + r0 - 1, i3 * 2 + r1 - 1), "float32", pad=-math.inf)
     return Compute(axes(1, 3, 6, 5), x, (TensorType((1, 3, 11, 9), "float32"),),
@@ -276,6 +299,12 @@ CASES: dict[str, Case] = {
     "conv2d_strided_cuts": _case(conv2d(2, 2, 2, 9, 45), TileConfig((1, 4, 4, 21), (1, 2, 1, 10), (3, 3, 3), 8)),
     "depthwise": _case(depthwise()),
     "depthwise_block_cut_to_stage": _case(depthwise_wide(), TileConfig((1, 8, 64, 64), (1, 1, 4, 16), (3, 3), 8)),
+    "depthwise_vector_epilogue": _case(depthwise_epilogue(), TileConfig((1, 1, 6, 24), (1, 1, 2, 8), (3, 3), 8)),
+    "column_sum_vector_chunked": _case(column_sum(4, 150, 32, post=Var("acc", "float32") / 150.0),
+                                       TileConfig((4, 32), (2, 16), (64,), 8)),
+    "column_sum_vector_float64": _case(column_sum(3, 20, 16, "float64"), TileConfig((3, 16), (1, 8), (20,), 4)),
+    "relu_propagates_nan_vector": _case(column_sum(4, 150, 32, post=call("max", Var("acc", "float32"), 0.0)),
+                                        TileConfig((2, 32), (2, 16), (150,), 8), _column_nans),
     "maxpool_inf_pad": _case(maxpool()),
     "softmax_max": _case(row_reduce("max", 5, 67)),
     "softmax_exp_sum": _case(softmax_exp_sum(5, 67), None, _softmax_sum_inputs),
@@ -373,6 +402,20 @@ def test_padded_windows_are_staged_and_read_without_checks(make: Callable[[], Co
     src = render_kernel(c, default_tile(c, CPU), "k")
     assert "__attribute__((aligned(64)))" in src  # the scratch box each task fills
     assert NO_IF_CONVERT not in src  # no checked load left, so loops may vectorize
+
+
+@pytest.mark.parametrize("name", ["depthwise_vector_epilogue", "column_sum_vector_chunked",
+                                  "column_sum_vector_float64", "relu_propagates_nan_vector"])
+def test_whole_vector_rows_keep_their_accumulators_in_vector_registers(name: str) -> None:
+    compute, tile, _ = CASES[name]
+    src = render_kernel(compute, tile, "k")
+    assert "vector_size" in src and " acc[" not in src  # named vector accumulators, no array
+
+
+def test_rows_that_are_not_whole_vectors_stay_on_the_array_path() -> None:
+    c = column_sum(4, 40, 12)
+    src = render_kernel(c, TileConfig((4, 12), (2, 12), (40,), 8), "k")
+    assert "vector_size" not in src and " acc[" in src
 
 
 def test_boxes_beyond_the_scratch_budget_are_not_staged() -> None:

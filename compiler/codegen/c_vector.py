@@ -1,0 +1,136 @@
+"""Explicit SIMD for the general CPU micro-tile: expressions as GCC vectors along one axis.
+
+The general path (c.py) otherwise keeps a micro-tile's accumulators in an array
+that gcc vectorizes loop by loop; with the reduce loops outside the micro-tile
+loops, gcc stores that array back to the stack after every multiply-add (the array
+is memory to it), so a depthwise convolution ran at store bandwidth. With this, the
+accumulators are named vector variables, one per row and vector of the micro-tile,
+which gcc keeps in registers for the whole reduction, as in the GEMM micro-kernel.
+
+An expression qualifies when every value that varies along the vector axis (or is
+an accumulator) is built from loads that walk memory contiguously along it (stride
+1, no padding: padded windows are staged first, see c_stage.py) by float add, sub,
+mul, div, neg, max, min and selects on comparisons of such values. Values that do
+not vary along it (a depthwise filter tap, a bias) are rendered as scalars and
+broadcast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping, Sequence
+
+from compiler.codegen.affine import load_stride
+from compiler.codegen.cexpr import ExprWriter, value_ctype
+from compiler.codegen.contraction import expr_vars, plain_load
+from compiler.ir.dtypes import dtype
+from compiler.ir.te import Call, Expr, Load, TensorType, Var
+
+VECTOR_TYPE = "tf_v"
+MASK_TYPE = "tf_vm"  # the integer vector a comparison of two VECTOR_TYPEs gives
+_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_MASK_CTYPE = {"float32": "int32_t", "float64": "int64_t"}
+
+
+def vector_typedefs(dt: str, lanes: int) -> list[str]:
+    """C typedefs of `VECTOR_TYPE` (`lanes` values of `dt`, loadable from any element
+    address) and of its comparison mask `MASK_TYPE`."""
+    size, align = lanes * dtype(dt).nbytes, dtype(dt).nbytes
+    return [f"typedef {value_ctype(dt)} {VECTOR_TYPE} __attribute__((vector_size({size}), aligned({align}), may_alias));",
+            f"typedef {_MASK_CTYPE[dt]} {MASK_TYPE} __attribute__((vector_size({size})));"]
+
+
+def vectorizes(e: Expr, var: str, inputs: Sequence[TensorType], dt: str,
+               vector_values: Collection[str] = ()) -> bool:
+    """Whether `VectorWriter` can render `e` as vectors of `dt` along variable `var`
+    (`vector_values`: names of variables that hold vectors, like the accumulator)."""
+    if dt not in _MASK_CTYPE:
+        return False
+    if not expr_vars(e) & {var, *vector_values}:
+        return True
+    if e.dtype != dt and not _is_comparison(e):
+        return False
+    if isinstance(e, Var):
+        return e.name in vector_values
+    if isinstance(e, Load):
+        return plain_load(e) is e and e.pad is None and load_stride(e, inputs[e.input].shape, var) == 1
+    if not isinstance(e, Call):
+        return False
+    if _is_comparison(e):
+        return e.args[0].dtype == dt and e.args[1].dtype == dt and all(
+            vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
+    if e.op == "select":
+        return _is_comparison(e.args[0]) and all(vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
+    if e.op in _ARITH or e.op in {"neg", "max", "min"} or (e.op == "cast" and e.args[0].dtype == dt):
+        return all(vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
+    return False
+
+
+def _is_comparison(e: Expr) -> bool:
+    return isinstance(e, Call) and e.op in _CMP
+
+
+class VectorWriter(ExprWriter):
+    """Renders an expression's values at `var`, `var` + 1, ... as one `VECTOR_TYPE` value
+    (`names[var]` is the first lane's index; `names` also binds each of `vector_values`
+    to a vector). Parts that vary along neither are rendered as scalars."""
+
+    def __init__(self, inputs: Sequence[TensorType], names: Mapping[str, str], counter: Iterator[int],
+                 var: str, lanes: int, vector_values: Collection[str] = ()) -> None:
+        super().__init__(inputs, names, counter)
+        self.var, self.lanes = var, lanes
+        self.varying = {var, *vector_values}
+        self._vectors: dict[int, tuple[Expr, str]] = {}  # shared subexpressions, rendered once
+
+    def emit_vector(self, e: Expr) -> str:
+        """The C expression of `e` along the vector axis (a scalar where `e` does not vary)."""
+        if not expr_vars(e) & self.varying:
+            return self.emit(e)
+        if isinstance(e, Var):
+            return self.names[e.name]
+        hit = self._vectors.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        out = self._render(e)
+        self._vectors[id(e)] = (e, out)
+        return out
+
+    def _render(self, e: Expr) -> str:
+        if isinstance(e, Load):
+            offset = self._offset(self.inputs[e.input], [self.emit(i) for i in e.indices])
+            return self._vector(f"*(const {VECTOR_TYPE}*)(in{e.input} + {offset})")
+        assert isinstance(e, Call), e
+        if e.op == "select":
+            return self._select(self._mask(e.args[0]), self._whole(e.args[1]), self._whole(e.args[2]))
+        if e.op in {"max", "min"}:  # NaN-propagating, like the scalar rendering
+            a, b = (self._whole(x) for x in e.args)
+            rel = ">" if e.op == "max" else "<"
+            return self._select(f"({a} {rel} {b}) | ({a} != {a})", a, b)
+        args = [self.emit_vector(a) for a in e.args]
+        if e.op == "cast":
+            return args[0]
+        if e.op == "neg":
+            return self._vector(f"-{args[0]}")
+        return self._vector(f"{args[0]} {_ARITH[e.op]} {args[1]}")
+
+    def _whole(self, e: Expr) -> str:
+        """`e` as a vector, a scalar broadcast to every lane where it does not vary."""
+        value = self.emit_vector(e)
+        if expr_vars(e) & self.varying:
+            return value
+        return self._vector(f"({VECTOR_TYPE}){{{', '.join([value] * self.lanes)}}}")
+
+    def _mask(self, e: Expr) -> str:
+        assert isinstance(e, Call), e
+        a, b = (self._whole(x) for x in e.args)
+        return f"({a} {_CMP[e.op]} {b})"
+
+    def _select(self, mask: str, a: str, b: str) -> str:
+        m = f"t{next(self.counter)}"
+        self.lines.append(f"const {MASK_TYPE} {m} = {mask};")
+        return self._vector(f"({VECTOR_TYPE})(({m} & ({MASK_TYPE}){a}) | (~{m} & ({MASK_TYPE}){b}))")
+
+    def _vector(self, value: str) -> str:
+        name = f"t{next(self.counter)}"
+        self.lines.append(f"const {VECTOR_TYPE} {name} = {value};")
+        return name
