@@ -34,6 +34,7 @@ from compiler.options import CompileOptions
 from compiler.schedule.fuse import fuse
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
+from compiler.schedule.rowfuse import fuse_rows
 from compiler.schedule.rtile import Candidate, construct
 from compiler.target import get_target
 from compiler.target.base import Target
@@ -117,6 +118,8 @@ def compile_model(
     with st.stage("partition"):
         if opts.fuse:
             fuse(graph)
+            if tgt.kind == "cpu":  # the CUDA renderer has no row groups (yet)
+                fuse_rows(graph, min_rows=tgt.units)
     with st.stage("schedule"):
         c.schedule(graph)
     with st.stage("codegen"):

@@ -31,6 +31,7 @@ Identifiers are generated (`i0`, `r1`, `t17`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -42,6 +43,7 @@ from dataclasses import dataclass, replace
 from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_stride
 from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, packed_operands, render_gemm
 from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
+from compiler.codegen.c_rows import render_row_group
 from compiler.codegen.c_stage import StagedInput, stage_padded_loads, staging_block, write_staging
 from compiler.codegen.c_team import shared_tasks, team_symbol, write_standalone
 from compiler.codegen.c_vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
@@ -59,6 +61,7 @@ from compiler.codegen.csource import CSource
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import ACC, INIT, Compute, Expr, Load, substitute, walk
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
 from compiler.target.cpu import detect_cpu
 
@@ -89,7 +92,7 @@ def prepacked_inputs(compute: Compute, tile: TileConfig, target: Target | None =
     """Input position -> bytes, for the constant inputs that the kernel `render_kernel`
     writes for the same arguments reads packed: the caller passes, at that position,
     memory that `<symbol>_pack<position>(dst, weight)` filled once."""
-    if not constant_inputs or math.prod(compute.shape) == 0:
+    if not constant_inputs or math.prod(compute.shape) == 0 or compute.stages:
         return {}
     target = target or build_machine()
     merged, merged_tile = merge_axes(compute, tile)
@@ -112,6 +115,11 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
         f"const {_storage_ctype(t.dtype)}* restrict in{k}" for k, t in enumerate(compute.inputs)]
     header = f"void {team_symbol(symbol)}({', '.join(params)})"
     target = target or build_machine()
+    if compute.stages:
+        parallel, checked = render_row_group(compute, tile, symbol, src, params, header, PARALLEL_MIN_FLOPS,
+                                             functools.partial(_write_member, target=target))
+        write_standalone(src, symbol, params, parallel)
+        return src.text(), checked
     merged, merged_tile = merge_axes(compute, tile)
     gemm = gemm_contraction(merged, target) if math.prod(compute.shape) > 0 else None
     if gemm is not None:
@@ -129,6 +137,23 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
             parallel, checked = writer.write(), has_padded_loads(writer.c)
     write_standalone(src, symbol, params, parallel)
     return src.text(), checked
+
+
+def _write_member(src: CSource, compute: Compute, name: str, params: Sequence[str], target: Target) -> bool:
+    """A fused group's member as `static void name(params)` on the calling thread (its
+    whole loop nest, the default tiling's micro-tiles); whether it reads padded loads
+    with bounds checks."""
+    tile = default_tile(compute, target)
+    tile = replace(tile, block=compute.shape, thread=tuple(min(t, e) for t, e in zip(tile.thread, compute.shape,
+                                                                                    strict=True)))
+    with src.block(f"static void {name}({', '.join(params)})"):
+        src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in params])
+        if math.prod(compute.shape) == 0:
+            return False
+        compute, tile = merge_reduce_axes(compute, tile)
+        writer = _KernelWriter(compute, _check(compute, tile, name), src)
+        writer.write(team=False)
+        return has_padded_loads(writer.c)
 
 
 @functools.cache
@@ -193,12 +218,14 @@ class _KernelWriter:
 
     # -- structure -----------------------------------------------------------------
 
-    def write(self) -> bool:
-        """Write the task loop (shared by the team, see c_team.py); whether it is split."""
+    def write(self, team: bool = True) -> bool:
+        """Write the task loop, shared by the team (c_team.py) or, without `team`, all run
+        by the calling thread; whether it is split among the team."""
         tiles = [-(-e // b) for e, b in zip(self.s.extents, self.s.block, strict=True)]
         total = math.prod(tiles)
-        parallel = total > 1 and self.c.flops() >= PARALLEL_MIN_FLOPS
-        with shared_tasks(self.src, parallel), self.src.block(f"for (int64_t t = 0; t < {total}L; ++t)"):
+        parallel = team and total > 1 and self.c.flops() >= PARALLEL_MIN_FLOPS
+        tasks = shared_tasks(self.src, parallel) if team else contextlib.nullcontext()
+        with tasks, self.src.block(f"for (int64_t t = 0; t < {total}L; ++t)"):
             if self.n:
                 self.src.line("int64_t q = t;")
             for d in reversed(range(self.n)):

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 from compiler.codegen.affine import linear_form
 from compiler.codegen.cexpr import ExprWriter, clip_lines, literal, new_counter, row_major_strides
-from compiler.codegen.contraction import Contraction, expr_vars, match_contraction, side_extent
 from compiler.codegen.csource import CSource
+from compiler.ir.contraction import Contraction, expr_vars, match_contraction, side_extent
 from compiler.ir.te import ACC, Compute, Expr, Load, TensorType, Var
 from compiler.schedule.plan import TileConfig
 from compiler.target.base import Target

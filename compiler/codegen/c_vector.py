@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from compiler.codegen.affine import load_stride
 from compiler.codegen.cexpr import ExprWriter, value_ctype
-from compiler.codegen.contraction import expr_vars, plain_load
+from compiler.ir.contraction import expr_vars, plain_load
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Call, Expr, Load, TensorType, Var
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from compiler.codegen.contraction import Contraction, match_contraction
 from compiler.codegen.cuda_contraction import GemmGeometry, gemm_geometry, gemm_launch
 from compiler.codegen.cuda_expr import PRELUDE
 from compiler.codegen.cuda_gemm import render_gemm
@@ -34,6 +33,7 @@ from compiler.codegen.cuda_rowreduce import (
     row_geometry,
     row_launch,
 )
+from compiler.ir.contraction import Contraction, match_contraction
 from compiler.ir.te import Compute
 from compiler.schedule.plan import ExecutionPlan, TileConfig
 

@@ -1,4 +1,4 @@
-"""CUDA tile shapes for contractions (which Computes qualify: compiler/codegen/contraction.py).
+"""CUDA tile shapes for contractions (which Computes qualify: compiler/ir/contraction.py).
 
 The rows side is staged along the slow thread index, the cols side along the fast one.
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from compiler.codegen.contraction import Contraction, side_extent
 from compiler.codegen.cuda_parts import (
     MAX_GRID,
     MAX_THREADS,
@@ -16,6 +15,7 @@ from compiler.codegen.cuda_parts import (
     pow2_at_least,
     pow2_at_most,
 )
+from compiler.ir.contraction import Contraction, side_extent
 from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
 

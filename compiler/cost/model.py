@@ -38,7 +38,8 @@ from compiler.cost.resources import (
 )
 from compiler.cost.tiling import Tiling
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import Compute
+from compiler.ir.rows import RowSharing, row_bytes
+from compiler.ir.te import Compute, Load, walk
 from compiler.target.base import Target
 
 # Independent FMA streams a unit needs in flight to keep its pipes busy:
@@ -89,6 +90,30 @@ def estimate(compute: Compute, tile: Tiling, target: Target,
     if target.kind == "cuda":
         return _cuda(an, tile, target, padded_smem)
     return _cpu(an, tile, target)
+
+
+def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target: Target) -> Estimate:
+    """Predict a fused row group (a Compute with stages, Welder's cache level) run in tasks
+    of `block_rows` rows: its inputs and output cross DRAM once; every member reads and
+    writes its own tensors in the cache level a block's working set fits (L1, else L2);
+    compute is every member's FLOPs, plus the tasks' start-up."""
+    g, units = sharing.rows, target.units
+    tasks = math.prod(c.shape[:g - 1]) * -(-c.shape[g - 1] // block_rows)
+    util = _wave_utilisation(tasks, units)
+    dram = target.levels[0]
+    outer = sum(math.prod(t.shape) * dtype(t.dtype).nbytes for t in (*c.inputs, c))
+    stages = {"dram": outer / (dram.bandwidth * _shared_level_efficiency(tasks, units))}
+    inner = 0
+    for m in c.members():
+        read = {ld.input for e in (m.body, m.post) if e is not None for ld in walk(e) if isinstance(ld, Load)}
+        inner += sum(math.prod(m.inputs[p].shape) * dtype(m.inputs[p].dtype).nbytes for p in read)
+        inner += math.prod(m.shape) * dtype(m.dtype).nbytes
+    l1, l2 = target.level("l1"), target.level("l2")
+    level = l1 if block_rows * row_bytes(c, sharing) <= l1.capacity else l2
+    stages[level.name] = inner / (level.bandwidth * util)
+    waves = -(-tasks // units)
+    stages["compute"] = c.flops() / (_peak(target, c) * util) + waves * TASK_OVERHEAD_CYCLES / _clock_hz(target)
+    return _finish(stages, tasks, waves, ())
 
 
 def _finish(stages_s: dict[str, float], tiles: int, waves: int,

@@ -93,6 +93,11 @@ def _eval(e: Expr, env: dict[str, np.ndarray], inputs: Sequence[np.ndarray]) -> 
 
 def evaluate(c: Compute, inputs: Sequence[np.ndarray]) -> np.ndarray:
     """Compute `c` over numpy inputs (one per `c.inputs`, in order)."""
+    if c.stages:  # a fused group: its members in order, each reading the ones before
+        values = list(inputs)
+        for member in c.members():
+            values.append(evaluate(member, values))
+        return values[-1]
     for i, (t, x) in enumerate(zip(c.inputs, inputs, strict=True)):
         if tuple(x.shape) != tuple(t.shape):
             raise ValueError(f"input {i}: shape {x.shape} != declared {t.shape}")

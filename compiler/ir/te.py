@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from compiler.ir.dtypes import INDEX, dtype
 
@@ -259,6 +259,12 @@ class Compute:
     loads; it is how mean = sum / n and fused epilogues are written.
     `label` names the operator pattern (e.g. "MatMul+Add+Relu") for people and
     for the cache's op-pattern column; it is part of the identity.
+
+    `stages` make a fused group at cache level (Welder): Computes evaluated
+    before this one, whose outputs never reach memory outside the kernel. Stage
+    k reads the group's `inputs` and the earlier stages (its own `inputs` are
+    those, in that order); this Compute's body and post read stage k as input
+    `len(inputs) + k` (see `member_inputs`).
     """
 
     axes: tuple[Axis, ...]
@@ -269,6 +275,7 @@ class Compute:
     reduce_op: str | None = None
     post: Expr | None = None
     label: str = ""
+    stages: tuple[Compute, ...] = ()
 
     def __post_init__(self) -> None:
         # A reduce op over zero reduce axes is allowed (it is the identity);
@@ -280,6 +287,9 @@ class Compute:
         names = [a.name for a in (*self.axes, *self.reduce_axes)]
         if len(set(names)) != len(names) or ACC in names:
             raise ValueError(f"axis names must be distinct and not {ACC!r}: {names}")
+        for k, stage in enumerate(self.stages):
+            if stage.stages or stage.inputs != self.member_inputs(k):
+                raise ValueError(f"stage {k} must read the group's inputs and the stages before it")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -297,13 +307,26 @@ class Compute:
     def all_axes(self) -> tuple[Axis, ...]:
         return (*self.axes, *self.reduce_axes)
 
+    def member_inputs(self, k: int | None = None) -> tuple[TensorType, ...]:
+        """What stage `k` (default: this Compute's own body) reads: the group's inputs, then
+        the outputs of the stages before it."""
+        before = self.stages if k is None else self.stages[:k]
+        return (*self.inputs, *(TensorType(s.shape, s.dtype) for s in before))
+
+    def members(self) -> tuple[Compute, ...]:
+        """The stages, then this Compute on its own (reading `member_inputs()`): plain
+        Computes that, run in order, compute the group."""
+        if not self.stages:
+            return (self,)
+        return (*self.stages, replace(self, inputs=self.member_inputs(), stages=()))
+
     def flops(self) -> int:
         """Scalar operations per output element times outputs (a cost-model estimate)."""
         per = max(1, count_ops(self.body)) + (1 if self.is_reduction else 0)
         total = math.prod(self.shape) * math.prod(a.extent for a in self.reduce_axes) * per
         if self.post is not None:
             total += math.prod(self.shape) * count_ops(self.post)
-        return total
+        return total + sum(s.flops() for s in self.stages)
 
     def canonical(self) -> str:
         """A deterministic serialization: equal strings iff the computations are identical."""
@@ -427,6 +450,7 @@ def to_json(c: Compute) -> dict:
         "inputs": [[list(t.shape), t.dtype] for t in c.inputs],
         "dtype": c.dtype,
         "label": c.label,
+        **({"stages": [to_json(s) for s in c.stages]} if c.stages else {}),
     }
 
 
@@ -441,6 +465,7 @@ def from_json(j: dict) -> Compute:
         reduce_op=j["reduce_op"],
         post=None if j["post"] is None else expr_from_json(j["post"]),
         label=j["label"],
+        stages=tuple(from_json(s) for s in j.get("stages", ())),
     )
 
 

@@ -44,6 +44,7 @@ from compiler.cost.resources import (
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.rowtile import row_group_tilings
 from compiler.target.base import Target
 
 REGISTER_SIZES = (1, 2, 4, 8, 16, 32)
@@ -80,6 +81,8 @@ Sizes = tuple[int, ...]
 
 def construct(compute: Compute, target: Target, top_k: int = 5) -> list[Candidate]:
     """The best `top_k` aligned tilings of `compute` on `target`, fastest predicted first."""
+    if compute.stages:  # a fused row group: rows per task is its one choice
+        return [Candidate(t, e) for t, e in row_group_tilings(compute, target, top_k)]
     an = TileAnalysis(compute)
     if 0 in an.extents:
         return [_trivial(an, target)]

@@ -31,8 +31,8 @@ from test_c_kernels import (
 from compiler.codegen.c import prepacked_inputs, render_kernel
 from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, micro_kernel
 from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
-from compiler.codegen.contraction import match_contraction
 from compiler.ir import te
+from compiler.ir.contraction import match_contraction
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute, Load, TensorType, Var, call
 from compiler.schedule.plan import TileConfig

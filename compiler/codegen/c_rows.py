@@ -1,0 +1,98 @@
+"""CPU kernels of fused row groups (compiler/schedule/rowfuse.py): Welder's cache level.
+
+A group (a Compute with stages) runs block of rows by block of rows: one task per
+block, `tile.block[rows - 1]` rows of the innermost row axis (a last, shorter
+block gets its own copy). In a task every member runs, in order, on just that
+block: the stages write aligned stack scratch, which stays in L1 / L2 for the
+members after them; only the group's inputs and output touch memory.
+
+Each member is the ordinary kernel of its Compute cut to one block (row extents
+1, ..., 1, n), written as a static function that runs on the calling thread
+(c.py writes its loop nest); the task passes it pointers to its block's rows:
+an input read by rows at its first row, an input read whole as it is. Row-major
+layout makes a block of rows one contiguous run of every such tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from compiler.codegen.c_team import shared_tasks
+from compiler.codegen.csource import CSource
+from compiler.ir.dtypes import dtype
+from compiler.ir.rows import RowSharing, row_sharing
+from compiler.ir.te import Axis, Compute, TensorType
+from compiler.schedule.plan import TileConfig
+
+# Writes one member as `static void <name>(<params>)` running on the calling thread;
+# returns whether its loops read padded loads with bounds checks.
+MemberWriter = Callable[[CSource, Compute, str, Sequence[str]], bool]
+
+
+def group_sharing(c: Compute) -> RowSharing:
+    """The rows the group's members share (a group without them is a compiler bug)."""
+    sharing = row_sharing(c)
+    if sharing is None:
+        raise ValueError("fused group whose members share no rows")
+    return sharing
+
+
+def render_row_group(c: Compute, tile: TileConfig, symbol: str, src: CSource, params: Sequence[str],
+                     header: str, parallel_min_flops: int, write_member: MemberWriter) -> tuple[bool, bool]:
+    """Write the group's members and its team function `header`; (parallel, checked)."""
+    sharing = group_sharing(c)
+    g = sharing.rows
+    extent = c.shape[g - 1]
+    block = max(1, min(tile.block[g - 1], extent))
+    sizes = [block] + ([extent % block] if extent % block else [])
+    members = c.members()
+    checked = False
+    for n in sizes:
+        for k, m in enumerate(members):
+            cut = _cut(m, g, n, sharing)
+            member_params = [f"{dtype(cut.dtype).c_type}* restrict out"] + [
+                f"const {dtype(t.dtype).c_type}* restrict in{p}" for p, t in enumerate(cut.inputs)]
+            checked |= write_member(src, cut, f"{symbol}_m{k}_{n}", member_params)
+
+    blocks = -(-extent // block)
+    tasks = math.prod(c.shape[:g - 1]) * blocks
+    parallel = tasks > 1 and c.flops() >= parallel_min_flops
+    with src.block(header):
+        src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in params])
+        with shared_tasks(src, parallel), src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
+            src.line(f"const int64_t first = t / {blocks}L * {extent}L + t % {blocks}L * {block}L;")
+            src.line(f"const int64_t n = {extent}L - t % {blocks}L * {block}L;")
+            for k, s in enumerate(c.stages):
+                src.line(f"{dtype(s.dtype).c_type} s{k}[{block * _row_elems(s, g)}] __attribute__((aligned(64)));")
+            for j, n in enumerate(sizes):
+                test = f"if (n >= {block}L)" if j == 0 and len(sizes) > 1 else "else" if j else ""
+                with src.block(test):
+                    for k, m in enumerate(members):
+                        out = f"s{k}" if k < len(c.stages) else f"out + first * {_row_elems(c, g)}L"
+                        args = [out] + [_pointer(p, t, g, len(c.inputs), sharing) for p, t in enumerate(m.inputs)]
+                        src.line(f"{symbol}_m{k}_{n}({', '.join(args)});")
+    return parallel, checked
+
+
+def _row_elems(t: Compute | TensorType, g: int) -> int:
+    return math.prod(t.shape[g:])
+
+
+def _pointer(p: int, t: TensorType, g: int, inputs: int, sharing: RowSharing) -> str:
+    """The argument for member input `p`: a stage's scratch, or a group input at the
+    block's first row (read by rows) or whole."""
+    if p >= inputs:
+        return f"s{p - inputs}"
+    return f"in{p} + first * {_row_elems(t, g)}L" if sharing.by_rows[p] else f"in{p}"
+
+
+def _cut(m: Compute, g: int, n: int, sharing: RowSharing) -> Compute:
+    """Member `m` over one block of `n` rows: row extents (1, ..., 1, n), and so the
+    leading dimensions of every input it reads by rows."""
+    rows = (1,) * (g - 1) + (n,)
+    axes = tuple(Axis(a.name, rows[d]) if d < g else a for d, a in enumerate(m.axes))
+    inputs = tuple(TensorType((*rows, *t.shape[g:]), t.dtype) if sharing.by_rows[p] else t
+                   for p, t in enumerate(m.inputs))
+    return replace(m, axes=axes, inputs=inputs)

@@ -1,0 +1,68 @@
+"""Rows shared by the members of a fused group (a Compute with stages).
+
+A group can run block of rows by block of rows when all its members share their
+leading axes, the rows: every member's shape starts with them, every load of a
+stage's output or of a row-indexed input reads its leading dimensions at exactly
+the reader's own row axes (the other indices free of them), and every other
+input is read independently of the rows (whole, by every block). The fusion
+pass (compiler/schedule/rowfuse.py) and the CPU renderer (compiler/codegen/
+c_rows.py) both ask `row_sharing`, so they always agree on the rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from compiler.ir.contraction import expr_vars
+from compiler.ir.dtypes import dtype
+from compiler.ir.te import Compute, Load, Var, walk
+
+
+@dataclass(frozen=True)
+class RowSharing:
+    """`rows` leading axes are shared; `by_rows[k]` says whether `member_inputs()[k]` is
+    read block by block (True) or whole (False)."""
+
+    rows: int
+    by_rows: tuple[bool, ...]
+
+
+def row_sharing(c: Compute) -> RowSharing | None:
+    """The most leading axes the members of group `c` share as rows (None: none)."""
+    members = c.members()
+    shapes = [m.shape for m in members]
+    common = 0
+    while all(len(s) > common for s in shapes) and len({s[common] for s in shapes}) == 1:
+        common += 1
+    for g in range(common, 0, -1):
+        by_rows = _by_rows(c, g)
+        if by_rows is not None:
+            return RowSharing(g, by_rows)
+    return None
+
+
+def _by_rows(c: Compute, g: int) -> tuple[bool, ...] | None:
+    tensors = c.member_inputs()
+    rows = c.shape[:g]
+    seen: dict[int, bool] = {}  # input position -> read by rows (True) or whole (False), never both
+    for m in c.members():
+        row_vars = {m.axes[d].name for d in range(g)}
+        for e in (m.body, m.post):
+            for ld in (x for x in walk(e) if isinstance(x, Load)) if e is not None else ():
+                by_rows = (len(ld.indices) >= g and tensors[ld.input].shape[:g] == rows
+                           and all(ix == Var(m.axes[d].name) for d, ix in enumerate(ld.indices[:g]))
+                           and not any(expr_vars(ix) & row_vars for ix in ld.indices[g:]))
+                whole = not any(expr_vars(ix) & row_vars for ix in ld.indices)
+                stage_output = ld.input >= len(c.inputs)
+                if not (by_rows or (whole and not stage_output)) or seen.setdefault(ld.input, by_rows) != by_rows:
+                    return None
+    return tuple(seen.get(k, False) for k in range(len(tensors)))
+
+
+def row_bytes(group: Compute, sharing: RowSharing) -> int:
+    """Bytes of one row of everything the group reads or writes by rows (a block's
+    working set per row)."""
+    g = sharing.rows
+    tensors = [t for t, by in zip(group.member_inputs(), sharing.by_rows, strict=True) if by]
+    return sum(math.prod(t.shape[g:]) * dtype(t.dtype).nbytes for t in (*tensors, group))

@@ -1,0 +1,132 @@
+"""Cache-level connection of operators over shared rows (Welder's L1 / shared-memory edge).
+
+After register-level fusion (fuse.py) a softmax is still four kernels (row max,
+exp, row sum, scale) and a layer norm three, each streaming the whole tensor
+through memory. They share their leading axes, the rows: every member reads
+the others only at its own row. Such a chain becomes one kernel that walks the
+rows in blocks and runs every member on the block, its intermediates in a
+scratch that stays in cache (compiler/codegen/c_rows.py). Welder's tile
+propagation is trivial here: a block of rows of the output needs exactly the
+same block of rows of every member.
+
+A group grows backwards from a sink: a producer joins when every reader of its
+output is in the group, it is not a contraction (those keep their own GEMM
+kernels), and the rows stay shared: every member's shape starts with the rows,
+and every load of a member's output or of a row-indexed input reads its
+leading dimensions at exactly the reader's row axes, the rest of its indices
+free of them (inputs without the row axes, like LayerNorm's scale, are read
+whole). A group needs a reduction (else register fusion would have done it)
+and a row of everything it reads and writes by rows within `ROW_BYTES` of cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from compiler.ir.contraction import match_contraction
+from compiler.ir.graph import Graph, Node, TensorKind
+from compiler.ir.rows import row_bytes, row_sharing
+from compiler.ir.te import Compute, Expr, Load, TensorType, substitute
+
+ROW_BYTES = 64 << 10  # one row's intermediates, kept in L1 / L2 while its block runs
+_MAX_INPUTS = 16
+
+
+def fuse_rows(graph: Graph, min_rows: int = 1) -> Graph:
+    """Merge chains of row-sharing nodes into fused groups (Computes with stages), in place.
+
+    Groups have at least `min_rows` rows (the CPU's cores: blocks of rows are the tasks,
+    so fewer rows than cores would leave cores idle that separate kernels use)."""
+    protected = {graph.storage_of(t) for t in graph.outputs}
+    grouped: set[int] = set()
+    for sink in reversed(list(graph.nodes)):
+        if id(sink) in grouped:
+            continue
+        members = _grow(graph, sink, protected, min_rows)
+        if members is None:
+            continue
+        grouped.update(id(m) for m in members)
+        node = _merge(graph, members)
+        ids = {id(m) for m in members}
+        graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
+        for m in members[:-1]:
+            del graph.tensors[m.output]
+    for i, node in enumerate(graph.nodes):
+        node.id = i
+    return graph
+
+
+def _grow(graph: Graph, sink: Node, protected: set[int], min_rows: int) -> list[Node] | None:
+    """The members of the largest group ending at `sink` (topological order), or None."""
+    producers = {n.output: n for n in graph.nodes}
+    readers: dict[int, set[int]] = {}
+    viewed: set[int] = set()  # storages read through a view: they must stay in memory
+    for n in graph.nodes:
+        for t in n.inputs:
+            readers.setdefault(graph.storage_of(t), set()).add(id(n))
+            if graph.storage_of(t) != t:
+                viewed.add(graph.storage_of(t))
+    order = {id(n): k for k, n in enumerate(graph.nodes)}
+    members = [sink]
+    changed = True
+    while changed:
+        changed = False
+        for m in list(members):
+            for t in m.inputs:
+                p = producers.get(t)
+                if (p is None or p in members or t in protected or t in viewed
+                        or graph.tensors[t].kind != TensorKind.INTERMEDIATE
+                        or not readers[t] <= {id(x) for x in members}):
+                    continue
+                trial = sorted([*members, p], key=lambda n: order[id(n)])
+                if _groupable(graph, trial, min_rows):
+                    members, changed = trial, True
+    if len(members) < 2 or not any(m.compute.is_reduction for m in members):
+        return None
+    return members
+
+
+def _groupable(graph: Graph, members: list[Node], min_rows: int) -> bool:
+    """Whether the members share rows whose intermediates fit `ROW_BYTES`."""
+    if any(m.compute.stages or match_contraction(m.compute) is not None for m in members):
+        return False
+    group = _merge(graph, members).compute
+    if len(group.inputs) > _MAX_INPUTS:
+        return False
+    sharing = row_sharing(group)
+    if sharing is None or math.prod(group.shape[:sharing.rows]) < min_rows:
+        return False
+    return row_bytes(group, sharing) <= ROW_BYTES
+
+
+def _merge(graph: Graph, members: list[Node]) -> Node:
+    """One node whose Compute has the members before the sink as stages."""
+    outputs = [m.output for m in members]
+    inputs: list[int] = []
+    for m in members:
+        inputs += [t for t in m.inputs if t not in outputs and t not in inputs]
+    types = tuple(TensorType(graph.tensors[t].shape, graph.tensors[t].dtype) for t in inputs)
+    position = {t: k for k, t in enumerate(inputs)}
+    position.update({t: len(inputs) + k for k, t in enumerate(outputs[:-1])})
+    stages: list[Compute] = []
+    for k, m in enumerate(members):
+        own = (*types, *(TensorType(s.shape, s.dtype) for s in stages))
+        c = _remap(m.compute, [position[t] for t in m.inputs], own)
+        if k < len(members) - 1:
+            stages.append(c)
+    sink = members[-1]
+    group = replace(c, inputs=types, stages=tuple(stages),
+                    label="+".join(dict.fromkeys(x.compute.label for x in members if x.compute.label)))
+    op = "+".join(m.op for m in members)
+    return Node(sink.id, op, group, tuple(inputs), sink.output, sink.name)
+
+
+def _remap(c: Compute, slots: list[int], inputs: tuple[TensorType, ...]) -> Compute:
+    """`c` reading `inputs`, its input k now at position `slots[k]`."""
+    def fn(x: Expr) -> Expr | None:
+        if isinstance(x, Load):
+            return Load(slots[x.input], tuple(substitute(i, fn) for i in x.indices), x.dtype, x.pad)
+        return None
+    post = None if c.post is None else substitute(c.post, fn)
+    return replace(c, body=substitute(c.body, fn), post=post, inputs=inputs)
