@@ -45,7 +45,13 @@ from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, packed_operand
 from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
 from compiler.codegen.c_rows import render_row_group
 from compiler.codegen.c_stage import StagedInput, stage_padded_loads, staging_block, write_staging
-from compiler.codegen.c_team import shared_tasks, team_symbol, write_standalone
+from compiler.codegen.c_team import (
+    kernel_params,
+    mark_used,
+    shared_tasks,
+    team_symbol,
+    write_standalone,
+)
 from compiler.codegen.c_vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
 from compiler.codegen.c_workarounds import apply_workarounds, has_padded_loads
 from compiler.codegen.cexpr import (
@@ -111,8 +117,7 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
     src = CSource()
     src.lines.extend(PRELUDE.splitlines())
     src.line("")
-    params = [f"{_storage_ctype(compute.dtype)}* restrict out"] + [
-        f"const {_storage_ctype(t.dtype)}* restrict in{k}" for k, t in enumerate(compute.inputs)]
+    params = kernel_params(compute)
     header = f"void {team_symbol(symbol)}({', '.join(params)})"
     target = target or build_machine()
     if compute.stages:
@@ -130,7 +135,7 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
         return src.text(), False
     parallel, checked = False, False
     with src.block(header):
-        src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in params])
+        mark_used(src, params)
         if math.prod(compute.shape) > 0:
             compute, tile = merge_reduce_axes(compute, tile)
             writer = _KernelWriter(compute, _check(compute, tile, symbol), src)
@@ -143,11 +148,9 @@ def _write_member(src: CSource, compute: Compute, name: str, params: Sequence[st
     """A fused group's member as `static void name(params)` on the calling thread (its
     whole loop nest, the default tiling's micro-tiles); whether it reads padded loads
     with bounds checks."""
-    tile = default_tile(compute, target)
-    tile = replace(tile, block=compute.shape, thread=tuple(min(t, e) for t, e in zip(tile.thread, compute.shape,
-                                                                                    strict=True)))
+    tile = replace(default_tile(compute, target), block=compute.shape)
     with src.block(f"static void {name}({', '.join(params)})"):
-        src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in params])
+        mark_used(src, params)
         if math.prod(compute.shape) == 0:
             return False
         compute, tile = merge_reduce_axes(compute, tile)
@@ -160,10 +163,6 @@ def _write_member(src: CSource, compute: Compute, name: str, params: Sequence[st
 def build_machine() -> Target:
     """This machine's CPU target (detected once per process)."""
     return detect_cpu()
-
-
-def _storage_ctype(dt: str) -> str:
-    return dtype(dt).c_type
 
 
 def _check(compute: Compute, tile: TileConfig, symbol: str) -> _Shape:

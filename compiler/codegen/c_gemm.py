@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from compiler.codegen.affine import linear_form
+from compiler.codegen.c_team import mark_used
 from compiler.codegen.cexpr import ExprWriter, clip_lines, literal, new_counter, row_major_strides
 from compiler.codegen.csource import CSource
 from compiler.ir.contraction import Contraction, expr_vars, match_contraction, side_extent
@@ -358,7 +359,7 @@ class _GemmWriter:
         floats = g.mc * g.nc + a_floats + b_floats
         split = parallel and tasks > 1
         with src.block(header):
-            src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in self.params])
+            mark_used(src, self.params)
             if not split:
                 src.line("#pragma omp single nowait")
             with src.block(""):

@@ -19,24 +19,16 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from compiler.codegen.c_team import shared_tasks
+from compiler.codegen.c_team import kernel_params, mark_used, shared_tasks
 from compiler.codegen.csource import CSource
 from compiler.ir.dtypes import dtype
-from compiler.ir.rows import RowSharing, row_sharing
+from compiler.ir.rows import RowSharing, group_sharing
 from compiler.ir.te import Axis, Compute, TensorType
 from compiler.schedule.plan import TileConfig
 
 # Writes one member as `static void <name>(<params>)` running on the calling thread;
 # returns whether its loops read padded loads with bounds checks.
 MemberWriter = Callable[[CSource, Compute, str, Sequence[str]], bool]
-
-
-def group_sharing(c: Compute) -> RowSharing:
-    """The rows the group's members share (a group without them is a compiler bug)."""
-    sharing = row_sharing(c)
-    if sharing is None:
-        raise ValueError("fused group whose members share no rows")
-    return sharing
 
 
 def render_row_group(c: Compute, tile: TileConfig, symbol: str, src: CSource, params: Sequence[str],
@@ -52,15 +44,13 @@ def render_row_group(c: Compute, tile: TileConfig, symbol: str, src: CSource, pa
     for n in sizes:
         for k, m in enumerate(members):
             cut = _cut(m, g, n, sharing)
-            member_params = [f"{dtype(cut.dtype).c_type}* restrict out"] + [
-                f"const {dtype(t.dtype).c_type}* restrict in{p}" for p, t in enumerate(cut.inputs)]
-            checked |= write_member(src, cut, f"{symbol}_m{k}_{n}", member_params)
+            checked |= write_member(src, cut, f"{symbol}_m{k}_{n}", kernel_params(cut))
 
     blocks = -(-extent // block)
     tasks = math.prod(c.shape[:g - 1]) * blocks
     parallel = tasks > 1 and c.flops() >= parallel_min_flops
     with src.block(header):
-        src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in params])
+        mark_used(src, params)
         with shared_tasks(src, parallel), src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
             src.line(f"const int64_t first = t / {blocks}L * {extent}L + t % {blocks}L * {block}L;")
             src.line(f"const int64_t n = {extent}L - t % {blocks}L * {block}L;")

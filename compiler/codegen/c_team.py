@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from compiler.codegen.csource import CSource
+from compiler.ir.dtypes import dtype
+from compiler.ir.te import Compute
 
 TEAM_SUFFIX = "_team"
 
@@ -38,6 +40,17 @@ def shared_tasks(src: CSource, parallel: bool) -> Iterator[None]:
     src.line("#pragma omp single nowait")
     with src.block(""):
         yield
+
+
+def kernel_params(c: Compute) -> list[str]:
+    """The kernel ABI's parameters (compiler/schedule/plan.py): the output, then each input."""
+    return [f"{dtype(c.dtype).c_type}* restrict out"] + [
+        f"const {dtype(t.dtype).c_type}* restrict in{k}" for k, t in enumerate(c.inputs)]
+
+
+def mark_used(src: CSource, params: Sequence[str]) -> None:
+    """`(void)p;` for every parameter: a kernel may read none of some of them."""
+    src.extend([f"(void){p.rsplit(' ', 1)[1]};" for p in params])
 
 
 def write_standalone(src: CSource, symbol: str, params: Sequence[str], parallel: bool) -> None:

@@ -39,7 +39,7 @@ from compiler.cost.resources import (
 from compiler.cost.tiling import Tiling
 from compiler.ir.dtypes import dtype
 from compiler.ir.rows import RowSharing, row_bytes
-from compiler.ir.te import Compute, Load, walk
+from compiler.ir.te import Compute, loads_of
 from compiler.target.base import Target
 
 # Independent FMA streams a unit needs in flight to keep its pipes busy:
@@ -105,7 +105,7 @@ def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target:
     stages = {"dram": outer / (dram.bandwidth * _shared_level_efficiency(tasks, units))}
     inner = 0
     for m in c.members():
-        read = {ld.input for e in (m.body, m.post) if e is not None for ld in walk(e) if isinstance(ld, Load)}
+        read = {ld.input for ld in loads_of(m)}
         inner += sum(math.prod(m.inputs[p].shape) * dtype(m.inputs[p].dtype).nbytes for p in read)
         inner += math.prod(m.shape) * dtype(m.dtype).nbytes
     l1, l2 = target.level("l1"), target.level("l2")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import Compute, Load, Var, walk
+from compiler.ir.te import Compute, Var, loads_of
 
 
 @dataclass(frozen=True)
@@ -42,21 +42,28 @@ def row_sharing(c: Compute) -> RowSharing | None:
     return None
 
 
+def group_sharing(c: Compute) -> RowSharing:
+    """The rows fused group `c` shares (a group without them is a compiler bug)."""
+    sharing = row_sharing(c)
+    if sharing is None:
+        raise ValueError("fused group whose members share no rows")
+    return sharing
+
+
 def _by_rows(c: Compute, g: int) -> tuple[bool, ...] | None:
     tensors = c.member_inputs()
     rows = c.shape[:g]
     seen: dict[int, bool] = {}  # input position -> read by rows (True) or whole (False), never both
     for m in c.members():
         row_vars = {m.axes[d].name for d in range(g)}
-        for e in (m.body, m.post):
-            for ld in (x for x in walk(e) if isinstance(x, Load)) if e is not None else ():
-                by_rows = (len(ld.indices) >= g and tensors[ld.input].shape[:g] == rows
-                           and all(ix == Var(m.axes[d].name) for d, ix in enumerate(ld.indices[:g]))
-                           and not any(expr_vars(ix) & row_vars for ix in ld.indices[g:]))
-                whole = not any(expr_vars(ix) & row_vars for ix in ld.indices)
-                stage_output = ld.input >= len(c.inputs)
-                if not (by_rows or (whole and not stage_output)) or seen.setdefault(ld.input, by_rows) != by_rows:
-                    return None
+        for ld in loads_of(m):
+            by_rows = (len(ld.indices) >= g and tensors[ld.input].shape[:g] == rows
+                       and all(ix == Var(m.axes[d].name) for d, ix in enumerate(ld.indices[:g]))
+                       and not any(expr_vars(ix) & row_vars for ix in ld.indices[g:]))
+            whole = not any(expr_vars(ix) & row_vars for ix in ld.indices)
+            stage_output = ld.input >= len(c.inputs)
+            if not (by_rows or (whole and not stage_output)) or seen.setdefault(ld.input, by_rows) != by_rows:
+                return None
     return tuple(seen.get(k, False) for k in range(len(tensors)))
 
 

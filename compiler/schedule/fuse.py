@@ -17,6 +17,7 @@ a view changes the index map and would need div/mod arithmetic per element.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from compiler.ir.graph import Graph, Node, TensorKind
@@ -77,10 +78,12 @@ def _merge_inputs(
     return tuple(ids), tuple(types), maps[0], maps[1]
 
 
-def _remap_loads(e: Expr, mapping: dict[int, int]) -> Expr:
+def remap_loads(e: Expr, mapping: Mapping[int, int] | Sequence[int]) -> Expr:
+    """`e` with every load of input k reading input `mapping[k]` instead."""
+
     def fn(x: Expr) -> Expr | None:
         if isinstance(x, Load):
-            return Load(mapping[x.input], tuple(_remap_loads(i, mapping) for i in x.indices),
+            return Load(mapping[x.input], tuple(remap_loads(i, mapping) for i in x.indices),
                         x.dtype, x.pad)
         return None
 
@@ -102,7 +105,7 @@ def _inline(consumer: Node, slot: int, producer: Node) -> tuple[Compute, tuple[i
     """The consumer's Compute with producer values substituted for loads of `slot`."""
     ids, types, cmap, pmap = _merge_inputs(_slots(consumer, skip=slot), _slots(producer))
     p = producer.compute
-    pbody = _remap_loads(p.body, pmap)
+    pbody = remap_loads(p.body, pmap)
 
     def fn(x: Expr) -> Expr | None:
         if isinstance(x, Load) and x.input == slot:

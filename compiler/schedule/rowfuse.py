@@ -27,7 +27,8 @@ from dataclasses import replace
 from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.rows import row_bytes, row_sharing
-from compiler.ir.te import Compute, Expr, Load, TensorType, substitute
+from compiler.ir.te import Compute, TensorType
+from compiler.schedule.fuse import remap_loads
 
 ROW_BYTES = 64 << 10  # one row's intermediates, kept in L1 / L2 while its block runs
 _MAX_INPUTS = 16
@@ -112,7 +113,9 @@ def _merge(graph: Graph, members: list[Node]) -> Node:
     stages: list[Compute] = []
     for k, m in enumerate(members):
         own = (*types, *(TensorType(s.shape, s.dtype) for s in stages))
-        c = _remap(m.compute, [position[t] for t in m.inputs], own)
+        slots = [position[t] for t in m.inputs]
+        post = None if m.compute.post is None else remap_loads(m.compute.post, slots)
+        c = replace(m.compute, body=remap_loads(m.compute.body, slots), post=post, inputs=own)
         if k < len(members) - 1:
             stages.append(c)
     sink = members[-1]
@@ -121,12 +124,3 @@ def _merge(graph: Graph, members: list[Node]) -> Node:
     op = "+".join(m.op for m in members)
     return Node(sink.id, op, group, tuple(inputs), sink.output, sink.name)
 
-
-def _remap(c: Compute, slots: list[int], inputs: tuple[TensorType, ...]) -> Compute:
-    """`c` reading `inputs`, its input k now at position `slots[k]`."""
-    def fn(x: Expr) -> Expr | None:
-        if isinstance(x, Load):
-            return Load(slots[x.input], tuple(substitute(i, fn) for i in x.indices), x.dtype, x.pad)
-        return None
-    post = None if c.post is None else substitute(c.post, fn)
-    return replace(c, body=substitute(c.body, fn), post=post, inputs=inputs)

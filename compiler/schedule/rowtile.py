@@ -14,7 +14,7 @@ from __future__ import annotations
 from compiler.cost.model import Estimate, estimate_row_group
 from compiler.cost.resources import simd_lanes
 from compiler.ir.dtypes import dtype
-from compiler.ir.rows import row_bytes, row_sharing
+from compiler.ir.rows import group_sharing, row_bytes
 from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
 from compiler.target.base import Target
@@ -24,9 +24,7 @@ MAX_ROW_BLOCK = 1 << 12
 
 def row_group_tilings(c: Compute, target: Target, top_k: int) -> list[tuple[TileConfig, Estimate]]:
     """The `top_k` tilings of fused group `c` the model predicts fastest, with its estimates."""
-    sharing = row_sharing(c)
-    if sharing is None:
-        raise ValueError("fused group whose members share no rows")
+    sharing = group_sharing(c)
     g, extent = sharing.rows, c.shape[sharing.rows - 1]
     budget = target.level("l2").capacity // 2
     per_row = row_bytes(c, sharing)
