@@ -1,5 +1,6 @@
 """The model's C entry point: `tf_run` calls every kernel, wave by wave, on typed pointers,
-inside one OpenMP parallel region (each kernel's team function, see c_team.py).
+inside one OpenMP parallel region (each kernel's team function, see c_team.py), or
+without one when the run has one thread.
 
 Exported symbols (the contract with the runtimes):
 - `int tf_abi_version(void)`: `ABI_VERSION`, checked by the loader.
@@ -55,17 +56,27 @@ int tf_set_num_threads(int n) {
 def render_entry(plan: ExecutionPlan) -> str:
     """C source of the entry point for `plan` (kernels are defined in their own units)."""
     lines = [_PRELUDE, *_prototypes(plan), "", _SETTINGS % ABI_VERSION, *_prepare(plan)]
+    lines += ["static void tf_waves(void* const* inputs, void* const* outputs, const char* const weights_base,",
+              "                     char* const arena_base) {",
+              "  (void)inputs; (void)arena_base; (void)weights_base;  /* a plan may use none of them */",
+              *_waves(plan), "}", ""]
     lines.append("int tf_run(void* const* inputs, void* const* outputs, const void* weights, void* arena) {")
-    # Declared even when empty: a zero-size weight or intermediate still has a buffer.
-    lines.append("  char* const arena_base = (char*)arena;")
-    lines.append("  const char* const weights_base = (const char*)weights;")
-    lines.append("  (void)inputs; (void)arena_base; (void)weights_base;  /* a plan may use none of them */")
     lines.append(f"  if ({_null_checks(plan)}) return {RUN_NULL_POINTER};")
-    lines += ["#ifdef _OPENMP", "  if (tf_threads > 0) omp_set_num_threads(tf_threads);", "#endif"]
-    # Rammer on the CPU: one parallel region for the whole run; every thread walks the
-    # waves, takes its static share of each kernel (c_team.py) and waits at the end of
-    # each wave only, so the kernels of a wave run side by side.
-    lines += ["  #pragma omp parallel", "  {", *_waves(plan), "  }", "  return 0;", "}", ""]
+    lines += ["#ifdef _OPENMP", "  if (tf_threads > 0) omp_set_num_threads(tf_threads);",
+              # Rammer on the CPU: one parallel region for the whole run; every thread walks
+              # the waves, takes its static share of each kernel (c_team.py) and waits at the
+              # end of each wave only, so the kernels of a wave run side by side.
+              "  if (omp_get_max_threads() > 1 || omp_in_parallel()) {",
+              "    #pragma omp parallel",
+              "    tf_waves(inputs, outputs, (const char*)weights, (char*)arena);",
+              "    return 0;",
+              "  }",
+              "#endif",
+              # One thread and no enclosing region: no region at all. libgomp allocates a
+              # team and makes a futex call at every barrier even for a team of one (about
+              # 1 us a run); orphaned worksharing loops and barriers run as a team of one.
+              "  tf_waves(inputs, outputs, (const char*)weights, (char*)arena);",
+              "  return 0;", "}", ""]
     return "\n".join(lines)
 
 
@@ -121,9 +132,9 @@ def _waves(plan: ExecutionPlan) -> list[str]:
     lines = []
     for w, wave in enumerate(plan.waves):
         if w:
-            lines.append("    #pragma omp barrier")
-        lines.append(f"    /* wave {w} */")
-        lines += [f"    {_call(plan, kernels[k])};" for k in wave]
+            lines.append("  #pragma omp barrier")
+        lines.append(f"  /* wave {w} */")
+        lines += [f"  {_call(plan, kernels[k])};" for k in wave]
     return lines
 
 

@@ -23,6 +23,7 @@ from compiler.runtime.executable import (
     LoadedArtifact,
     aligned_empty,
     check_inputs,
+    data_address,
     specs_from_manifest,
 )
 
@@ -58,8 +59,8 @@ class CpuExecutable(LoadedArtifact):
         """Execute the model on `{input name: array}`; returns fresh `{output name: array}`."""
         arrays = check_inputs(self._inputs, inputs)
         outputs = [aligned_empty(s.shape, s.np_dtype) for s in self._outputs]
-        in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
-        out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[a.ctypes.data for a in outputs])
+        in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[data_address(a) for a in arrays])
+        out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[data_address(a) for a in outputs])
         with self._lock:
             rc = self._lib.tf_run(in_ptrs, out_ptrs, self._weights_ptr, self._arena_ptr)
         if rc != 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -87,10 +88,10 @@ def check_inputs(specs: Sequence[TensorSpec], inputs: Mapping[str, Any]) -> list
     Arrays are used in place when they already are C-contiguous and naturally aligned
     for their dtype, copied otherwise. Dtypes are never converted silently.
     """
-    names = [s.name for s in specs]
-    missing = [n for n in names if n not in inputs]
-    unexpected = [n for n in inputs if n not in names]
-    if missing or unexpected:
+    if len(inputs) != len(specs) or any(s.name not in inputs for s in specs):
+        names = [s.name for s in specs]
+        missing = [n for n in names if n not in inputs]
+        unexpected = [n for n in inputs if n not in names]
         raise ArtifactError(f"model inputs are {names}; missing {missing}, unexpected {unexpected}")
     arrays = []
     for s in specs:
@@ -105,13 +106,24 @@ def check_inputs(specs: Sequence[TensorSpec], inputs: Mapping[str, Any]) -> list
     return arrays
 
 
+def data_address(a: np.ndarray) -> int:
+    """The address of a C-contiguous array's first element.
+
+    A writable array's comes through the buffer protocol, about 3x faster than
+    `a.ctypes.data` (which builds a helper object): a run asks for one per input
+    and output, and small models run in a few microseconds.
+    """
+    if a.flags.writeable and a.nbytes:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    return a.ctypes.data
+
+
 def aligned_empty(shape: tuple[int, ...], dt: np.dtype | str) -> np.ndarray:
     """An uninitialized C-contiguous array whose data starts on an ALIGNMENT boundary."""
     dt = np.dtype(dt)
     nbytes = math.prod(shape) * dt.itemsize
     raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start:start + nbytes].view(dt).reshape(shape)
+    return np.ndarray(shape, dt, raw, -data_address(raw) % ALIGNMENT)
 
 
 def copy_aligned(a: np.ndarray) -> np.ndarray:

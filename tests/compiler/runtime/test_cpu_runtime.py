@@ -12,6 +12,7 @@ from handbuilt import EXTRA, X_NAME, Y_NAME, Z_NAME, graph, reference, whole
 from compiler.errors import ArtifactError
 from compiler.runtime import TensorSpec, load
 from compiler.runtime.artifact import write_artifact
+from compiler.runtime.executable import ALIGNMENT
 from compiler.schedule.planner import build_plan, weights_blob
 
 
@@ -56,6 +57,17 @@ def test_non_contiguous_and_unaligned_inputs_are_copied(artifact: Path):
     # 4 bytes past: naturally aligned, used in place; 2 bytes past: not a float's alignment, copied
     for arr in (fortran, at(4), at(2)):
         np.testing.assert_allclose(exe.run({X_NAME: arr})[Y_NAME], reference(arr)[Y_NAME], rtol=1e-5)
+
+
+def test_read_only_inputs_run_and_outputs_are_aligned(artifact: Path):
+    exe = load(artifact)
+    a = x(5)
+    a.setflags(write=False)  # its address cannot come through a writable buffer
+    out = exe.run({X_NAME: a})
+    for name, ref in reference(a).items():
+        np.testing.assert_allclose(out[name], ref, rtol=1e-5, atol=1e-6)
+        assert out[name].ctypes.data % ALIGNMENT == 0 and out[name].flags.c_contiguous
+        assert out[name].flags.writeable
 
 
 @pytest.mark.parametrize(("feeds", "message"), [
