@@ -64,8 +64,9 @@ from compiler.codegen.cexpr import (
     value_ctype,
 )
 from compiler.codegen.csource import CSource
+from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import ACC, INIT, Compute, Expr, Load, substitute, walk
+from compiler.ir.te import ACC, INIT, Call, Compute, Expr, Load, substitute, walk
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
@@ -117,6 +118,7 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
     src = CSource()
     src.lines.extend(PRELUDE.splitlines())
     src.line("")
+    src.definitions_go_here()
     params = kernel_params(compute)
     header = f"void {team_symbol(symbol)}({', '.join(params)})"
     target = target or build_machine()
@@ -267,14 +269,59 @@ class _KernelWriter:
     # -- element-wise -----------------------------------------------------------------
 
     def _elementwise(self) -> None:
+        lanes = self._elementwise_lanes()
+        if lanes:
+            self.src.extend(vector_typedefs(self.c.dtype, lanes))
+
         def nest(d: int) -> None:
             if d == self.n:
                 self._store(self._emit(self.c.body))
+                return
+            if d == self.n - 1 and lanes:
+                self._vector_row(d, lanes)
                 return
             with self._loop(f"u{d}", f"e{d}", "#pragma omp simd" if d == self.n - 1 else ""):
                 self.src.line(f"const int64_t i{d} = b{d} + u{d};")
                 nest(d + 1)
         nest(0)
+
+    def _elementwise_lanes(self) -> int:
+        """Lanes of the explicit-SIMD innermost loop (c_vector.py), or 0 for the `omp simd`
+        loop. Only bodies with an exp take it: gcc vectorizes the rest as well by itself,
+        but calls libmvec's expf for a vector, twice the time of our inlined one."""
+        c, lanes = self.c, self.s.vector
+        if lanes < 2 or not self.n or self.s.extents[-1] < lanes:
+            return 0
+        var = c.axes[-1].name
+        has_exp = any(isinstance(e, Call) and e.op == "exp" for e in walk(c.body))
+        varies = var in expr_vars(c.body)
+        return lanes if has_exp and varies and vectorizes(c.body, var, c.inputs, c.dtype) else 0
+
+    def _vector_row(self, d: int, lanes: int) -> None:
+        """The innermost loop of an element-wise tile in whole vectors. A row with a partial
+        vector at its end recomputes its last whole vector instead (the same values written
+        twice: the output never aliases an input), so every element gets the same math;
+        a row shorter than a vector runs scalar."""
+        def vector_at(start: str) -> None:
+            self.src.line(f"const int64_t i{d} = b{d} + {start};")
+            w = VectorWriter(self.c.inputs, self.names, self.counter, self.c.axes[d].name, lanes)
+            value = w.emit_vector(self.c.body)
+            self._take(w)
+            self.src.line(f"*({VECTOR_TYPE}*)(out + {self._out_offset()}) = {value};")
+
+        self.src.line(f"int64_t u{d} = 0;")
+        with self.src.block(f"for (; u{d} + {lanes}L <= e{d}; u{d} += {lanes}L)"):
+            vector_at(f"u{d}")
+        with self.src.block(f"if (u{d} < e{d} && e{d} >= {lanes}L)"):
+            vector_at(f"e{d} - {lanes}L")
+        with self.src.block("else"), self._loop(f"tail{d}", f"e{d}", start=f"u{d}"):
+            self.src.line(f"const int64_t i{d} = b{d} + tail{d};")
+            self._store(self._emit(self.c.body))
+
+    def _take(self, w: VectorWriter) -> None:
+        """Write a vector writer's statements, and the file-scope C they call."""
+        self.src.extend(w.lines)
+        self.src.define(w.definitions)
 
     # -- reductions with the output axis innermost ----------------------------------------
 
@@ -521,12 +568,12 @@ class _KernelWriter:
 
         def accumulate(s: tuple[int, ...], w: VectorWriter) -> None:
             value = w.emit_vector(body)
-            self.src.extend(w.lines)
+            self._take(w)
             self.src.line(f"{acc[s]} += {value};")
 
         def finish(s: tuple[int, ...], w: VectorWriter) -> None:
             value = acc[s] if c.post is None else w.emit_vector(c.post)
-            self.src.extend(w.lines)
+            self._take(w)
             self.src.line(f"*({VECTOR_TYPE}*)(out + {self._out_offset()}) = {value};")
 
         def post_names(s: tuple[int, ...]) -> dict[str, str]:
@@ -585,6 +632,9 @@ class _KernelWriter:
         return False
 
     def _row_reduction(self) -> None:
+        if self._row_vectorizes():
+            self._vector_row_reduction()
+            return
         # Two vectors of partials: one would serialize every add on its latency.
         c, v = self.c, 2 * self.s.vector
         last = len(c.reduce_axes) - 1
@@ -606,12 +656,7 @@ class _KernelWriter:
                 self.src.line(f"const int64_t r{last} = rl;")
                 fold("0")
 
-        def nest(d: int) -> None:
-            if d < self.n:
-                with self._loop(f"u{d}", f"e{d}"):
-                    self.src.line(f"const int64_t i{d} = b{d} + u{d};")
-                    nest(d + 1)
-                return
+        def per_row() -> None:
             self.src.line(f"{acc_t} part[{v}];")
             with self._loop("v", f"{v}L"):
                 self.src.line(f"part[v] = {init};")
@@ -620,4 +665,64 @@ class _KernelWriter:
             with self._loop("v", f"{v}L", start="1"):
                 self.src.line(f"acc = {combine(c.reduce_op, c.acc_dtype, 'acc', 'part[v]')};")
             self._finish("acc")
+        self._rows(per_row)
+
+    def _rows(self, per_row: Callable[[], None]) -> None:
+        """`per_row` inside the loops over the tile's output elements."""
+        def nest(d: int) -> None:
+            if d < self.n:
+                with self._loop(f"u{d}", f"e{d}"):
+                    self.src.line(f"const int64_t i{d} = b{d} + u{d};")
+                    nest(d + 1)
+                return
+            per_row()
         nest(0)
+
+    def _row_vectorizes(self) -> bool:
+        """Whether a row reduction folds whole vectors along its contiguous axis (c_vector.py)."""
+        c = self.c
+        var = c.reduce_axes[-1].name
+        return (self.s.vector >= 2 and c.reduce_op in INIT and c.body.dtype == c.acc_dtype
+                and var in expr_vars(c.body) and vectorizes(c.body, var, c.inputs, c.acc_dtype))
+
+    def _vector_row_reduction(self) -> None:
+        """Each row folded into named vector accumulators, which stay in registers (the
+        array of partials that gcc vectorizes goes through memory at every step)."""
+        c, lanes = self.c, self.s.vector
+        last, extent = len(c.reduce_axes) - 1, c.reduce_axes[-1].extent
+        count = min(4, extent // lanes)  # independent chains: a fold waits on its latency
+        acc_t = value_ctype(c.acc_dtype)
+        init = literal(INIT[c.reduce_op](c.acc_dtype), c.acc_dtype)
+        parts = [f"p{k}" for k in range(count)]
+        self.src.extend(vector_typedefs(c.acc_dtype, lanes))
+
+        def writer() -> VectorWriter:
+            return VectorWriter(c.inputs, self.names, self.counter, c.reduce_axes[-1].name, lanes)
+
+        def reduce_row() -> None:
+            self.src.line("int64_t rl = 0;")
+            with self.src.block(f"for (; rl + {count * lanes}L <= {extent}L; rl += {count * lanes}L)"):
+                for k, part in enumerate(parts):
+                    with self.src.block(""):
+                        self.src.line(f"const int64_t r{last} = rl + {k * lanes}L;")
+                        w = writer()
+                        value = w.fold(c.reduce_op, part, w.emit_vector(c.body))
+                        self._take(w)
+                        self.src.line(f"{part} = {value};")
+            with self.src.block(f"for (; rl < {extent}L; ++rl)"):
+                self.src.line(f"const int64_t r{last} = rl;")
+                self.src.line(f"rest = {combine(c.reduce_op, c.acc_dtype, 'rest', self._emit(c.body))};")
+
+        def per_row() -> None:
+            start = f"({VECTOR_TYPE}){{{', '.join([init] * lanes)}}}"
+            self.src.extend([f"{VECTOR_TYPE} {part} = {start};" for part in parts])
+            self.src.line(f"{acc_t} rest = {init};")
+            self._reduce_loops(last, reduce_row)
+            w = writer()
+            whole = functools.reduce(lambda a, b: w.fold(c.reduce_op, a, b), parts)
+            self._take(w)
+            self.src.line(f"{acc_t} acc = rest;")
+            with self._loop("v", f"{lanes}L"):
+                self.src.line(f"acc = {combine(c.reduce_op, c.acc_dtype, 'acc', f'{whole}[v]')};")
+            self._finish("acc")
+        self._rows(per_row)

@@ -10,9 +10,9 @@ which gcc keeps in registers for the whole reduction, as in the GEMM micro-kerne
 An expression qualifies when every value that varies along the vector axis (or is
 an accumulator) is built from loads that walk memory contiguously along it (stride
 1, no padding: padded windows are staged first, see c_stage.py) by float add, sub,
-mul, div, neg, max, min and selects on comparisons of such values. Values that do
-not vary along it (a depthwise filter tap, a bias) are rendered as scalars and
-broadcast.
+mul, div, neg, max, min, selects on comparisons of such values, and float32 exp
+(inlined, c_vector_math.py). Values that do not vary along it (a depthwise filter
+tap, a bias) are rendered as scalars and broadcast.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from compiler.codegen.affine import load_stride
+from compiler.codegen.c_vector_math import exp_definitions, exp_function
 from compiler.codegen.cexpr import ExprWriter, value_ctype
 from compiler.ir.contraction import expr_vars, plain_load
 from compiler.ir.dtypes import dtype
@@ -61,7 +62,8 @@ def vectorizes(e: Expr, var: str, inputs: Sequence[TensorType], dt: str,
             vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
     if e.op == "select":
         return _is_comparison(e.args[0]) and all(vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
-    if e.op in _ARITH or e.op in {"neg", "max", "min"} or (e.op == "cast" and e.args[0].dtype == dt):
+    if (e.op in _ARITH or e.op in {"neg", "max", "min"} or (e.op == "cast" and e.args[0].dtype == dt)
+            or (e.op == "exp" and dt == "float32")):
         return all(vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
     return False
 
@@ -73,7 +75,8 @@ def _is_comparison(e: Expr) -> bool:
 class VectorWriter(ExprWriter):
     """Renders an expression's values at `var`, `var` + 1, ... as one `VECTOR_TYPE` value
     (`names[var]` is the first lane's index; `names` also binds each of `vector_values`
-    to a vector). Parts that vary along neither are rendered as scalars."""
+    to a vector). Parts that vary along neither are rendered as scalars. `definitions`
+    collects the file-scope C that the rendered lines call (for `CSource.define`)."""
 
     def __init__(self, inputs: Sequence[TensorType], names: Mapping[str, str], counter: Iterator[int],
                  var: str, lanes: int, vector_values: Collection[str] = ()) -> None:
@@ -81,6 +84,7 @@ class VectorWriter(ExprWriter):
         self.var, self.lanes = var, lanes
         self.varying = {var, *vector_values}
         self._vectors: dict[int, tuple[Expr, str]] = {}  # shared subexpressions, rendered once
+        self.definitions: dict[str, list[str]] = {}
 
     def emit_vector(self, e: Expr) -> str:
         """The C expression of `e` along the vector axis (a scalar where `e` does not vary)."""
@@ -111,7 +115,18 @@ class VectorWriter(ExprWriter):
             return args[0]
         if e.op == "neg":
             return self._vector(f"-{args[0]}")
+        if e.op == "exp":
+            self.definitions.update(exp_definitions(self.lanes))
+            return self._vector(f"{exp_function(self.lanes)}({args[0]})")
         return self._vector(f"{args[0]} {_ARITH[e.op]} {args[1]}")
+
+    def fold(self, op: str, acc: str, value: str) -> str:
+        """The vector folding vector `value` into accumulator vector `acc` for reduce op
+        `op` (sum, prod, or max / min propagating NaN like the scalar `combine`)."""
+        if op in {"sum", "prod"}:
+            return self._vector(f"{acc} {'+' if op == 'sum' else '*'} {value}")
+        rel = ">" if op == "max" else "<"
+        return self._select(f"({value} {rel} {acc}) | ({value} != {value})", value, acc)
 
     def _whole(self, e: Expr) -> str:
         """`e` as a vector, a scalar broadcast to every lane where it does not vary."""

@@ -14,6 +14,7 @@ from c_harness import KernelLibrary
 
 from compiler.codegen.c import render_kernel
 from compiler.codegen.c_stage import stage_padded_loads, staging_block
+from compiler.codegen.c_vector_math import exp_function
 from compiler.codegen.c_workarounds import NO_IF_CONVERT
 from compiler.ir import te
 from compiler.ir.interp import evaluate
@@ -143,6 +144,32 @@ def softmax_divide(rows: int, cols: int) -> Compute:
     body = call("exp", Load(0, (i0, i1), "float32") - Load(1, (i0,), "float32")) / Load(2, (i0,), "float32")
     return Compute(axes(rows, cols), body, (TensorType((rows, cols), "float32"),
                    TensorType((rows,), "float32"), TensorType((rows,), "float32")), "float32")
+
+
+def exp_of(rows: int, cols: int) -> Compute:
+    """exp(x) element-wise: the explicit-SIMD path with the inlined vector exp."""
+    return Compute(axes(rows, cols), call("exp", Load(0, (i0, i1), "float32")),
+                   (TensorType((rows, cols), "float32"),), "float32")
+
+
+def log_sum_exp(rows: int, cols: int) -> Compute:
+    """log(sum_r exp(x[i, r])): a vector row reduction with exp in its body, post scalar."""
+    return Compute(axes(rows), call("exp", Load(0, (i0, r0), "float32")), (TensorType((rows, cols), "float32"),),
+                   "float32", axes(cols, prefix="r"), "sum", call("log", Var("acc", "float32")))
+
+
+# exp's special inputs: overflow to inf, underflow through the denormals to 0, NaN, +-0
+EXP_SPECIALS = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 88.72, 88.73, 89.0, 100.0, -87.33, -88.0,
+                         -100.0, -103.9, -104.0, -150.0, 1e-30, -1e-30, 0.5, -0.5, 1e-45], np.float32)
+
+
+def _exp_inputs(rows: int, cols: int) -> Callable[[], list[np.ndarray]]:
+    """A sweep of [-110, 110] with the special values spread over whole vectors and tails."""
+    def make() -> list[np.ndarray]:
+        x = np.linspace(-110, 110, rows * cols, dtype=np.float32)
+        x[RNG.choice(x.size, EXP_SPECIALS.size, replace=False)] = EXP_SPECIALS
+        return [x.reshape(rows, cols)]
+    return make
 
 
 def mean_middle_axis() -> Compute:
@@ -313,6 +340,12 @@ CASES: dict[str, Case] = {
     "min_propagates_nan": _case(row_reduce("min", 4, 50), None, _nan_rows),
     "prod_row": _case(row_reduce("prod", 3, 20)),
     "mean_row_post": _case(row_reduce("sum", 7, 33, post=Var("acc", "float32") / 33.0)),
+    "max_row_float64_vector": _case(row_reduce("max", 3, 41, "float64"), None, lambda: [_nan_rows()[0].astype(np.float64)[:3, :41]]),
+    "log_sum_exp_vector": _case(log_sum_exp(6, 75)),
+    # lanes 8 (AVX's sign-bit move), 4 (SSE's), 16 (halves OR-ed) and a tail in each
+    "exp_vector_8": _case(exp_of(37, 203), TileConfig((8, 203), (1, 1), (), 8), _exp_inputs(37, 203)),
+    "exp_vector_4": _case(exp_of(9, 203), TileConfig((3, 203), (1, 1), (), 4), _exp_inputs(9, 203)),
+    "exp_vector_16": _case(exp_of(9, 203), TileConfig((3, 203), (1, 1), (), 16), _exp_inputs(9, 203)),
     "mean_middle_axis": _case(mean_middle_axis()),
     "global_average_pool": _case(global_average_pool()),
     "gather": _case(gather(), None, _gather_inputs),
@@ -410,6 +443,29 @@ def test_whole_vector_rows_keep_their_accumulators_in_vector_registers(name: str
     compute, tile, _ = CASES[name]
     src = render_kernel(compute, tile, "k")
     assert "vector_size" in src and " acc[" not in src  # named vector accumulators, no array
+
+
+@pytest.mark.parametrize("name", ["exp_vector_8", "exp_vector_4", "exp_vector_16"])
+def test_vector_exp_is_within_one_ulp_of_the_correctly_rounded_exp(library: KernelLibrary, name: str) -> None:
+    compute, tile, make_inputs = CASES[name]
+    assert exp_function(tile.vector) in render_kernel(compute, tile, "k")  # the inlined vector exp
+    x = make_inputs()[0]
+    got = library.run(f"k{list(CASES).index(name)}", [x])
+    with np.errstate(over="ignore"):
+        want = np.exp(x.astype(np.float64)).astype(np.float32)  # exp rounded once
+    assert np.array_equal(np.isnan(got), np.isnan(x))
+    finite = np.isfinite(want) & ~np.isnan(x)
+    assert np.array_equal(got[~finite & ~np.isnan(x)], want[~finite & ~np.isnan(x)])  # inf stays inf
+    ulps = np.abs(got[finite].view(np.int32).astype(np.int64) - want[finite].view(np.int32).astype(np.int64))
+    assert ulps.max() <= 1
+
+
+@pytest.mark.parametrize("name", ["softmax_max", "max_propagates_nan", "prod_row", "max_row_float64_vector",
+                                  "softmax_exp_sum", "log_sum_exp_vector"])
+def test_row_reductions_fold_named_vectors(name: str) -> None:
+    compute, tile, _ = CASES[name]
+    src = render_kernel(compute, tile or default_tile(compute, CPU), "k")
+    assert "vector_size" in src and "part[" not in src  # vector accumulators, no array of partials
 
 
 def test_rows_that_are_not_whole_vectors_stay_on_the_array_path() -> None:

@@ -1,0 +1,86 @@
+"""Math functions on GCC vectors for the explicit-SIMD paths (c_vector.py): exp on float32.
+
+Why our own: a vectorized loop calls glibc's libmvec expf through the vector ABI,
+5.3 ns per 8 lanes on this AVX2 host, and that call was 60% of a softmax. This
+one is inlined into the loop and costs 2.6 ns (measured on 3072 values in L1,
+best of 2000 interleaved runs), within 1 ulp of glibc's expf for every finite
+input (checked on 2M points over [-110, 110]).
+
+exp(x) = 2^n * exp(r) with n = round(x / ln 2) (the 1.5 * 2^23 rounding trick),
+r = x - n ln 2 (ln 2 in two parts, so n * ln2_hi is exact), exp(r) by Cephes'
+degree-7 polynomial in Horner form, and 2^n written into the exponent field.
+A vector with a lane beyond |x| <= 87 (or a NaN) takes the wide path instead:
+x clamped to [-104, 89] (a NaN stays NaN through the compares), and 2^n applied
+in two halves so that results overflow to inf and underflow through the
+denormals to 0 as expf's do.
+"""
+
+from __future__ import annotations
+
+_POLY = ("1.9875691500e-4f", "1.3981999507e-3f", "8.3334519073e-3f", "4.1665795894e-2f",
+         "1.6666665459e-1f", "5.0000001201e-1f", "1.0f", "1.0f")
+
+
+def exp_function(lanes: int) -> str:
+    """Name of the float32 exp on `lanes`-lane vectors that `exp_definitions` defines."""
+    return f"tf_exp_f32x{lanes}"
+
+
+def exp_definitions(lanes: int) -> dict[str, list[str]]:
+    """File-scope C (no includes needed) defining `exp_function(lanes)`: name -> its lines,
+    in dependency order (a unit that needs two widths defines a shared piece once)."""
+    v, m, name = f"tf_f32x{lanes}", f"tf_i32x{lanes}", exp_function(lanes)
+    return {**_any_lane(lanes), name: [
+        f"typedef float {v} __attribute__((vector_size({4 * lanes})));",
+        "/* exp(r) for |r| <= ln2 / 2, and n as an integer, for x = n ln2 + r. */",
+        f"static inline {v} {name}_core({v} x, {m}* n) {{",
+        f"  const {v} t = x * 1.44269504088896341f + 12582912.0f;",
+        f"  *n = ({m})t - 0x4B400000;",
+        f"  const {v} nf = t - 12582912.0f;",
+        f"  {v} r = x - nf * 0.693359375f;",
+        "  r = r - nf * -2.12194440e-4f;",
+        f"  {v} p = r * {_POLY[0]} + {_POLY[1]};",
+        *[f"  p = p * r + {c};" for c in _POLY[2:]],
+        "  return p;",
+        "}",
+        f"static inline {v} {name}_wide({v} x) {{",
+        f"  const {m} low = x < -104.0f, high = x > 89.0f;",
+        f"  x = ({v})((low & ({m})(({v}){{0}} - 104.0f)) | (~low & ({m})x));",
+        f"  x = ({v})((high & ({m})(({v}){{0}} + 89.0f)) | (~high & ({m})x));",
+        f"  {m} n;",
+        f"  const {v} p = {name}_core(x, &n);",
+        f"  const {m} n1 = n >> 1, n2 = n - n1;",
+        f"  return p * ({v})((n1 + 127) << 23) * ({v})((n2 + 127) << 23);",
+        "}",
+        f"static inline {v} {name}({v} x) {{",
+        f"  const {m} wide = ~(({v})(({m})x & 0x7fffffff) <= 87.0f);",
+        f"  if (__builtin_expect(tf_any_i32x{lanes}(wide), 0)) return {name}_wide(x);",
+        f"  {m} n;",
+        f"  const {v} p = {name}_core(x, &n);",
+        f"  return p * ({v})((n + 127) << 23);",
+        "}",
+    ]}
+
+
+def _any_lane(lanes: int) -> dict[str, list[str]]:
+    """The mask type `tf_i32x<lanes>` and `int tf_any_i32x<lanes>(mask)`: whether any
+    lane is set. A sign-bit move on SSE / AVX, halves OR-ed together above 8 lanes, a
+    loop where neither applies."""
+    m = f"tf_i32x{lanes}"
+    head = [f"typedef int {m} __attribute__((vector_size({4 * lanes})));", f"static inline int tf_any_i32x{lanes}({m} m) {{"]
+    if lanes > 8 and lanes % 2 == 0:
+        half = f"tf_i32x{lanes // 2}"
+        return {**_any_lane(lanes // 2), m: [
+            *head,
+            f"  {half} lo, hi;",
+            "  __builtin_memcpy(&lo, &m, sizeof lo);",
+            "  __builtin_memcpy(&hi, (const char*)&m + sizeof lo, sizeof hi);",
+            f"  return tf_any_i32x{lanes // 2}(lo | hi);",
+            "}"]}
+    loop = ["  int any = 0;", f"  for (int i = 0; i < {lanes}; ++i) any |= m[i];", "  return any;"]
+    builtin = {8: ("__AVX__", "__builtin_ia32_movmskps256"), 4: ("__SSE__", "__builtin_ia32_movmskps")}.get(lanes)
+    if builtin is None:
+        return {m: [*head, *loop, "}"]}
+    guard, fn = builtin
+    return {m: [*head, f"#ifdef {guard}", f"  return {fn}((float __attribute__((vector_size({4 * lanes}))))m);",
+                "#else", *loop, "#endif", "}"]}
