@@ -8,8 +8,8 @@ input (checked on 2M points over [-110, 110]).
 
 exp(x) = 2^n * exp(r) with n = round(x / ln 2) (the 1.5 * 2^23 rounding trick),
 r = x - n ln 2 (ln 2 in two parts, so n * ln2_hi is exact), exp(r) by Cephes'
-degree-7 polynomial in Horner form, and 2^n written into the exponent field.
-A vector with a lane beyond |x| <= 87 (or a NaN) takes the wide path instead:
+degree-7 polynomial in Horner form, and 2^n added to its exponent field.
+A vector with a lane beyond |x| <= 86.5 (or a NaN) takes the wide path instead:
 x clamped to [-104, 89] (a NaN stays NaN through the compares), and 2^n applied
 in two halves so that results overflow to inf and underflow through the
 denormals to 0 as expf's do.
@@ -29,16 +29,16 @@ def exp_function(lanes: int) -> str:
 def exp_definitions(lanes: int) -> dict[str, list[str]]:
     """File-scope C (no includes needed) defining `exp_function(lanes)`: name -> its lines,
     in dependency order (a unit that needs two widths defines a shared piece once)."""
-    v, m, name = f"tf_f32x{lanes}", f"tf_i32x{lanes}", exp_function(lanes)
+    v, m, u, name = f"tf_f32x{lanes}", f"tf_i32x{lanes}", f"tf_u32x{lanes}", exp_function(lanes)
     return {**_any_lane(lanes), name: [
         f"typedef float {v} __attribute__((vector_size({4 * lanes})));",
-        "/* exp(r) for |r| <= ln2 / 2, and n as an integer, for x = n ln2 + r. */",
-        f"static inline {v} {name}_core({v} x, {m}* n) {{",
-        f"  const {v} t = x * 1.44269504088896341f + 12582912.0f;",
-        f"  *n = ({m})t - 0x4B400000;",
-        f"  const {v} nf = t - 12582912.0f;",
-        f"  {v} r = x - nf * 0.693359375f;",
-        "  r = r - nf * -2.12194440e-4f;",
+        f"typedef unsigned {u} __attribute__((vector_size({4 * lanes})));",
+        "/* exp(r) for |r| <= ln2 / 2, for x = n ln2 + r; *t is n + 1.5 * 2^23 (n in its low bits). */",
+        f"static inline {v} {name}_core({v} x, {v}* t) {{",
+        "  *t = x * 1.44269504088896341f + 12582912.0f;",
+        f"  const {v} n = *t - 12582912.0f;",
+        f"  {v} r = x - n * 0.693359375f;",
+        "  r = r - n * -2.12194440e-4f;",
         f"  {v} p = r * {_POLY[0]} + {_POLY[1]};",
         *[f"  p = p * r + {c};" for c in _POLY[2:]],
         "  return p;",
@@ -47,17 +47,19 @@ def exp_definitions(lanes: int) -> dict[str, list[str]]:
         f"  const {m} low = x < -104.0f, high = x > 89.0f;",
         f"  x = ({v})((low & ({m})(({v}){{0}} - 104.0f)) | (~low & ({m})x));",
         f"  x = ({v})((high & ({m})(({v}){{0}} + 89.0f)) | (~high & ({m})x));",
-        f"  {m} n;",
-        f"  const {v} p = {name}_core(x, &n);",
-        f"  const {m} n1 = n >> 1, n2 = n - n1;",
+        f"  {v} t;",
+        f"  const {v} p = {name}_core(x, &t);",
+        f"  const {m} n = ({m})t - 0x4B400000, n1 = n >> 1, n2 = n - n1;",
         f"  return p * ({v})((n1 + 127) << 23) * ({v})((n2 + 127) << 23);",
         "}",
         f"static inline {v} {name}({v} x) {{",
-        f"  const {m} wide = ~(({v})(({m})x & 0x7fffffff) <= 87.0f);",
+        # |x| <= 86.5 keeps n in [-125, 125], where p * 2^n is a normal number: adding
+        # n << 23 to p's bits scales it (t's bits shifted left by 23 are n << 23).
+        f"  const {m} wide = ~(({v})(({m})x & 0x7fffffff) <= 86.5f);",
         f"  if (__builtin_expect(tf_any_i32x{lanes}(wide), 0)) return {name}_wide(x);",
-        f"  {m} n;",
-        f"  const {v} p = {name}_core(x, &n);",
-        f"  return p * ({v})((n + 127) << 23);",
+        f"  {v} t;",
+        f"  const {v} p = {name}_core(x, &t);",
+        f"  return ({v})(({u})p + (({u})t << 23));",
         "}",
     ]}
 
