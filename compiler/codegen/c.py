@@ -16,9 +16,12 @@ Loop structure (the CPU side of Roller's rTile):
   stay in cache;
 - a row reduction (softmax / layer-norm style, where the innermost reduce axis
   is the contiguous one in memory and the innermost output axis is not)
-  instead reduces into two vectors of partial accumulators along that axis,
-  vectorized, and folds them at the end (not `omp simd reduction`: max / min
-  must propagate NaN like numpy).
+  instead folds whole vectors along that axis into up to four named vector
+  accumulators (c_vector.py; an array of partials that gcc vectorizes where the
+  body has no vector form), and folds them at the end (not `omp simd
+  reduction`: max / min must propagate NaN like numpy);
+- element-wise bodies with an exp run their innermost loop as explicit vectors
+  with the inlined vector exp (c_vector_math.py); others are `omp simd` loops.
 
 Contractions in float32 (matmul, convolution as implicit GEMM) take the packed,
 explicit-SIMD path of compiler/codegen/c_gemm.py instead.
