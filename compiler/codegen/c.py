@@ -685,7 +685,7 @@ class _KernelWriter:
         """Whether a row reduction folds whole vectors along its contiguous axis (c_vector.py)."""
         c = self.c
         var = c.reduce_axes[-1].name
-        return (self.s.vector >= 2 and c.reduce_op in INIT and c.body.dtype == c.acc_dtype
+        return (self.s.vector >= 2 and c.body.dtype == c.acc_dtype
                 and var in expr_vars(c.body) and vectorizes(c.body, var, c.inputs, c.acc_dtype))
 
     def _vector_row_reduction(self) -> None:

@@ -21,6 +21,8 @@ cache keys, buffers are addressed by position and offset.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from compiler.codegen.c_team import team_symbol
 from compiler.ir.dtypes import dtype
 from compiler.schedule.plan import Buffer, BufferKind, ExecutionPlan, Kernel
@@ -55,11 +57,12 @@ int tf_set_num_threads(int n) {
 
 def render_entry(plan: ExecutionPlan) -> str:
     """C source of the entry point for `plan` (kernels are defined in their own units)."""
-    lines = [_PRELUDE, *_prototypes(plan), "", _SETTINGS % ABI_VERSION, *_prepare(plan)]
+    kernels = plan.kernel_map()
+    lines = [_PRELUDE, *_prototypes(plan, kernels), "", _SETTINGS % ABI_VERSION, *_prepare(plan, kernels)]
     lines += ["static void tf_waves(void* const* inputs, void* const* outputs, const char* const weights_base,",
               "                     char* const arena_base) {",
               "  (void)inputs; (void)arena_base; (void)weights_base;  /* a plan may use none of them */",
-              *_waves(plan), "}", ""]
+              *_waves(plan, kernels), "}", ""]
     lines.append("int tf_run(void* const* inputs, void* const* outputs, const void* weights, void* arena) {")
     lines.append(f"  if ({_null_checks(plan)}) return {RUN_NULL_POINTER};")
     lines += ["#ifdef _OPENMP", "  if (tf_threads > 0) omp_set_num_threads(tf_threads);",
@@ -80,9 +83,8 @@ def render_entry(plan: ExecutionPlan) -> str:
     return "\n".join(lines)
 
 
-def _prepare(plan: ExecutionPlan) -> list[str]:
+def _prepare(plan: ExecutionPlan, kernels: Mapping[int, Kernel]) -> list[str]:
     """`tf_prepare`: each prepacked region filled from its weight by the kernel's packer."""
-    kernels = {k.id: k for k in plan.kernels}
     lines = ["int tf_prepare(const void* weights, void* arena) {"]
     if plan.prepacked:
         lines += [f"  if (weights == 0 || arena == 0) return {RUN_NULL_POINTER};",
@@ -97,11 +99,10 @@ def _prepare(plan: ExecutionPlan) -> list[str]:
     return [*lines, "  return 0;", "}", ""]
 
 
-def _prototypes(plan: ExecutionPlan) -> list[str]:
+def _prototypes(plan: ExecutionPlan, kernels: Mapping[int, Kernel]) -> list[str]:
     """One declaration per distinct symbol (kernels with equal keys share their function),
     and one per packing function that `tf_prepare` calls."""
     seen: dict[str, str] = {}
-    kernels = {k.id: k for k in plan.kernels}
     for p in plan.prepacked:
         sym = f"{kernels[p.kernel].symbol}_pack{p.input}"
         seen[sym] = f"void {sym}(float* restrict, const float* restrict);"
@@ -127,8 +128,7 @@ def _null_checks(plan: ExecutionPlan) -> str:
     return " || ".join(checks)
 
 
-def _waves(plan: ExecutionPlan) -> list[str]:
-    kernels = {k.id: k for k in plan.kernels}
+def _waves(plan: ExecutionPlan, kernels: Mapping[int, Kernel]) -> list[str]:
     lines = []
     for w, wave in enumerate(plan.waves):
         if w:

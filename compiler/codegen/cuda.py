@@ -115,7 +115,7 @@ def launch_table(plan: ExecutionPlan) -> list[list[dict]]:
     Stored in a CUDA artifact's manifest under `MANIFEST_LAUNCHES`; the CUDA
     runtime needs nothing else about the kernels (it never sees the TE).
     """
-    kernels = {k.id: k for k in plan.kernels}
+    kernels = plan.kernel_map()
     table = []
     for wave in plan.waves:
         row = []

@@ -110,6 +110,10 @@ class ExecutionPlan:
     weights_bytes: int = 0
     prepacked: list[Prepack] = field(default_factory=list)
 
+    def kernel_map(self) -> dict[int, Kernel]:
+        """Kernel id -> kernel (waves and prepacked regions name kernels by id)."""
+        return {k.id: k for k in self.kernels}
+
     def prepack_of(self, kernel: int, input_pos: int) -> Prepack | None:
         """The prepacked region kernel `kernel` reads at input `input_pos`, if any."""
         return next((p for p in self.prepacked if p.kernel == kernel and p.input == input_pos), None)
