@@ -41,10 +41,11 @@ def fuse_rows(graph: Graph, min_rows: int = 1) -> Graph:
     so fewer rows than cores would leave cores idle that separate kernels use)."""
     protected = {graph.storage_of(t) for t in graph.outputs}
     grouped: set[int] = set()
+    uses = _Uses(graph)
     for sink in reversed(list(graph.nodes)):
         if id(sink) in grouped:
             continue
-        members = _grow(graph, sink, protected, min_rows)
+        members = _grow(graph, uses, sink, protected, min_rows)
         if members is None:
             continue
         grouped.update(id(m) for m in members)
@@ -53,34 +54,41 @@ def fuse_rows(graph: Graph, min_rows: int = 1) -> Graph:
         graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
         for m in members[:-1]:
             del graph.tensors[m.output]
+        uses = _Uses(graph)  # only a merge changes them: rebuilt per group, not per sink
     for i, node in enumerate(graph.nodes):
         node.id = i
     return graph
 
 
-def _grow(graph: Graph, sink: Node, protected: set[int], min_rows: int) -> list[Node] | None:
+class _Uses:
+    """Who produces and who reads each tensor of the graph, and the nodes' order."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.producers = {n.output: n for n in graph.nodes}
+        self.readers: dict[int, set[int]] = {}  # storage -> ids of the nodes reading it
+        self.viewed: set[int] = set()  # storages read through a view: they must stay in memory
+        for n in graph.nodes:
+            for t in n.inputs:
+                self.readers.setdefault(graph.storage_of(t), set()).add(id(n))
+                if graph.storage_of(t) != t:
+                    self.viewed.add(graph.storage_of(t))
+        self.order = {id(n): k for k, n in enumerate(graph.nodes)}
+
+
+def _grow(graph: Graph, uses: _Uses, sink: Node, protected: set[int], min_rows: int) -> list[Node] | None:
     """The members of the largest group ending at `sink` (topological order), or None."""
-    producers = {n.output: n for n in graph.nodes}
-    readers: dict[int, set[int]] = {}
-    viewed: set[int] = set()  # storages read through a view: they must stay in memory
-    for n in graph.nodes:
-        for t in n.inputs:
-            readers.setdefault(graph.storage_of(t), set()).add(id(n))
-            if graph.storage_of(t) != t:
-                viewed.add(graph.storage_of(t))
-    order = {id(n): k for k, n in enumerate(graph.nodes)}
     members = [sink]
     changed = True
     while changed:
         changed = False
         for m in list(members):
             for t in m.inputs:
-                p = producers.get(t)
-                if (p is None or p in members or t in protected or t in viewed
+                p = uses.producers.get(t)
+                if (p is None or p in members or t in protected or t in uses.viewed
                         or graph.tensors[t].kind != TensorKind.INTERMEDIATE
-                        or not readers[t] <= {id(x) for x in members}):
+                        or not uses.readers[t] <= {id(x) for x in members}):
                     continue
-                trial = sorted([*members, p], key=lambda n: order[id(n)])
+                trial = sorted([*members, p], key=lambda n: uses.order[id(n)])
                 if _groupable(graph, trial, min_rows):
                     members, changed = trial, True
     if len(members) < 2 or not any(m.compute.is_reduction for m in members):
