@@ -6,6 +6,7 @@ import ctypes
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -28,7 +29,7 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: str
 
-    @property
+    @cached_property  # asked for on every run, for every output
     def np_dtype(self) -> np.dtype:
         return np.dtype(dtype(self.dtype).np_type)
 
@@ -88,13 +89,12 @@ def check_inputs(specs: Sequence[TensorSpec], inputs: Mapping[str, Any]) -> list
     Arrays are used in place when they already are C-contiguous and naturally aligned
     for their dtype, copied otherwise. Dtypes are never converted silently.
     """
-    if len(inputs) != len(specs) or any(s.name not in inputs for s in specs):
-        names = [s.name for s in specs]
-        missing = [n for n in names if n not in inputs]
-        unexpected = [n for n in inputs if n not in names]
-        raise ArtifactError(f"model inputs are {names}; missing {missing}, unexpected {unexpected}")
+    if len(inputs) != len(specs):
+        _wrong_names(specs, inputs)
     arrays = []
     for s in specs:
+        if s.name not in inputs:
+            _wrong_names(specs, inputs)
         a = np.asarray(inputs[s.name])
         if a.dtype != s.np_dtype:
             raise ArtifactError(f"input {s.name!r} must be {s.dtype}, got {a.dtype}")
@@ -104,6 +104,13 @@ def check_inputs(specs: Sequence[TensorSpec], inputs: Mapping[str, Any]) -> list
             a = copy_aligned(a)
         arrays.append(a)
     return arrays
+
+
+def _wrong_names(specs: Sequence[TensorSpec], inputs: Mapping[str, Any]) -> None:
+    names = [s.name for s in specs]
+    missing = [n for n in names if n not in inputs]
+    unexpected = [n for n in inputs if n not in names]
+    raise ArtifactError(f"model inputs are {names}; missing {missing}, unexpected {unexpected}")
 
 
 def data_address(a: np.ndarray) -> int:
@@ -120,10 +127,15 @@ def data_address(a: np.ndarray) -> int:
 
 def aligned_empty(shape: tuple[int, ...], dt: np.dtype | str) -> np.ndarray:
     """An uninitialized C-contiguous array whose data starts on an ALIGNMENT boundary."""
-    dt = np.dtype(dt)
-    nbytes = math.prod(shape) * dt.itemsize
-    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-    return np.ndarray(shape, dt, raw, -data_address(raw) % ALIGNMENT)
+    return aligned_buffer(shape, np.dtype(dt))[0]
+
+
+def aligned_buffer(shape: tuple[int, ...], dt: np.dtype) -> tuple[np.ndarray, int]:
+    """`aligned_empty` and the address of its data (which a run passes on as it is)."""
+    raw = np.empty(math.prod(shape) * dt.itemsize + ALIGNMENT, np.uint8)
+    address = data_address(raw)
+    offset = -address % ALIGNMENT
+    return np.ndarray(shape, dt, raw, offset), address + offset
 
 
 def copy_aligned(a: np.ndarray) -> np.ndarray:

@@ -73,6 +73,7 @@ def test_read_only_inputs_run_and_outputs_are_aligned(artifact: Path):
 @pytest.mark.parametrize(("feeds", "message"), [
     ({}, r"missing \['x'\]"),
     ({X_NAME: np.zeros((2, 8), np.float32), "w": np.zeros(1)}, r"unexpected \['w'\]"),
+    ({"w": np.zeros((2, 8), np.float32)}, r"missing \['x'\], unexpected \['w'\]"),
     ({X_NAME: np.zeros((8, 2), np.float32)}, r"shape \[2, 8\], got \[8, 2\]"),
     ({X_NAME: np.zeros((2, 8), np.float64)}, "must be float32, got float64"),
     ({X_NAME: [[0.0] * 8] * 2}, "must be float32, got float64"),
