@@ -109,7 +109,7 @@ def prepacked_inputs(compute: Compute, tile: TileConfig, target: Target | None =
     gemm = gemm_contraction(merged, target)
     if gemm is None:
         return {}
-    g = gemm_shape(merged, gemm, merged_tile, target)
+    g = gemm_shape(merged, gemm, merged_tile, target, constant_inputs)
     return {p.input: p.nbytes for p in packed_operands(merged, gemm, g, constant_inputs).values()}
 
 

@@ -196,6 +196,21 @@ def test_blocks_are_whole_micro_kernels_and_keep_cores_busy() -> None:
     assert -(-g.m // g.mc) * -(-g.n // g.nc) >= 2 * CPU.units
 
 
+def test_prepacked_weights_let_row_blocks_fill_l2_so_patches_are_gathered_once() -> None:
+    """A convolution packs its input patches (B) again for every row block; with its
+    weights (A) packed at load, rows may take all of L2 instead of half of it."""
+    x = Load(0, (i0, r0, i2 + r1 - 1, i3 + r2 - 1), "float32", pad=0.0)
+    c = Compute(axes(1, 256, 14, 14), x * Load(1, (i1, r0, r1, r2), "float32"),
+                (TensorType((1, 256, 14, 14), "float32"), TensorType((256, 256, 3, 3), "float32")),
+                "float32", axes(256, 3, 3, prefix="r"), "sum")
+    m = match_contraction(c)
+    assert m is not None
+    tile = default_tile(c, CPU)
+    per_call, prepacked = gemm_shape(c, m, tile, CPU), gemm_shape(c, m, tile, CPU, constant_inputs=(1,))
+    assert per_call.mc < per_call.m <= prepacked.mc
+    assert 4 * prepacked.mc * (prepacked.kc + prepacked.nc) <= 512 << 10  # A block and C tile still fit L2
+
+
 def test_contiguous_axes_merge_and_padded_ones_do_not() -> None:
     c = conv1x1_gelu_residual()
     merged, tile = merge_axes(c, default_tile(c, CPU))
