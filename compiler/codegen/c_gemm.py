@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from compiler.codegen.affine import linear_form
 from compiler.codegen.c_team import mark_used
+from compiler.codegen.c_vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
 from compiler.codegen.cexpr import ExprWriter, clip_lines, literal, new_counter, row_major_strides
 from compiler.codegen.csource import CSource
 from compiler.ir.contraction import Contraction, expr_vars, match_contraction, side_extent
@@ -306,7 +307,8 @@ class _GemmWriter:
     def _walk(self, var: str, count: int | str, origin: str, axes: Sequence[int],
               prefix: str = "i",
               segment: Callable[[str, str, str], tuple[str, str] | None] | None = None,
-              chunk: tuple[int, Callable[[str], None]] | None = None) -> Iterator[None]:
+              chunk: tuple[int, Callable[[str], None]] | None = None,
+              vector: tuple[int, Callable[[str], None]] | None = None) -> Iterator[None]:
         """A loop of `count` steps over flat indices origin + var with the axes `axes`
         declared in the body. With several axes (beyond those of extent 1) the loop runs
         in segments along the innermost one: the outer axes are decoded once and carried
@@ -318,26 +320,36 @@ class _GemmWriter:
         (lo, hi) that narrow the loop to [start + lo, start + hi).
         `chunk` = (width, declare): the element loops are split where `var` reaches a
         multiple of width, and `declare(first)` writes statements before each piece
-        (given the C expression of its first `var`)."""
+        (given the C expression of its first `var`). `vector` = (lanes, step): within
+        a segment, a loop of `step(v)` statements (v the first of `lanes` consecutive
+        values of `var`, the axes declared for it) takes whole vectors of elements
+        first, the body the rest."""
         src = self.src
 
         @contextmanager
-        def elements(first: str, end: str) -> Iterator[None]:
-            if chunk is None:
+        def elements(first: str, end: str, index: Callable[[str], None]) -> Iterator[None]:
+            with ExitStack() as pieces:
+                if chunk is not None:
+                    width, declare = chunk
+                    piece, stop = f"{var}c", f"{var}e"
+                    pieces.enter_context(src.block(f"for (int64_t {piece} = {first}, {stop}; {piece} < {end}; {piece} = {stop})"))
+                    src.line(f"{stop} = ({piece} / {width}L + 1) * {width}L < {end} ? ({piece} / {width}L + 1) * {width}L : {end};")
+                    declare(piece)
+                    first, end = piece, stop
+                if vector is not None:
+                    lanes, step = vector
+                    src.line(f"int64_t {var}v = {first};")
+                    with src.block(f"for (; {var}v + {lanes}L <= {end}; {var}v += {lanes}L)"):
+                        index(f"{var}v")
+                        step(f"{var}v")
+                    first = f"{var}v"
                 with src.block(f"for (int64_t {var} = {first}; {var} < {end}; ++{var})"):
-                    yield
-                return
-            width, declare = chunk
-            piece, stop = f"{var}c", f"{var}e"
-            with src.block(f"for (int64_t {piece} = {first}, {stop}; {piece} < {end}; {piece} = {stop})"):
-                src.line(f"{stop} = ({piece} / {width}L + 1) * {width}L < {end} ? ({piece} / {width}L + 1) * {width}L : {end};")
-                declare(piece)
-                with src.block(f"for (int64_t {var} = {piece}; {var} < {stop}; ++{var})"):
+                    index(var)
                     yield
 
         if sum(e > 1 for e in self._extents(axes, prefix)) <= 1:
-            with elements("0", str(count)):
-                self._decode(f"({origin} + {var})", axes, prefix)
+            vector = None  # the walk decodes each element; segments take vectors
+            with elements("0", str(count), lambda v: self._decode(f"({origin} + {v})", axes, prefix)):
                 yield
             return
         with src.block(""):
@@ -357,8 +369,9 @@ class _GemmWriter:
                 clipped = segment(f"{start}{inner}", start, run) if segment is not None else None
                 if clipped is not None:
                     lo, hi = clipped
-                with elements(f"{start} + {lo}", f"{start} + {hi}"):
-                    src.line(f"const int64_t {prefix}{inner} = {start}{inner} + ({var} - {start});")
+                def index(v: str) -> None:
+                    src.line(f"const int64_t {prefix}{inner} = {start}{inner} + ({v} - {start});")
+                with elements(f"{start} + {lo}", f"{start} + {hi}", index):
                     yield
                 src.line(f"{start}{inner} = 0;")
                 src.line(_carry(outer, extents, prefix))
@@ -509,8 +522,20 @@ class _GemmWriter:
         def panel(first: str) -> None:  # dst[j] is column j while j stays in first's panel
             self.src.line(f"float* const dst = row + ({first}) / {nr}L * (kc - 1) * {nr}L;")
 
-        with self._walk("j", "nv", "n0", self.m.cols, segment=clip if split else None, chunk=(nr, panel)):
-            load = Load(rhs.input, rhs.indices, rhs.dtype) if split else rhs
+        load = Load(rhs.input, rhs.indices, rhs.dtype) if split else rhs
+        lanes = self.g.mk.lanes
+        vector = None
+        if vectorizes(load, inner, self.c.inputs, "float32"):  # contiguous along the segment
+            self.src.extend(vector_typedefs("float32", lanes))
+
+            def copy(v: str) -> None:
+                w = VectorWriter(self.c.inputs, self.names, self.counter, inner, lanes)
+                value = w.emit_vector(load)
+                self.src.extend(w.lines)
+                self.src.line(f"*({VECTOR_TYPE}*)(dst + {v}) = {value};")
+            vector = (lanes, copy)
+        with self._walk("j", "nv", "n0", self.m.cols, segment=clip if split else None, chunk=(nr, panel),
+                        vector=vector):
             self.src.line(f"dst[j] = {self._emit(load)};")
 
     def _segmented(self, axes: Sequence[int]) -> bool:
