@@ -19,7 +19,7 @@ class CompileOptions:
     top_k: int = 5  # candidates measured per kernel where the device is present
     measure: bool = True  # time top-k candidates on the device when it is present
     seed: int = 0  # validation inputs
-    threads: int | None = None  # CPU threads for measurement and validation
+    threads: int | None = None  # CPU threads the kernels are scheduled for, measured and validated with
     fuse: bool = True
 
     @classmethod
@@ -41,8 +41,9 @@ class CompileOptions:
         return cls(**kw)
 
     def codegen_key(self) -> dict:
-        """The options that change generated code (they are part of every kernel key)."""
-        return {}
+        """The options that change generated code (they are part of every kernel key): a
+        thread count schedules a CPU kernel for that many cores."""
+        return {"threads": self.threads} if self.threads else {}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

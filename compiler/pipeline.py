@@ -107,6 +107,8 @@ def compile_model(
     """
     opts = CompileOptions.from_dict(options) if not isinstance(options, CompileOptions) else options
     tgt = get_target(target) if isinstance(target, str) else target
+    if tgt.kind == "cpu" and opts.threads:  # scheduled, modelled and timed for the cores it runs on
+        tgt = tgt.with_units(opts.threads)
     c = _Compilation(tgt, opts, cache if cache is not None else MemoryKernelCache())
     st = _Stages(progress)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 
@@ -53,6 +53,16 @@ class Target:
             if lv.name == name:
                 return lv
         raise KeyError(f"target {self.name} has no memory level {name!r}")
+
+    def with_units(self, n: int) -> Target:
+        """This target limited to `n` of its units (n < units; e.g. a CPU run on n threads):
+        the peak and the bandwidth of every per-unit level scale by n / units, a shared
+        level's stay whole (one core can still draw on all of L3 and DRAM)."""
+        if not 0 < n < self.units:
+            return self
+        f = n / self.units
+        levels = tuple(lv if lv.shared else replace(lv, bandwidth=lv.bandwidth * f) for lv in self.levels)
+        return replace(self, units=n, levels=levels, peak_flops={k: v * f for k, v in self.peak_flops.items()})
 
     def fingerprint(self) -> str:
         """What generated code depends on: arch, ISA features and toolchain version.

@@ -33,3 +33,9 @@ def test_bad_options_name_the_option(bad, named):
 def test_options_must_be_an_object():
     with pytest.raises(OptionsError):
         CompileOptions.from_dict([1, 2])  # type: ignore[arg-type]
+
+
+def test_a_thread_count_is_a_codegen_option():
+    """Kernels are scheduled for the cores a run uses, so the count is part of every kernel key."""
+    assert CompileOptions().codegen_key() == {}
+    assert CompileOptions.from_dict({"threads": 1}).codegen_key() == {"threads": 1}

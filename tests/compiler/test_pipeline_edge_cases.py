@@ -52,3 +52,24 @@ def test_kernels_of_a_model_that_fails_validation_are_not_cached(tmp_path: Path,
     r = compile_model(mlp_gelu(batch=1), "cpu", {"measure": False}, cache=cache, output=tmp_path / "b.tar.gz")
     stored = [cache.get(k["key"]) for k in r.kernels]
     assert all(e is not None and e.validation_error == r.validation["rel_l2_error"] for e in stored)
+
+
+def test_one_thread_compiles_are_modelled_for_one_core(tmp_path: Path):
+    """A compilation for n threads schedules and models its kernels for n cores: a
+    compute-bound matmul's predicted time doubles from two cores to one."""
+    from compiler.target import get_target
+
+    if get_target("cpu").units < 2:
+        pytest.skip("this machine has one core")
+    w = numpy_helper.from_array(np.ones((256, 256), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, 256])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 256])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    est = {}
+    for threads in (1, 2):
+        r = compile_model(m, "cpu", {"threads": threads, "measure": False, "validate": False},
+                          output=tmp_path / f"a{threads}.tar.gz")
+        est[threads] = sum(k["estimated_us"] for k in r.kernels)
+    assert est[1] > 1.5 * est[2]

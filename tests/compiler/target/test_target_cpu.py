@@ -48,3 +48,18 @@ def test_fingerprint_follows_isa_and_toolchain():
     assert a.peak_flops["float32"] == 4 * 3e9 * 8 * 2 * 2
     assert [lv.name for lv in a.levels] == ["dram", "l3", "l2", "l1"]
     assert a.level("l3").shared and not a.level("l1").shared
+
+
+def test_a_thread_count_limits_the_cpu_to_that_many_cores():
+    """with_units(n): peak and per-core level bandwidths scale by n / cores; L3 and DRAM,
+    shared, stay whole; n at or above the core count changes nothing."""
+    facts = CpuFacts("x86_64", "Some CPU", 4, 3.0, {1: 32768, 2: 1 << 20, 3: 1 << 25}, 64,
+                     ("avx", "avx2", "fma"), 1 << 34)
+    t = cpu_target(facts, None, "gcc 12")
+    one = t.with_units(1)
+    assert one.units == 1 and one.peak_flops["float32"] == t.peak_flops["float32"] / 4
+    for name, scale in (("l1", 0.25), ("l2", 0.25), ("l3", 1.0), ("dram", 1.0)):
+        assert one.level(name).bandwidth == t.level(name).bandwidth * scale
+        assert one.level(name).capacity == t.level(name).capacity
+    assert one.fingerprint() == t.fingerprint()  # the same machine code runs on it
+    assert t.with_units(4) is t and t.with_units(8) is t
