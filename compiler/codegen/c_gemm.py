@@ -327,7 +327,8 @@ class _GemmWriter:
         src = self.src
 
         @contextmanager
-        def elements(first: str, end: str, index: Callable[[str], None]) -> Iterator[None]:
+        def elements(first: str, end: str, index: Callable[[str], None],
+                     vector: tuple[int, Callable[[str], None]] | None) -> Iterator[None]:
             with ExitStack() as pieces:
                 if chunk is not None:
                     width, declare = chunk
@@ -348,8 +349,8 @@ class _GemmWriter:
                     yield
 
         if sum(e > 1 for e in self._extents(axes, prefix)) <= 1:
-            vector = None  # the walk decodes each element; segments take vectors
-            with elements("0", str(count), lambda v: self._decode(f"({origin} + {v})", axes, prefix)):
+            # one axis: each element decoded on its own, no vectors (segments take them)
+            with elements("0", str(count), lambda v: self._decode(f"({origin} + {v})", axes, prefix), None):
                 yield
             return
         with src.block(""):
@@ -371,7 +372,7 @@ class _GemmWriter:
                     lo, hi = clipped
                 def index(v: str) -> None:
                     src.line(f"const int64_t {prefix}{inner} = {start}{inner} + ({v} - {start});")
-                with elements(f"{start} + {lo}", f"{start} + {hi}", index):
+                with elements(f"{start} + {lo}", f"{start} + {hi}", index, vector):
                     yield
                 src.line(f"{start}{inner} = 0;")
                 src.line(_carry(outer, extents, prefix))
