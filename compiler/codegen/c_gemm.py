@@ -323,7 +323,8 @@ class _GemmWriter:
         (given the C expression of its first `var`). `vector` = (lanes, step): within
         a segment, a loop of `step(v)` statements (v the first of `lanes` consecutive
         values of `var`, the axes declared for it) takes whole vectors of elements
-        first, the body the rest."""
+        first, then one vector ending at the run's end where the run holds one (so
+        `step` must be idempotent: a copy), the body the rest."""
         src = self.src
 
         @contextmanager
@@ -343,6 +344,12 @@ class _GemmWriter:
                     with src.block(f"for (; {var}v + {lanes}L <= {end}; {var}v += {lanes}L)"):
                         index(f"{var}v")
                         step(f"{var}v")
+                    # the rest of a run of at least one vector: one more, overlapping the last
+                    with src.block(f"if ({var}v < {end} && {end} - ({first}) >= {lanes}L)"):
+                        src.line(f"{var}v = {end} - {lanes}L;")
+                        index(f"{var}v")
+                        step(f"{var}v")
+                        src.line(f"{var}v = {end};")
                     first = f"{var}v"
                 with src.block(f"for (int64_t {var} = {first}; {var} < {end}; ++{var})"):
                     index(var)
