@@ -61,9 +61,9 @@ from compiler.codegen.cexpr import (
     PRELUDE,
     ExprWriter,
     combine,
+    flat_offset,
     literal,
     new_counter,
-    row_major_strides,
     value_ctype,
 )
 from compiler.codegen.csource import CSource
@@ -138,13 +138,7 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
                                compute.flops() >= PARALLEL_MIN_FLOPS, src, symbol, constant_inputs)
         write_standalone(src, symbol, params, parallel)
         return src.text(), False
-    parallel, checked = False, False
-    with src.block(header):
-        mark_used(src, params)
-        if math.prod(compute.shape) > 0:
-            compute, tile = merge_reduce_axes(compute, tile)
-            writer = _KernelWriter(compute, _check(compute, tile, symbol), src)
-            parallel, checked = writer.write(), has_padded_loads(writer.c)
+    parallel, checked = _write_loops(src, compute, tile, symbol, header, params, team=True)
     write_standalone(src, symbol, params, parallel)
     return src.text(), checked
 
@@ -154,14 +148,21 @@ def _write_member(src: CSource, compute: Compute, name: str, params: Sequence[st
     whole loop nest, the default tiling's micro-tiles); whether it reads padded loads
     with bounds checks."""
     tile = replace(default_tile(compute, target), block=compute.shape)
-    with src.block(f"static void {name}({', '.join(params)})"):
+    header = f"static void {name}({', '.join(params)})"
+    return _write_loops(src, compute, tile, name, header, params, team=False)[1]
+
+
+def _write_loops(src: CSource, compute: Compute, tile: TileConfig, symbol: str, header: str,
+                 params: Sequence[str], team: bool) -> tuple[bool, bool]:
+    """Function `header` running `compute`'s loop nest, its tasks shared by the team or
+    (without `team`) all run by the caller; (tasks split, padded loads bounds-checked)."""
+    with src.block(header):
         mark_used(src, params)
         if math.prod(compute.shape) == 0:
-            return False
+            return False, False
         compute, tile = merge_reduce_axes(compute, tile)
-        writer = _KernelWriter(compute, _check(compute, tile, name), src)
-        writer.write(team=False)
-        return has_padded_loads(writer.c)
+        writer = _KernelWriter(compute, _check(compute, tile, symbol), src)
+        return writer.write(team), has_padded_loads(writer.c)
 
 
 @functools.cache
@@ -207,7 +208,6 @@ class _KernelWriter:
         self.src = src
         self.n = len(compute.axes)
         self.counter = new_counter()
-        self.out_strides = row_major_strides(compute.shape)
         self.names = {a.name: f"i{d}" for d, a in enumerate(compute.axes)}
         self.names.update({a.name: f"r{k}" for k, a in enumerate(compute.reduce_axes)})
         self.ranges = {a.name: (0, a.extent - 1) for a in compute.all_axes()}
@@ -256,9 +256,7 @@ class _KernelWriter:
 
     def _out_offset(self) -> str:
         """The output element at the current indices `i0`, `i1`, ..."""
-        terms = [f"i{d}" if s == 1 else f"i{d} * {s}L" for d, s in enumerate(self.out_strides)
-                 if self.s.extents[d] != 1]
-        return " + ".join(terms) or "0"
+        return flat_offset(self.c.shape, [f"i{d}" for d in range(self.n)])
 
     def _store(self, value: str) -> None:
         self.src.line(f"out[{self._out_offset()}] = {value};")

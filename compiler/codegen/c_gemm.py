@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from compiler.codegen.affine import linear_form
 from compiler.codegen.c_team import mark_used
 from compiler.codegen.c_vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
-from compiler.codegen.cexpr import ExprWriter, clip_lines, literal, new_counter, row_major_strides
+from compiler.codegen.cexpr import ExprWriter, clip_lines, flat_offset, literal, new_counter
 from compiler.codegen.csource import CSource
 from compiler.ir.contraction import Contraction, expr_vars, match_contraction, side_extent
 from compiler.ir.te import ACC, Compute, Expr, Load, TensorType, Var
@@ -596,12 +596,11 @@ class _GemmWriter:
     def _epilogue(self) -> None:
         """post(acc) for the valid part of the tile, stored to `out`."""
         src, c = self.src, self.c
-        strides = row_major_strides(c.shape)
+        offset = flat_offset(c.shape, [f"i{d}" for d in range(len(c.axes))])
         with src.block("for (int64_t i = 0; i < mv; ++i)"):
             self._decode("(m0 + i)", self.m.rows)
             with self._walk("j", "nv", "n0", self.m.cols):
                 value = f"ct[i * {self.g.nc}L + j]"
                 if c.post is not None:
                     value = self._emit(c.post, {**self.names, ACC: value})
-                terms = [f"i{d} * {s}L" for d, s in enumerate(strides) if c.axes[d].extent != 1]
-                src.line(f"out[{' + '.join(terms) or '0'}] = {value};")
+                src.line(f"out[{offset}] = {value};")

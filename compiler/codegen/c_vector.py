@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from compiler.codegen.affine import load_stride
 from compiler.codegen.c_vector_math import exp_definitions, exp_function
-from compiler.codegen.cexpr import ExprWriter, value_ctype
+from compiler.codegen.cexpr import ExprWriter, flat_offset, value_ctype
 from compiler.ir.contraction import expr_vars, plain_load
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Call, Expr, Load, TensorType, Var
@@ -101,7 +101,7 @@ class VectorWriter(ExprWriter):
 
     def _render(self, e: Expr) -> str:
         if isinstance(e, Load):
-            offset = self._offset(self.inputs[e.input], [self.emit(i) for i in e.indices])
+            offset = flat_offset(self.inputs[e.input].shape, [self.emit(i) for i in e.indices])
             return self._vector(f"*(const {VECTOR_TYPE}*)(in{e.input} + {offset})")
         assert isinstance(e, Call), e
         if e.op == "select":

@@ -271,6 +271,14 @@ def clip_lines(v: str, a: int, n: int) -> list[str]:
             f"{{ const int64_t e = {end}; if (e < hi) hi = e; }}"]
 
 
+def flat_offset(shape: Sequence[int], idx: Sequence[str]) -> str:
+    """The flat row-major element offset of rendered indices `idx` into a dense tensor of
+    `shape` (dimensions of extent 1 contribute nothing)."""
+    terms = [ix if s == 1 else f"{ix} * {s}L"
+             for ix, s, n in zip(idx, row_major_strides(shape), shape, strict=True) if n != 1]
+    return " + ".join(terms) or "0"
+
+
 def row_major_strides(shape: Sequence[int]) -> list[int]:
     """Element strides of a dense row-major tensor."""
     strides, s = [], 1
@@ -330,13 +338,6 @@ class ExprWriter:
         self._memo[id(e)] = (e, out)
         return out
 
-    @staticmethod
-    def _offset(t: TensorType, idx: Sequence[str]) -> str:
-        """The flat row-major element offset of rendered indices `idx` into a tensor of type `t`."""
-        terms = [ix if s == 1 else f"{ix} * {s}L"
-                 for ix, s, n in zip(idx, row_major_strides(t.shape), t.shape, strict=True) if n != 1]
-        return " + ".join(terms) or "0"
-
     def _load(self, e: Load) -> str:
         if not 0 <= e.input < len(self.inputs):
             raise ValueError(f"load of input {e.input}, but the kernel has {len(self.inputs)}")
@@ -346,7 +347,7 @@ class ExprWriter:
         if e.pad is not None and 0 in t.shape:
             return literal(e.pad, e.dtype)
         idx = [self.emit(i) for i in e.indices]
-        element = f"in{e.input}[{self._offset(t, idx)}]"
+        element = f"in{e.input}[{flat_offset(t.shape, idx)}]"
         if e.dtype == "float16":
             element = f"(float){element}"
         if e.pad is None:
