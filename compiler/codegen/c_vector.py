@@ -106,10 +106,8 @@ class VectorWriter(ExprWriter):
         assert isinstance(e, Call), e
         if e.op == "select":
             return self._select(self._mask(e.args[0]), self._whole(e.args[1]), self._whole(e.args[2]))
-        if e.op in {"max", "min"}:  # NaN-propagating, like the scalar rendering
-            a, b = (self._whole(x) for x in e.args)
-            rel = ">" if e.op == "max" else "<"
-            return self._select(f"({a} {rel} {b}) | ({a} != {a})", a, b)
+        if e.op in {"max", "min"}:
+            return self._extreme(e.op, *(self._whole(x) for x in e.args))
         args = [self.emit_vector(a) for a in e.args]
         if e.op == "cast":
             return args[0]
@@ -125,8 +123,13 @@ class VectorWriter(ExprWriter):
         `op` (sum, prod, or max / min propagating NaN like the scalar `combine`)."""
         if op in {"sum", "prod"}:
             return self._vector(f"{acc} {'+' if op == 'sum' else '*'} {value}")
+        return self._extreme(op, value, acc)
+
+    def _extreme(self, op: str, a: str, b: str) -> str:
+        """Lane-wise max / min of vectors `a` and `b`, NaN where `a` is NaN (else b's NaN
+        comes through the compare), like the scalar rendering."""
         rel = ">" if op == "max" else "<"
-        return self._select(f"({value} {rel} {acc}) | ({value} != {value})", value, acc)
+        return self._select(f"({a} {rel} {b}) | ({a} != {a})", a, b)
 
     def _whole(self, e: Expr) -> str:
         """`e` as a vector, a scalar broadcast to every lane where it does not vary."""
