@@ -47,6 +47,7 @@ from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_s
 from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, packed_operands, render_gemm
 from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
 from compiler.codegen.c_rows import render_row_group
+from compiler.codegen.c_softmax import is_row_softmax, render_row_softmax
 from compiler.codegen.c_stage import StagedInput, stage_padded_loads, staging_block, write_staging
 from compiler.codegen.c_team import (
     kernel_params,
@@ -125,6 +126,11 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
     params = kernel_params(compute)
     header = f"void {team_symbol(symbol)}({', '.join(params)})"
     target = target or build_machine()
+    if compute.stages and is_row_softmax(compute):
+        parallel = compute.flops() >= PARALLEL_MIN_FLOPS
+        render_row_softmax(compute, tile.block[-2], target.lanes, src, symbol, params, header, parallel)
+        write_standalone(src, symbol, params, parallel)
+        return src.text(), False
     if compute.stages:
         parallel, checked = render_row_group(compute, tile, symbol, src, params, header, PARALLEL_MIN_FLOPS,
                                              functools.partial(_write_member, target=target))

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import ctypes
+import platform
 from pathlib import Path
 
 import pytest
 
 from compiler.build.gcc import (
     BASE_FLAGS,
+    X86_TUNING,
     c_flags,
     compile_objects,
     gcc_version,
     has_libmvec,
     link_shared,
 )
+from compiler.build.sandbox import run_tool
 from compiler.codegen.cexpr import PRELUDE
 from compiler.errors import BuildError
 from compiler.target.base import Target
@@ -79,3 +82,14 @@ void k(float* restrict out, const float* restrict x) {
     assert b"_ZGV" in obj  # glibc vector-ABI names: expf / erff ran 8 lanes at a time
     (tmp_path / "k.so").write_bytes(link_shared([obj], {}, c_flags()))
     ctypes.CDLL(str(tmp_path / "k.so"))
+
+
+@pytest.mark.skipif(platform.machine() not in {"x86_64", "AMD64"}, reason="x86 tuning flags")
+def test_x86_kernels_keep_256_bit_accesses_whole() -> None:
+    # gcc accepts the flags, and a vector store it cannot prove aligned stays one store
+    assert set(X86_TUNING) <= set(c_flags())
+    src = ("typedef float v8 __attribute__((vector_size(32), aligned(4)));\n"
+           "void k(float* y, const float* x) { *(v8*)y = *(const v8*)x * 2.0f; }\n")
+    (obj,) = compile_objects({"k": src}, (*c_flags(), "-mavx2", "-mtune=znver1")).values()
+    listing = run_tool(["objdump", "-d", "k.o"], {"k.o": obj}, ()).stdout
+    assert "vextractf128" not in listing
