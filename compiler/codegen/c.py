@@ -56,7 +56,7 @@ from compiler.codegen.c_team import (
     team_symbol,
     write_standalone,
 )
-from compiler.codegen.c_vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
+from compiler.codegen.c_vector import VECTOR_TYPE, VectorWriter, splat, vector_typedefs, vectorizes
 from compiler.codegen.c_workarounds import apply_workarounds, has_padded_loads
 from compiler.codegen.cexpr import (
     PRELUDE,
@@ -721,8 +721,7 @@ class _KernelWriter:
                 self.src.line(f"rest = {combine(c.reduce_op, c.acc_dtype, 'rest', self._emit(c.body))};")
 
         def per_row() -> None:
-            start = f"({VECTOR_TYPE}){{{', '.join([init] * lanes)}}}"
-            self.src.extend([f"{VECTOR_TYPE} {part} = {start};" for part in parts])
+            self.src.extend([f"{VECTOR_TYPE} {part} = {splat(init, lanes)};" for part in parts])
             self.src.line(f"{acc_t} rest = {init};")
             self._reduce_loops(last, reduce_row)
             w = writer()

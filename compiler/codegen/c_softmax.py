@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from compiler.codegen.c_team import mark_used, shared_tasks
-from compiler.codegen.c_vector import VECTOR_TYPE, vector_typedefs
+from compiler.codegen.c_vector import VECTOR_TYPE, splat, vector_typedefs
 from compiler.codegen.c_vector_math import (
     exp_definitions,
     exp_function,
@@ -94,7 +94,7 @@ def _row_max(src: CSource, width: int, lanes: int) -> None:
     """`float top`: the row's max, NaN ignored (see the module docstring)."""
     vmax = max_function(lanes)
     chains = [f"m{k}" for k in range(_MAX_CHAINS)]
-    src.line(_declare(chains, _splat(lanes, "-INFINITY")))
+    src.line(_declare(chains, splat("-INFINITY", lanes)))
     src.line("int64_t j = 0;")
     step = _MAX_CHAINS * lanes
     with src.block(f"for (; j + {step}L <= {width}L; j += {step}L)"):
@@ -114,7 +114,7 @@ def _row_exp_sum(src: CSource, width: int, lanes: int) -> None:
     """exp(x - top) into y, and `float sum` of it."""
     vexp = exp_function(lanes, nonpositive=True)
     chains = [f"s{k}" for k in range(_EXP_CHAINS)]
-    src.line(_declare(chains, _splat(lanes, "0.0f")))
+    src.line(_declare(chains, splat("0.0f", lanes)))
     src.line("j = 0;")
     step = _EXP_CHAINS * lanes
     with src.block(f"for (; j + {step}L <= {width}L; j += {step}L)"):
@@ -133,10 +133,6 @@ def _row_exp_sum(src: CSource, width: int, lanes: int) -> None:
         src.line("const float e = expf(x[j] - top);")
         src.line("y[j] = e;")
         src.line("sum += e;")
-
-
-def _splat(lanes: int, value: str) -> str:
-    return f"({VECTOR_TYPE}){{{', '.join([value] * lanes)}}}"
 
 
 def _declare(names: list[str], value: str) -> str:

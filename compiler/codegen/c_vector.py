@@ -41,6 +41,11 @@ def vector_typedefs(dt: str, lanes: int) -> list[str]:
             f"typedef {_MASK_CTYPE[dt]} {MASK_TYPE} __attribute__((vector_size({size})));"]
 
 
+def splat(value: str, lanes: int) -> str:
+    """A `VECTOR_TYPE` literal holding C scalar expression `value` in each of `lanes` lanes."""
+    return f"({VECTOR_TYPE}){{{', '.join([value] * lanes)}}}"
+
+
 def vectorizes(e: Expr, var: str, inputs: Sequence[TensorType], dt: str,
                vector_values: Collection[str] = ()) -> bool:
     """Whether `VectorWriter` can render `e` as vectors of `dt` along variable `var`
@@ -136,7 +141,7 @@ class VectorWriter(ExprWriter):
         value = self.emit_vector(e)
         if expr_vars(e) & self.varying:
             return value
-        return self._vector(f"({VECTOR_TYPE}){{{', '.join([value] * self.lanes)}}}")
+        return self._vector(splat(value, self.lanes))
 
     def _mask(self, e: Expr) -> str:
         assert isinstance(e, Call), e
