@@ -21,12 +21,12 @@ from compiler.codegen.c_entry import ABI_VERSION, RUN_NULL_POINTER
 from compiler.errors import ArtifactError
 from compiler.runtime.executable import (
     LoadedArtifact,
-    aligned_buffer,
     aligned_empty,
     check_inputs,
     data_address,
     specs_from_manifest,
 )
+from compiler.runtime.outputs import OutputBuffers
 
 LIBRARY = "model.so"
 WEIGHTS = "weights.bin"
@@ -53,6 +53,7 @@ class CpuExecutable(LoadedArtifact):
         # Filled in place on each run, under the lock (building them cost ~1 us each).
         self._in_ptrs = (ctypes.c_void_p * max(len(self._inputs), 1))()
         self._out_ptrs = (ctypes.c_void_p * max(len(self._outputs), 1))()
+        self._out_buffers = OutputBuffers(self._outputs)  # taken under the lock
         self._run = self._lib.tf_run
 
     def set_threads(self, n: int) -> None:
@@ -61,10 +62,11 @@ class CpuExecutable(LoadedArtifact):
         self._lib.tf_set_num_threads(n)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Execute the model on `{input name: array}`; returns fresh `{output name: array}`."""
+        """Execute the model on `{input name: array}`; returns `{output name: array}`, arrays
+        that no earlier result still refers to (see compiler/runtime/outputs.py)."""
         arrays = check_inputs(self._inputs, inputs)
-        outputs = [aligned_buffer(s.shape, s.np_dtype) for s in self._outputs]
         with self._lock:
+            outputs = self._out_buffers.take()
             for i, a in enumerate(arrays):
                 self._in_ptrs[i] = data_address(a)
             for i, (_, address) in enumerate(outputs):

@@ -42,6 +42,30 @@ def test_outputs_are_fresh_and_inputs_untouched(artifact: Path):
     np.testing.assert_allclose(second[Z_NAME], reference(b)[Z_NAME], rtol=1e-5)
 
 
+def test_an_output_is_rewritten_only_once_nothing_refers_to_its_memory(artifact: Path):
+    exe = load(artifact)
+    a, b, c = x(5), x(6), x(7)
+    held = exe.run({X_NAME: a})[Y_NAME]
+    view = exe.run({X_NAME: b})[Y_NAME][1:]  # the array is dropped, a view of its memory kept
+    exported = memoryview(exe.run({X_NAME: c})[Y_NAME])
+    for _ in range(3):  # runs that must not write into any of the three
+        exe.run({X_NAME: x(8)})
+    np.testing.assert_allclose(held, reference(a)[Y_NAME], rtol=1e-5)
+    np.testing.assert_allclose(view, reference(b)[Y_NAME][1:], rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(exported), reference(c)[Y_NAME], rtol=1e-5)
+
+
+def test_a_dropped_output_buffer_is_reused(artifact: Path):
+    exe = load(artifact)
+    first = exe.run({X_NAME: x(1)})[Y_NAME]
+    address = first.ctypes.data
+    del first  # nothing refers to its memory any more: the next run may write there
+    second = exe.run({X_NAME: x(2)})[Y_NAME]
+    assert second.ctypes.data == address
+    np.testing.assert_allclose(second, reference(x(2))[Y_NAME], rtol=1e-5)
+    assert second.ctypes.data % ALIGNMENT == 0
+
+
 def test_non_contiguous_and_unaligned_inputs_are_copied(artifact: Path):
     exe = load(artifact)
     fortran = np.asfortranarray(x(3))
