@@ -99,20 +99,24 @@ def gemm_contraction(c: Compute, target: Target) -> Contraction | None:
     return m
 
 
-def micro_kernel(c: Compute, m: Contraction, tile: TileConfig, target: Target) -> MicroKernel:
-    """The supported micro-kernel nearest the tile's register tile (`tile.thread`).
+def micro_kernel(c: Compute, m: Contraction, target: Target) -> MicroKernel:
+    """The register tile of the GEMM, built from the hardware (Roller's alignment at the
+    register level) and the GEMM's extents rather than searched.
 
-    Supported: one or two vectors of `target.lanes` wide (the tile's column count
-    picks), with as many rows as the target's vector registers hold beside the B
-    vectors and one broadcast (at most MAX_ROWS): fewer rows would reload B for
-    too few FMAs, so a tile with fewer rows is rounded up to a full one. Where that
-    pads M by more than PAD_TOLERANCE, the row count (down to half as many, or M
-    itself) that pads it least is taken instead: M = 32 runs as 4 x 8 rows, not
-    3 x 14 with a quarter of the FMAs on padding; batch-8 inference as one 8-row panel.
+    Two vectors of `target.lanes` wide wherever N holds two (per k, two B loads feed
+    2 x MR FMAs; one vector needs a load per FMA), one otherwise; the last column panel
+    runs a narrower kernel where N leaves it part empty (`micro_tails`). Rows: as many
+    as the target's vector registers hold beside the B vectors and one broadcast (at
+    most MAX_ROWS): fewer rows would reload B for too few FMAs. Where that pads M by
+    more than PAD_TOLERANCE, the row count (down to half as many, or M itself) that
+    pads it least is taken instead: M = 32 runs as 4 x 8 rows, not 3 x 14 with a
+    quarter of the FMAs on padding; batch-8 inference as one 8-row panel.
+    (The rTile's thread tile used to pick the width: on a 14 x 14 feature map it
+    holds at most 14 columns, so ResNet's 14 x 14 1x1 convolutions ran one vector
+    wide, 491 against 421 us with two.)
     """
     lanes = target.lanes
-    want_cols = math.prod(tile.thread[d] for d in m.cols)
-    vectors = 2 if want_cols >= 1.5 * lanes and side_extent(c, m.cols) >= 2 * lanes else 1
+    vectors = 2 if side_extent(c, m.cols) >= 2 * lanes else 1
     most = min(MAX_ROWS[vectors], (max(target.registers, 16) - vectors - 1) // vectors)
     big_m = side_extent(c, m.rows)
 
@@ -129,7 +133,7 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target,
     once per row block), columns the tile's grown to MIN_TILE_COLS (A is packed once
     per column block), both split again until the tasks the tile planned exist.
     `constant_inputs` as for `packed_operands`."""
-    mk = micro_kernel(c, m, tile, target)
+    mk = micro_kernel(c, m, target)
     big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
     big_k = math.prod(a.extent for a in c.reduce_axes)
 
@@ -182,7 +186,7 @@ def render_gemm(c: Compute, m: Contraction, tile: TileConfig, target: Target, pa
     and the load-time packing function of each constant operand (`symbol`_pack<input>)
     to `src`; returns whether the tasks are split among the team."""
     g = gemm_shape(c, m, tile, target, constant_inputs)
-    _micro_kernel(g, src)
+    _micro_kernels(g, src)
     writer = _GemmWriter(c, m, g, params, src, packed_operands(c, m, g, constant_inputs))
     split = writer.write(header, parallel)
     writer.write_packers(symbol)
@@ -235,11 +239,36 @@ def _prepacked_sides(m: Contraction, constant_inputs: Collection[int]) -> tuple[
     return tuple(side for side, i in inputs.items() if i in constant_inputs)
 
 
-def _micro_kernel(g: GemmShape, src: CSource) -> None:
+def micro_tails(g: GemmShape) -> tuple[int, int]:
+    """(rows, vectors) of the micro-kernels for the last row panel and the last column
+    panel: M and N rarely fill whole panels (ResNet's 14 x 14 = 196 columns fill
+    7 panels of 32 to 224), and a kernel cut to what is valid does none of the
+    padding's FMAs. 0 where the panel is whole or no vector would be saved."""
+    rows = g.m % g.mk.rows
+    vectors = -(-(g.n % g.mk.cols) // g.mk.lanes)
+    return rows, (vectors if vectors < g.mk.vectors else 0)
+
+
+def micro_name(rows: int, vectors: int, g: GemmShape) -> str:
+    """The micro-kernel computing `rows` x `vectors` of the MR x NR block (tails: fewer)."""
+    suffix = "" if rows == g.mk.rows else f"_r{rows}"
+    return f"tf_micro{suffix}{'' if vectors == g.mk.vectors else f'_v{vectors}'}"
+
+
+def _micro_kernels(g: GemmShape, src: CSource) -> None:
+    """The full micro-kernel and those of the tails (`micro_tails`)."""
+    src.line(f"typedef float tf_vf __attribute__((vector_size({4 * g.mk.lanes})));")
+    row_tail, vector_tail = micro_tails(g)
+    for rows in dict.fromkeys((g.mk.rows, row_tail or g.mk.rows)):
+        for vectors in dict.fromkeys((g.mk.vectors, vector_tail or g.mk.vectors)):
+            _micro_kernel(g, rows, vectors, src)
+
+
+def _micro_kernel(g: GemmShape, rows: int, vectors: int, src: CSource) -> None:
+    """`rows` x `vectors` accumulators over panels packed MR x NR (a tail reads a prefix)."""
     mk = g.mk
-    src.line(f"typedef float tf_vf __attribute__((vector_size({4 * mk.lanes})));")
-    accs = [[f"c{i}_{j}" for j in range(mk.vectors)] for i in range(mk.rows)]
-    header = ("static inline void tf_micro(int64_t kc, const float* restrict a, "
+    accs = [[f"c{i}_{j}" for j in range(vectors)] for i in range(rows)]
+    header = (f"static inline void {micro_name(rows, vectors, g)}(int64_t kc, const float* restrict a, "
               "const float* restrict b, float* restrict c, int first)")
     with src.block(header):
         src.line(f"tf_vf {', '.join(x for row in accs for x in row)};")
@@ -247,16 +276,16 @@ def _micro_kernel(g: GemmShape, src: CSource) -> None:
             src.extend([f"{x} = (tf_vf){{0}};" for row in accs for x in row])
         with src.block("else"):
             src.extend([f"{accs[i][j]} = *(const tf_vf*)(c + {i * g.nc + j * mk.lanes});"
-                        for i in range(mk.rows) for j in range(mk.vectors)])
+                        for i in range(rows) for j in range(vectors)])
         src.line("#pragma GCC unroll 4")
         with src.block("for (int64_t k = 0; k < kc; ++k)"):
-            for j in range(mk.vectors):
+            for j in range(vectors):
                 src.line(f"const tf_vf b{j} = *(const tf_vf*)(b + k * {mk.cols} + {j * mk.lanes});")
             src.line(f"const float* const ak = a + k * {mk.rows};")
-            for i in range(mk.rows):
-                src.extend([f"{accs[i][j]} += b{j} * ak[{i}];" for j in range(mk.vectors)])
+            for i in range(rows):
+                src.extend([f"{accs[i][j]} += b{j} * ak[{i}];" for j in range(vectors)])
         src.extend([f"*(tf_vf*)(c + {i * g.nc + j * mk.lanes}) = {accs[i][j]};"
-                    for i in range(mk.rows) for j in range(mk.vectors)])
+                    for i in range(rows) for j in range(vectors)])
 
 
 def _carry(axes: Sequence[int], extents: Sequence[int], prefix: str) -> str:
@@ -444,11 +473,38 @@ class _GemmWriter:
                         b = self._panel("b", "bp + jp * kc", "n0", "jp", tm * tn)
                         with (src.block("for (int64_t jp = 0; jp < np; ++jp)"),
                               src.block("for (int64_t ip = 0; ip < mp; ++ip)")):
-                            src.line(f"tf_micro(kc, {a}, {b}, "
-                                     f"ct + ip * {mk.rows * g.nc}L + jp * {mk.cols}L, k0 == 0);")
+                            self._micro_calls(a, b)
                     self._epilogue()
                 src.line("free(ct);")
         return split
+
+    def _micro_calls(self, a: str, b: str) -> None:
+        """The micro-kernel call for panel (ip, jp): the tails' kernels where the panel is
+        the last of M or N and only part of it is valid."""
+        g, src = self.g, self.src
+        args = f"(kc, {a}, {b}, ct + ip * {g.mk.rows * g.nc}L + jp * {g.mk.cols}L, k0 == 0);"
+        row_tail, vector_tail = micro_tails(g)
+        tests = {"rows": f"m0 + (ip + 1) * {g.mk.rows}L > {g.m}L" if row_tail else None,
+                 "vectors": f"n0 + (jp + 1) * {g.mk.cols}L > {g.n}L" if vector_tail else None}
+
+        def call(rows: int, vectors: int) -> None:
+            src.line(micro_name(rows, vectors, g) + args)
+
+        def by_vectors(rows: int) -> None:
+            if tests["vectors"] is None:
+                call(rows, g.mk.vectors)
+                return
+            with src.block(f"if ({tests['vectors']})"):
+                call(rows, vector_tail)
+            with src.block("else"):
+                call(rows, g.mk.vectors)
+        if tests["rows"] is None:
+            by_vectors(g.mk.rows)
+            return
+        with src.block(f"if ({tests['rows']})"):
+            by_vectors(row_tail)
+        with src.block("else"):
+            by_vectors(g.mk.rows)
 
     def _panel(self, side: str, scratch: str, origin: str, index: str, tasks_per_batch: int) -> str:
         """C pointer to the micro-kernel's current panel of `side`: in the per-call scratch

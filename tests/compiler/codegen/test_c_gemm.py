@@ -29,13 +29,18 @@ from test_c_kernels import (
 )
 
 from compiler.codegen.c import prepacked_inputs, render_kernel
-from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, micro_kernel
+from compiler.codegen.c_gemm import (
+    gemm_contraction,
+    gemm_shape,
+    micro_kernel,
+    micro_name,
+    micro_tails,
+)
 from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
 from compiler.ir import te
 from compiler.ir.contraction import match_contraction
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute, Load, TensorType, Var, call
-from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
 
@@ -87,6 +92,7 @@ CASES: dict[str, tuple[Compute, int]] = {
     "transposed_lhs": (transposed_lhs(30, 33, 17), 8),
     "matmul_sse_width": (matmul(21, 45, 19), 4),
     "matmul_avx512_width": (matmul(31, 70, 40), 16),
+    "matmul_avx512_tails": (matmul(59, 70, 30), 16),  # 11 of 12 rows and 1 vector of 2 in the last panels
 }
 
 
@@ -165,16 +171,16 @@ def test_other_computes_keep_the_general_path(compute: Compute, lanes: int) -> N
     assert "tf_micro" not in render_kernel(compute, default_tile(compute, CPU), "k", cpu(lanes))
 
 
-def test_tiles_round_to_supported_micro_kernels() -> None:
-    c = matmul(256, 256, 256)
-    m = match_contraction(c)
+def test_micro_kernels_are_built_from_the_registers_and_the_extents() -> None:
+    m = match_contraction(matmul(256, 256, 256))
     assert m is not None
-    small = micro_kernel(c, m, TileConfig((64, 64), (1, 8), (64,), 8), CPU)
-    assert (small.rows, small.vectors) == (8, 1)  # rows rounded up to fill the registers
-    big = micro_kernel(c, m, TileConfig((64, 64), (32, 64), (64,), 8), CPU)
-    assert (big.rows, big.vectors) == (6, 2)  # 12 accumulators + 2 B vectors + 1 broadcast
-    wide = micro_kernel(c, m, TileConfig((64, 64), (32, 64), (64,), 16), cpu(16))
+    avx2 = micro_kernel(matmul(256, 256, 256), m, CPU)
+    assert (avx2.rows, avx2.vectors) == (6, 2)  # 12 accumulators + 2 B vectors + 1 broadcast
+    wide = micro_kernel(matmul(256, 256, 256), m, cpu(16))
     assert (wide.rows, wide.vectors) == (14, 2)  # AVX-512's 32 registers
+    narrow_n = matmul(256, 12, 64)
+    narrow = micro_kernel(narrow_n, match_contraction(narrow_n), CPU)
+    assert (narrow.rows, narrow.vectors) == (8, 1)  # N holds one vector, not two
 
 
 @pytest.mark.parametrize(("m", "rows"), [(256, 14), (32, 8), (128, 8), (8, 8), (4, 4), (5, 5)])
@@ -183,8 +189,22 @@ def test_micro_kernel_rows_avoid_padding_m(m: int, rows: int) -> None:
     c = matmul(m, 64, 64)
     match = match_contraction(c)
     assert match is not None
-    mk = micro_kernel(c, match, TileConfig((m, 64), (m, 64), (64,), 16), cpu(16))
+    mk = micro_kernel(c, match, cpu(16))
     assert (mk.rows, mk.vectors) == (rows, 2)
+
+
+@pytest.mark.parametrize(("m", "n", "tails"), [(256, 196, (4, 1)), (252, 224, (0, 0)), (250, 220, (12, 0))])
+def test_the_last_panels_run_kernels_cut_to_what_is_valid(m: int, n: int, tails: tuple[int, int]) -> None:
+    """14 x 32 panels (AVX-512): 256 rows leave 4 in the last panel, 196 columns 4 (one
+    vector of 16); 220 columns leave 28, two vectors: no narrower kernel there."""
+    c = matmul(m, n, 64)
+    match = match_contraction(c)
+    assert match is not None
+    g = gemm_shape(c, match, default_tile(c, cpu(16)), cpu(16))
+    assert micro_tails(g) == tails
+    src = render_kernel(c, default_tile(c, cpu(16)), "k", cpu(16))
+    for rows, vectors in ((tails[0] or 14, 2), (14, tails[1] or 2), (tails[0] or 14, tails[1] or 2)):
+        assert f"{micro_name(rows, vectors, g)}(kc," in src
 
 
 def test_blocks_are_whole_micro_kernels_and_keep_cores_busy() -> None:
