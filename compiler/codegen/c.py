@@ -533,9 +533,9 @@ class _KernelWriter:
 
     def _vectorizes(self, bounds: Sequence[int], body: Expr) -> bool:
         """Whether this micro-tile takes the explicit-SIMD path (c_vector.py): a sum whose
-        rows are whole vectors and whose body and post the vectors can express."""
+        rows hold a vector and whose body and post the vectors can express."""
         c, lanes = self.c, self.s.vector
-        if not self.n or c.reduce_op != "sum" or lanes < 2 or bounds[-1] % lanes:
+        if not self.n or c.reduce_op != "sum" or lanes < 2 or bounds[-1] < lanes:
             return False
         var = c.axes[-1].name
         post_ok = c.post is None or vectorizes(c.post, var, c.inputs, c.acc_dtype, {ACC})
@@ -544,12 +544,18 @@ class _KernelWriter:
 
     def _vector_micro_tile(self, bounds: Sequence[int], body: Expr) -> None:
         """One micro-tile reduced into named vector accumulators, one per row and vector,
-        which stay in registers for the whole reduction; post applied and stored as vectors."""
+        which stay in registers for the whole reduction; post applied and stored as vectors.
+        A row that is not a whole number of vectors ends with a vector overlapping the one
+        before it (its shared lanes computed twice, stored twice with the same values):
+        a 56-wide row takes four 16-lane vectors instead of seven of 8 lanes."""
         c, lanes, last = self.c, self.s.vector, self.n - 1
         var = c.axes[last].name
         self.src.extend(vector_typedefs(c.acc_dtype, lanes))
         rows = itertools.product(*(range(bounds[d]) for d in range(last)))
-        slots = [(*row, j) for row in rows for j in range(0, bounds[last], lanes)]
+        starts = [*range(0, bounds[last] - lanes + 1, lanes)]
+        if bounds[last] % lanes:
+            starts.append(bounds[last] - lanes)
+        slots = [(*row, j) for row in rows for j in starts]
         acc = {s: f"v{k}" for k, s in enumerate(slots)}
 
         def at(slot: Sequence[int]) -> None:  # the slot's indices (its first lane's)

@@ -318,10 +318,14 @@ class _Builder:
 
     def vector(self, thread: Sizes) -> int:
         """Elements per innermost access: the widest power of two up to 16 B (CUDA; and
-        dividing the axis) or the SIMD lanes (CPU) that divides the register tile."""
+        dividing the axis) that divides the register tile; on the CPU the SIMD lanes
+        wherever a register tile's row holds a vector (the CPU renderer ends a row that
+        is not whole vectors with an overlapping one), else the widest that divides it."""
         if not thread:
             return 1
         v = self.vector_limit
+        if not self.cuda and thread[-1] >= v:
+            return v
         while v > 1 and (thread[-1] % v or (self.cuda and self.an.extents[-1] % v)):
             v //= 2
         return v

@@ -332,6 +332,10 @@ CASES: dict[str, Case] = {
     "column_sum_vector_float64": _case(column_sum(3, 20, 16, "float64"), TileConfig((3, 16), (1, 8), (20,), 4)),
     "relu_propagates_nan_vector": _case(column_sum(4, 150, 32, post=call("max", Var("acc", "float32"), 0.0)),
                                         TileConfig((2, 32), (2, 16), (150,), 8), _column_nans),
+    # rows of 12 and 20 (8 lanes): a last vector overlapping the one before it
+    "depthwise_vector_overlap": _case(depthwise_epilogue(), TileConfig((1, 1, 6, 24), (1, 1, 2, 12), (3, 3), 8)),
+    "column_sum_vector_overlap_chunked": _case(column_sum(4, 150, 20, post=Var("acc", "float32") / 150.0),
+                                               TileConfig((4, 20), (2, 20), (64,), 8)),
     "maxpool_inf_pad": _case(maxpool()),
     "softmax_max": _case(row_reduce("max", 5, 67)),
     "softmax_exp_sum": _case(softmax_exp_sum(5, 67), None, _softmax_sum_inputs),
@@ -438,7 +442,8 @@ def test_padded_windows_are_staged_and_read_without_checks(make: Callable[[], Co
 
 
 @pytest.mark.parametrize("name", ["depthwise_vector_epilogue", "column_sum_vector_chunked",
-                                  "column_sum_vector_float64", "relu_propagates_nan_vector"])
+                                  "column_sum_vector_float64", "relu_propagates_nan_vector",
+                                  "depthwise_vector_overlap", "column_sum_vector_overlap_chunked"])
 def test_whole_vector_rows_keep_their_accumulators_in_vector_registers(name: str) -> None:
     compute, tile, _ = CASES[name]
     src = render_kernel(compute, tile, "k")
@@ -468,9 +473,9 @@ def test_row_reductions_fold_named_vectors(name: str) -> None:
     assert "vector_size" in src and "part[" not in src  # vector accumulators, no array of partials
 
 
-def test_rows_that_are_not_whole_vectors_stay_on_the_array_path() -> None:
+def test_rows_shorter_than_a_vector_stay_on_the_array_path() -> None:
     c = column_sum(4, 40, 12)
-    src = render_kernel(c, TileConfig((4, 12), (2, 12), (40,), 8), "k")
+    src = render_kernel(c, TileConfig((4, 12), (2, 6), (40,), 8), "k")
     assert "vector_size" not in src and " acc[" in src
 
 

@@ -113,11 +113,18 @@ def test_cpu_vectors_follow_the_element_size():
         assert tile.thread[-1] % lanes == 0 and tile.vector == lanes, (dt, tile)
 
 
-def test_vector_width_divides_the_register_tile():
+def test_vector_width_divides_the_register_tile_or_fills_the_simd_lanes():
+    """CUDA accesses divide the register tile; the CPU uses its whole SIMD width wherever
+    a row holds one vector (the renderer overlaps the last vector of a row)."""
+    cpu = get_target("cpu")
     for name in ("cuda:a100", "cpu"):
         for c in OPS.values():
             tile = construct(c, get_target(name), top_k=1)[0].tile
-            if tile.thread:
+            if not tile.thread:
+                continue
+            if name == "cpu" and tile.thread[-1] >= cpu.lanes:
+                assert tile.vector == cpu.lanes
+            else:
                 assert tile.thread[-1] % tile.vector == 0
 
 
