@@ -19,12 +19,28 @@ from compiler.frontend.limits import Limits
 from compiler.frontend.values import Value
 from compiler.ir.graph import Graph, TensorKind
 from compiler.ir.interp import evaluate
-from compiler.ir.te import Compute
+from compiler.ir.te import Compute, remap_loads
 
 
 def work_of(c: Compute) -> int:
     """Size of a Compute's index space (outputs times reduce extent)."""
     return math.prod(c.shape) * math.prod(a.extent for a in c.reduce_axes)
+
+
+def read_once(compute: Compute, tids: tuple[int, ...]) -> tuple[Compute, tuple[int, ...]]:
+    """`compute` over `tids` with each tensor one input, read by every load of it.
+
+    A node that reads one value twice (Mul(x, x), as exporters write x**2 and
+    variances) then takes it once, so it is the value's only reader and
+    register fusion can connect it to the value's producer.
+    """
+    unique = tuple(dict.fromkeys(tids))
+    if len(unique) == len(tids):
+        return compute, tids
+    slot = [unique.index(t) for t in tids]
+    post = None if compute.post is None else remap_loads(compute.post, slot)
+    return dataclasses.replace(compute, body=remap_loads(compute.body, slot), post=post,
+                               inputs=tuple(compute.inputs[tids.index(t)] for t in unique)), unique
 
 
 class Builder:
@@ -63,7 +79,7 @@ class Builder:
             return Value.of_array(evaluate(compute, [v.array for v in inputs]))  # type: ignore[misc]
         if len(self.graph.nodes) >= self.limits.max_kernels:
             raise ModelError(f"the lowered model exceeds {self.limits.max_kernels} kernels")
-        tids = tuple(self.tensor_of(v) for v in inputs)
+        compute, tids = read_once(compute, tuple(self.tensor_of(v) for v in inputs))
         t = self.graph.add_node(self.op, compute, tids, name=self.node_name)
         return Value(t.shape, t.dtype, tid=t.id)
 

@@ -403,6 +403,18 @@ def rename_vars(e: Expr, mapping: Mapping[str, Expr]) -> Expr:
     return substitute(e, lambda x: mapping.get(x.name) if isinstance(x, Var) else None)
 
 
+def remap_loads(e: Expr, mapping: Mapping[int, int] | Sequence[int]) -> Expr:
+    """`e` with every load of input k reading input `mapping[k]` instead."""
+
+    def fn(x: Expr) -> Expr | None:
+        if isinstance(x, Load):
+            return Load(mapping[x.input], tuple(remap_loads(i, mapping) for i in x.indices),
+                        x.dtype, x.pad)
+        return None
+
+    return substitute(e, fn)
+
+
 # ---------------------------------------------------------------------------
 # Serialization
 # ---------------------------------------------------------------------------

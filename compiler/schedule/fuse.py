@@ -17,7 +17,6 @@ a view changes the index map and would need div/mod arithmetic per element.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from compiler.ir.graph import Graph, Node, TensorKind
@@ -33,6 +32,7 @@ from compiler.ir.te import (
     call,
     cast,
     const,
+    remap_loads,
     rename_vars,
     select,
     substitute,
@@ -76,18 +76,6 @@ def _merge_inputs(
                 types.append(tt)
             m[slot] = ids.index(tid)
     return tuple(ids), tuple(types), maps[0], maps[1]
-
-
-def remap_loads(e: Expr, mapping: Mapping[int, int] | Sequence[int]) -> Expr:
-    """`e` with every load of input k reading input `mapping[k]` instead."""
-
-    def fn(x: Expr) -> Expr | None:
-        if isinstance(x, Load):
-            return Load(mapping[x.input], tuple(remap_loads(i, mapping) for i in x.indices),
-                        x.dtype, x.pad)
-        return None
-
-    return substitute(e, fn)
 
 
 def _guard_loads(e: Expr) -> Expr:
@@ -185,7 +173,9 @@ def fuse(graph: Graph) -> Graph:
                     continue
                 if graph.tensors[tid].kind != TensorKind.INTERMEDIATE:
                     continue
-                if len({id(r) for r in readers.get(tid, [])}) != 1:
+                # One read in all: a consumer reading the value through a second slot or a
+                # view would still need it after the producer is gone.
+                if len(readers.get(tid, [])) != 1:
                     continue
                 new = _try_connect(p, n, slot)
                 if new is None:

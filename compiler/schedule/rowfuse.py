@@ -27,8 +27,7 @@ from dataclasses import replace
 from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.rows import row_bytes, row_sharing
-from compiler.ir.te import Compute, TensorType
-from compiler.schedule.fuse import remap_loads
+from compiler.ir.te import Compute, TensorType, remap_loads
 
 ROW_BYTES = 64 << 10  # one row's intermediates, kept in L1 / L2 while its block runs
 _MAX_INPUTS = 16

@@ -25,6 +25,7 @@ def assert_contract(g: Graph) -> None:
     for k, n in enumerate(g.nodes):
         assert n.id == k
         assert n.compute.label == n.op
+        assert len(set(n.inputs)) == len(n.inputs), "a node reads one tensor through two inputs"
 
 
 def test_output_that_is_an_input_or_constant_gets_a_copy():
@@ -51,6 +52,19 @@ def test_unused_weights_and_dead_nodes_are_dropped():
     assert_contract(g)
     assert [n.op for n in g.nodes] == ["Add"]
     assert [w.name for w in g.weights()] == ["w"]
+
+
+def test_a_value_a_node_reads_twice_is_one_input():
+    # how exporters write a variance: Mul(d, d) of an intermediate d; Where(c, d, d) and Concat too
+    nodes = [helper.make_node("Sub", ["x", "m"], ["d"]), helper.make_node("Mul", ["d", "d"], ["sq"]),
+             helper.make_node("Greater", ["x", "m"], ["c"]), helper.make_node("Where", ["c", "sq", "sq"], ["w"]),
+             helper.make_node("Concat", ["w", "d", "w"], ["y"], axis=1)]
+    feeds = {"x": random((2, 3)), "m": random((2, 1), seed=1)}
+    model = make_model(nodes, feeds, ["y"])
+    g = import_model(model)
+    assert_contract(g)
+    assert [len(n.inputs) for n in g.nodes] == [2, 1, 2, 2, 2]
+    check_model(model, feeds)
 
 
 def test_shape_arithmetic_folds_to_a_view():

@@ -7,7 +7,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontend import import_model
+from compiler.ir.graph import Graph, TensorKind
 from compiler.ir.graph_interp import run_graph
+from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call
 from compiler.schedule.fuse import fuse
 
 
@@ -21,7 +23,10 @@ def model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
 
 
 def fused_and_checked(m: onnx.ModelProto):
-    graph = import_model(m.SerializeToString())
+    return graph_fused_and_checked(import_model(m.SerializeToString()))
+
+
+def graph_fused_and_checked(graph: Graph) -> Graph:
     rng = np.random.default_rng(0)
     feeds = {graph.tensors[t].name: rng.standard_normal(graph.tensors[t].shape).astype(np.float32)
              for t in graph.inputs}
@@ -80,3 +85,29 @@ def test_graph_outputs_are_never_fused_away():
     g = fused_and_checked(m)
     assert {g.tensors[t].name for t in g.outputs} == {"r", "y"}
     assert len(g.nodes) == 2
+
+
+def test_value_read_twice_by_one_node_stays_in_memory():
+    """Mul(r, r) reads Relu's output through two slots (the frontend merges them, other
+    passes may not): inlining one slot would leave the other reading a tensor that is gone."""
+    g = Graph()
+    x = g.new_tensor((3, 5), "float32", TensorKind.INPUT, "x")
+    g.inputs.append(x.id)
+    ax, tt = (Axis("i0", 3), Axis("i1", 5)), TensorType((3, 5), "float32")
+
+    def at(k: int) -> Load:
+        return Load(k, (Var("i0"), Var("i1")), "float32")
+
+    r = g.add_node("Relu", Compute(ax, call("max", at(0), 0.0), (tt,), "float32", label="Relu"), (x.id,))
+    y = g.add_node("Mul", Compute(ax, at(0) * at(1), (tt, tt), "float32", label="Mul"), (r.id, r.id))
+    y.name = "y"
+    g.outputs.append(y.id)
+    assert [n.op for n in graph_fused_and_checked(g).nodes] == ["Relu", "Mul"]
+
+
+def test_value_read_as_is_and_through_a_view_by_one_node_stays_in_memory():
+    """MatMul(r, Reshape(r)): inlining r would leave the view of it without storage."""
+    m = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "shape"], ["v"]),
+               helper.make_node("MatMul", ["r", "v"], ["y"])],
+              [("x", [4, 6])], ["y"], [("shape", np.array([6, 4], np.int64))])
+    assert [n.op for n in fused_and_checked(m).nodes] == ["Relu", "MatMul"]

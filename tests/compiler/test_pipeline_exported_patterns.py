@@ -1,0 +1,48 @@
+"""Node patterns that the PyTorch exporters write, compiled end to end and checked against
+onnxruntime (each model is built here in a few nodes, as the exporter lays them out)."""
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.pipeline import compile_model
+
+
+def exported(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]], outputs: list[str],
+             weights: dict[str, np.ndarray] | None = None, opset: int = 17) -> onnx.ModelProto:
+    """A float32 model over `inputs` (name -> shape) with untyped outputs, as exported."""
+    g = helper.make_graph(nodes, "exported",
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+                          [numpy_helper.from_array(v, k) for k, v in (weights or {}).items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def assert_compiles_and_validates(m: onnx.ModelProto, tmp_path: Path) -> None:
+    r = compile_model(m, "cpu", {"measure": False}, output=tmp_path / "a.tar.gz")
+    assert r.validation["passed"], r.validation
+
+
+def test_unbiased_variance_squares_a_difference_with_one_mul(tmp_path: Path):
+    """torch.var(x, -1, keepdim=True): Mul(d, d) of the difference from the mean."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[-1]),
+             helper.make_node("Sub", ["x", "m"], ["d"]),
+             helper.make_node("Mul", ["d", "d"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq"], ["v"], axes=[-1]),
+             helper.make_node("Mul", ["v", "n"], ["s"]),
+             helper.make_node("Div", ["s", "n1"], ["y"])]
+    m = exported(nodes, {"x": [2, 8, 16]}, ["y"], {"n": np.array(16, np.float32), "n1": np.array(15, np.float32)})
+    assert_compiles_and_validates(m, tmp_path)
+
+
+def test_index_assignment_scatters_rows_through_a_unit_index_dim(tmp_path: Path):
+    """y[:, 0] = v: ScatterND with indices [batch, 1, 2], whose update position r0 * 1 + r1
+    uses the reduce axes as values."""
+    ind = np.array([[[0, 0]], [[1, 0]]], np.int64)
+    nodes = [helper.make_node("ScatterND", ["x", "ind", "v"], ["y"])]
+    m = exported(nodes, {"x": [2, 6, 8], "v": [2, 1, 8]}, ["y"], {"ind": ind})
+    assert_compiles_and_validates(m, tmp_path)
