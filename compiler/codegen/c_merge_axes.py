@@ -22,6 +22,7 @@ from compiler.ir.te import (
     Load,
     TensorType,
     Var,
+    children,
     const,
     rename_vars,
     substitute,
@@ -75,6 +76,8 @@ def _merge_positions(c: Compute, d: int, kind: str) -> dict[int, int] | None:
     """Per input using axes d, d+1 (of `kind`: "axes" or "reduce_axes"): the dimension where
     they index it, or None if not mergeable."""
     a, b = getattr(c, kind)[d], getattr(c, kind)[d + 1]
+    if {a.name, b.name} & _bare_vars(c):
+        return None  # an axis used as a value (a scatter's update position) keeps its own variable
     positions: dict[int, int] = {}
     used: set[int] = set()
     for ld in _loads(c):
@@ -91,6 +94,19 @@ def _merge_positions(c: Compute, d: int, kind: str) -> dict[int, int] | None:
         if positions.setdefault(ld.input, i) != i:
             return None  # one tensor indexed two ways: its shape cannot merge for both
     return {k: i for k, i in positions.items() if k in used}
+
+
+def _bare_vars(c: Compute) -> set[str]:
+    """Names of the variables used outside load indices, in the body or post."""
+    names: set[str] = set()
+    stack = [c.body] if c.post is None else [c.body, c.post]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Var):
+            names.add(x.name)
+        elif not isinstance(x, Load):
+            stack.extend(children(x))
+    return names
 
 
 def _is_var(e: Expr, name: str) -> bool:

@@ -247,3 +247,14 @@ def test_contiguous_reduce_axes_merge_and_windows_do_not() -> None:
     assert len(tile.reduce_step) == 1
     window = conv2d(1, 1, 1, 20, 21)  # (c, kh, kw) index a padded window, not whole dimensions
     assert merge_reduce_axes(window, default_tile(window, CPU))[0].reduce_axes == window.reduce_axes
+
+
+def test_reduce_axes_used_as_values_do_not_merge(tmp_path: Path) -> None:
+    """The last position r0 * 3 + r1 where x > 0 (how ScatterND finds the update that wins):
+    r0, r1 index x as one contiguous run but are values too, so each keeps its variable."""
+    body = te.select(call("gt", Load(0, (i0, r0, r1), "float32"), 0.0), r0 * 3 + r1, -1)
+    c = Compute(axes(4), body, (TensorType((4, 2, 3), "float32"),), "int64", axes(2, 3, prefix="r"), "max")
+    tile = default_tile(c, CPU)
+    assert merge_reduce_axes(c, tile)[0].reduce_axes == c.reduce_axes
+    x = rand((4, 2, 3))
+    np.testing.assert_array_equal(KernelLibrary({"k": (c, tile)}, tmp_path).run("k", [x]), evaluate(c, [x]))
