@@ -36,6 +36,14 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from compiler.codegen.affine import linear_form
+from compiler.codegen.c_direct import (
+    KOFF,
+    DirectOperand,
+    direct_operand,
+    koff_table,
+    panel_base,
+    write_padded_copy,
+)
 from compiler.codegen.c_team import mark_used
 from compiler.codegen.c_vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
 from compiler.codegen.cexpr import ExprWriter, clip_lines, flat_offset, literal, new_counter
@@ -85,6 +93,7 @@ class GemmShape:
     mc: int
     nc: int
     kc: int
+    direct: DirectOperand | None = None  # B read in place (c_direct.py): N counts its panels
 
 
 def gemm_contraction(c: Compute, target: Target) -> Contraction | None:
@@ -139,6 +148,9 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target,
 
     def round_up(x: int, q: int) -> int:
         return -(-x // q) * q
+    direct = direct_operand(c, m, mk.cols, round_up(big_m, mk.rows), _prepacked_sides(m, constant_inputs))
+    if direct is not None:
+        big_n = direct.columns
 
     block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
     # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2
@@ -170,7 +182,7 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target,
         """Equal blocks, as many as `limit` needs: a short last block costs nearly a full one."""
         return round_up(-(-total // -(-total // limit)), quantum)
     return GemmShape(mk, big_m, big_n, big_k, batch, even(big_m, mc, mk.rows), even(big_n, nc, mk.cols),
-                     even(big_k, kc, 1))
+                     even(big_k, kc, 1), direct)
 
 
 def _cache_bytes(target: Target, level: str) -> int:
@@ -258,6 +270,9 @@ def micro_name(rows: int, vectors: int, g: GemmShape) -> str:
 def _micro_kernels(g: GemmShape, src: CSource) -> None:
     """The full micro-kernel and those of the tails (`micro_tails`)."""
     src.line(f"typedef float tf_vf __attribute__((vector_size({4 * g.mk.lanes})));")
+    if g.direct is not None:  # B vectors at any float's address
+        src.line(f"typedef float tf_vu __attribute__((vector_size({4 * g.mk.lanes}), aligned(4), may_alias));")
+        koff_table(g.direct, src)
     row_tail, vector_tail = micro_tails(g)
     for rows in dict.fromkeys((g.mk.rows, row_tail or g.mk.rows)):
         for vectors in dict.fromkeys((g.mk.vectors, vector_tail or g.mk.vectors)):
@@ -268,8 +283,9 @@ def _micro_kernel(g: GemmShape, rows: int, vectors: int, src: CSource) -> None:
     """`rows` x `vectors` accumulators over panels packed MR x NR (a tail reads a prefix)."""
     mk = g.mk
     accs = [[f"c{i}_{j}" for j in range(vectors)] for i in range(rows)]
+    koff = ", const int32_t* restrict koff" if g.direct is not None else ""
     header = (f"static inline void {micro_name(rows, vectors, g)}(int64_t kc, const float* restrict a, "
-              "const float* restrict b, float* restrict c, int first)")
+              f"const float* restrict b{koff}, float* restrict c, int first)")
     with src.block(header):
         src.line(f"tf_vf {', '.join(x for row in accs for x in row)};")
         with src.block("if (first)"):
@@ -280,7 +296,10 @@ def _micro_kernel(g: GemmShape, rows: int, vectors: int, src: CSource) -> None:
         src.line("#pragma GCC unroll 4")
         with src.block("for (int64_t k = 0; k < kc; ++k)"):
             for j in range(vectors):
-                src.line(f"const tf_vf b{j} = *(const tf_vf*)(b + k * {mk.cols} + {j * mk.lanes});")
+                if g.direct is not None:
+                    src.line(f"const tf_vf b{j} = *(const tf_vu*)(b + koff[k] + {j * mk.lanes});")
+                else:
+                    src.line(f"const tf_vf b{j} = *(const tf_vf*)(b + k * {mk.cols} + {j * mk.lanes});")
             src.line(f"const float* const ak = a + k * {mk.rows};")
             for i in range(rows):
                 src.extend([f"{accs[i][j]} += b{j} * ak[{i}];" for j in range(vectors)])
@@ -439,11 +458,13 @@ class _GemmWriter:
         tasks = g.batch * tm * tn
         # Every region starts on a cache line: the micro-kernel's vector loads assume alignment.
         a_floats = 0 if "a" in self.packed else -(-g.kc * g.mc // 16) * 16
-        b_floats = 0 if "b" in self.packed else g.kc * g.nc
+        b_floats = 0 if "b" in self.packed or g.direct is not None else g.kc * g.nc
         floats = g.mc * g.nc + a_floats + b_floats
         split = parallel and tasks > 1
         with src.block(header):
             mark_used(src, self.params)
+            if g.direct is not None:
+                self._padded_input(g.direct)
             if not split:
                 src.line("#pragma omp single nowait")
             with src.block(""):
@@ -465,7 +486,7 @@ class _GemmWriter:
                     self._decode(f"(t / {tm * tn}L)", self.m.batch)
                     with src.block(f"for (int64_t k0 = 0; k0 < {g.k}L; k0 += {g.kc}L)"):
                         src.line(f"const int64_t kc = {g.k}L - k0 < {g.kc}L ? {g.k}L - k0 : {g.kc}L;")
-                        if "b" not in self.packed:
+                        if "b" not in self.packed and g.direct is None:
                             self._pack_b()
                         if "a" not in self.packed:
                             self._pack_a()
@@ -474,15 +495,56 @@ class _GemmWriter:
                         with (src.block("for (int64_t jp = 0; jp < np; ++jp)"),
                               src.block("for (int64_t ip = 0; ip < mp; ++ip)")):
                             self._micro_calls(a, b)
-                    self._epilogue()
+                    if g.direct is not None:
+                        self._direct_epilogue(g.direct)
+                    else:
+                        self._epilogue()
                 src.line("free(ct);")
+            if g.direct is not None:  # every thread is done reading it
+                src.line("#pragma omp barrier")
+                src.line("#pragma omp single nowait")
+                src.line("free(pad);")
         return split
+
+    def _padded_input(self, d: DirectOperand) -> None:
+        """`float* pad`, shared by the team: B's input copied once, padded (c_direct.py)."""
+        src = self.src
+        src.line("float* pad;")
+        src.line("#pragma omp single copyprivate(pad)")
+        with src.block(""):
+            src.line(f"pad = (float*)aligned_alloc(64, {4 * -(-d.floats // 16) * 16}UL);")
+            src.line("if (!pad) abort();")
+            write_padded_copy(d, self.c.inputs[d.input].shape, src)
+
+    def _direct_epilogue(self, d: DirectOperand) -> None:
+        """post(acc) for the valid part of the tile, whose columns are panels of rows of
+        output columns (c_direct.py), stored to `out`."""
+        src, c = self.src, self.c
+        offset = flat_offset(c.shape, [f"i{a}" for a in range(len(c.axes))])
+        src.extend([f"const int64_t i{a} = 0;" for a in self.m.cols if c.axes[a].extent == 1])
+        with src.block("for (int64_t i = 0; i < mv; ++i)"):
+            self._decode("(m0 + i)", self.m.rows)
+            with src.block(f"for (int64_t jp = 0; jp < nv / {d.panel}L; ++jp)"):
+                src.line(f"const int64_t panel = n0 / {d.panel}L + jp;")
+                step = d.row_panels
+                for axis, extent, _ in reversed(d.outer):
+                    src.line(f"const int64_t i{axis} = panel / {step}L % {extent}L;")
+                    step *= extent
+                src.line(f"const int64_t w0 = panel % {d.row_panels}L * {d.panel}L;")
+                src.line(f"const int64_t wn = {d.width}L - w0 < {d.panel}L ? {d.width}L - w0 : {d.panel}L;")
+                with src.block("for (int64_t l = 0; l < wn; ++l)"):
+                    src.line(f"const int64_t i{d.inner} = w0 + l;")
+                    value = f"ct[i * {self.g.nc}L + jp * {d.panel}L + l]"
+                    if c.post is not None:
+                        value = self._emit(c.post, {**self.names, ACC: value})
+                    src.line(f"out[{offset}] = {value};")
 
     def _micro_calls(self, a: str, b: str) -> None:
         """The micro-kernel call for panel (ip, jp): the tails' kernels where the panel is
         the last of M or N and only part of it is valid."""
         g, src = self.g, self.src
-        args = f"(kc, {a}, {b}, ct + ip * {g.mk.rows * g.nc}L + jp * {g.mk.cols}L, k0 == 0);"
+        koff = f", {KOFF} + k0" if g.direct is not None else ""
+        args = f"(kc, {a}, {b}{koff}, ct + ip * {g.mk.rows * g.nc}L + jp * {g.mk.cols}L, k0 == 0);"
         row_tail, vector_tail = micro_tails(g)
         tests = {"rows": f"m0 + (ip + 1) * {g.mk.rows}L > {g.m}L" if row_tail else None,
                  "vectors": f"n0 + (jp + 1) * {g.mk.cols}L > {g.n}L" if vector_tail else None}
@@ -511,6 +573,8 @@ class _GemmWriter:
         (`scratch` * width), or in the operand packed at load (block origins are multiples
         of the panel width, so the panel is origin / width + index, at K offset k0)."""
         width = self.g.mk.rows if side == "a" else self.g.mk.cols
+        if side == "b" and self.g.direct is not None:
+            return f"pad + {panel_base(self.g.direct, f'{origin} / {width}L + {index}')}"
         p = self.packed.get(side)
         if p is None:
             return f"{scratch} * {width}L"

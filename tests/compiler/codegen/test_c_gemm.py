@@ -258,3 +258,65 @@ def test_reduce_axes_used_as_values_do_not_merge(tmp_path: Path) -> None:
     assert merge_reduce_axes(c, tile)[0].reduce_axes == c.reduce_axes
     x = rand((4, 2, 3))
     np.testing.assert_array_equal(KernelLibrary({"k": (c, tile)}, tmp_path).run("k", [x]), evaluate(c, [x]))
+
+
+def window_conv(n: int, ci: int, co: int, h: int, w: int, kh: int, kw: int, dilation: int = 1,
+                pads: tuple[int, int, int, int] | None = (1, 1, 1, 1)) -> Compute:
+    """x (n,ci,h,w) conv w (co,ci,kh,kw), stride 1, `pads` (top, left, bottom, right; None: no
+    padded load) + bias, relu: the windows the direct path reads in place."""
+    top, left, bottom, right = pads or (0, 0, 0, 0)
+    oh, ow = h + top + bottom - dilation * (kh - 1), w + left + right - dilation * (kw - 1)
+    x = Load(0, (i0, r0, i2 + r1 * dilation - top, i3 + r2 * dilation - left), "float32",
+             pad=None if pads is None else 0.0)
+    post = call("max", Var("acc", "float32") + Load(2, (i1,), "float32"), 0.0)
+    return Compute(axes(n, co, oh, ow), x * Load(1, (i1, r0, r1, r2), "float32"),
+                   (TensorType((n, ci, h, w), "float32"), TensorType((co, ci, kh, kw), "float32"),
+                    TensorType((co,), "float32")), "float32", axes(ci, kh, kw, prefix="r"), "sum", post, "Conv+Relu")
+
+
+DIRECT_CASES: dict[str, tuple[Compute, int]] = {
+    "batch2_row_tail": (window_conv(2, 5, 6, 9, 37, 3, 3), 8),  # 37 = 16 + 16 + 5 columns a row
+    "dilated_avx512": (window_conv(1, 4, 12, 10, 40, 3, 3, dilation=2, pads=(2, 2, 2, 2)), 16),
+    "asymmetric_pads": (window_conv(1, 3, 8, 8, 19, 2, 3, pads=(0, 2, 1, 0)), 8),
+    "no_padding": (window_conv(1, 6, 8, 9, 35, 3, 3, pads=None), 8),
+    "row_kernel_only": (window_conv(1, 3, 5, 6, 70, 1, 5, pads=(0, 2, 0, 2)), 16),
+}
+
+
+@pytest.fixture(scope="module")
+def direct(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
+    """DIRECT_CASES with their weights constant (the direct path reads A packed at load)."""
+    kernels = {name: (c, default_tile(c, cpu(lanes))) for name, (c, lanes) in DIRECT_CASES.items()}
+    targets = {name: cpu(lanes) for name, (_, lanes) in DIRECT_CASES.items()}
+    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("direct")), targets,
+                         {name: (1, 2) for name in DIRECT_CASES})
+
+
+@pytest.mark.parametrize("name", list(DIRECT_CASES))
+def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name: str) -> None:
+    assert "tf_koff" in direct.sources[name]  # the direct path, not the gathered patches
+    compute = DIRECT_CASES[name][0]
+    inputs = [rand(t.shape) for t in compute.inputs]
+    k = np.prod([a.extent for a in compute.reduce_axes])
+    np.testing.assert_allclose(direct.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+@pytest.mark.parametrize(("compute", "lanes", "reads_in_place"), [
+    (window_conv(1, 32, 32, 32, 32, 3, 3), 16, True),  # few rows: gathering the patches dominates
+    (window_conv(1, 64, 64, 56, 56, 3, 3), 16, True),
+    (window_conv(1, 256, 256, 14, 14, 3, 3), 16, False),  # 14 of a panel's 32 lanes would be used
+    (window_conv(1, 16, 16, 20, 40, 1, 1, pads=None), 16, False),  # 1x1: the copy costs what packing does
+])
+def test_patches_are_read_in_place_where_the_model_says_it_pays(compute: Compute, lanes: int,
+                                                                   reads_in_place: bool) -> None:
+    c, tile = merge_axes(compute, default_tile(compute, cpu(lanes)))
+    m = gemm_contraction(c, cpu(lanes))
+    assert m is not None
+    assert (gemm_shape(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct is not None) == reads_in_place
+    assert gemm_shape(c, m, tile, cpu(lanes)).direct is None  # weights not constant: A is not prepacked
+
+
+def test_strided_windows_are_gathered() -> None:
+    c = conv2d(2, 1, 1, 40, 41)  # stride 2: a panel's patches are not consecutive input elements
+    m = gemm_contraction(c, CPU)
+    assert m is not None and gemm_shape(c, m, default_tile(c, CPU), CPU, constant_inputs=(1, 2)).direct is None
