@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -17,17 +17,23 @@ from compiler.options import CompileOptions
 from compiler.target.base import Target
 
 
-def time_call(fn: Callable[[], object], min_runs: int = 10, min_seconds: float = 0.3,
-              warmup: int = 2, max_runs: int = 1000) -> list[float]:
-    """Wall-clock seconds of repeated calls (after warm-up): at least `min_runs` and `min_seconds`."""
-    for _ in range(warmup):
-        fn()
-    times: list[float] = []
+def time_interleaved(fns: Sequence[Callable[[], object]], min_runs: int = 20, min_seconds: float = 1.0,
+                     block: int = 3, warmup: int = 2, max_runs: int = 2000) -> list[list[float]]:
+    """Wall-clock seconds of repeated calls of each of `fns` (after warm-up), taken in
+    alternating blocks of `block` calls so that a change in the machine's load (another
+    process, a frequency step) lands on all of them alike: at least `min_runs` calls
+    each and `min_seconds` in all."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
     start = time.perf_counter()
-    while len(times) < max_runs and (len(times) < min_runs or time.perf_counter() - start < min_seconds):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+    while len(times[0]) < max_runs and (len(times[0]) < min_runs or time.perf_counter() - start < min_seconds):
+        for fn, out in zip(fns, times, strict=True):
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - t0)
     return times
 
 
@@ -70,9 +76,8 @@ def compare_latency(artifact: Path, model: bytes, threads: int, seed: int = 0) -
     rng = np.random.default_rng(seed)
     feeds = {s.name: rng.standard_normal(s.shape).astype(s.dtype) for s in exe.input_specs}
     sess = ort_session(model, threads)
-    ours = statistics.median(time_call(lambda: exe.run(feeds)))
-    ref = statistics.median(time_call(lambda: sess.run(None, feeds)))
-    return ours, ref
+    ours, ref = time_interleaved([lambda: exe.run(feeds), lambda: sess.run(None, feeds)])
+    return statistics.median(ours), statistics.median(ref)
 
 
 def bench_model(model: bytes | str | Path | onnx.ModelProto, name: str = "model", target: str | Target = "cpu",

@@ -50,6 +50,9 @@ def operator_models() -> dict[str, onnx.ModelProto]:
                                      {"g": np.ones(768, np.float32), "b": np.zeros(768, np.float32)},
                                      ["x", "g", "b"], axis=-1)
     m["add+relu 1x256x56x56"] = _relu_add()
+    m["reducemean 128x768"] = _single("ReduceMean", [128, 768], {"axes": np.array([-1], np.int64)}, ["x", "axes"],
+                                      opset=18)
+    m["global avgpool 1x2048x7x7"] = _single("GlobalAveragePool", [1, 2048, 7, 7], {}, ["x"])
     return m
 
 

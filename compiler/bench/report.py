@@ -27,8 +27,11 @@ def _machine() -> str:
                 break
     except OSError:
         pass
+    from compiler.target.cpu import detect_cpu
+
+    isa = detect_cpu().extras.get("simd_isa", "unknown SIMD")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}; "
+    return (f"{cpu} ({isa}), {os.cpu_count()} logical CPUs, Python {platform.python_version()}; "
             f"load average {load} when it started")
 
 
@@ -79,7 +82,8 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
         "",
         f"Produced by `{cmd}` on {time.strftime('%Y-%m-%d')} ({_machine()}).",
         "Medians of repeated runs after warm-up; onnxruntime runs in the same process on the",
-        "same inputs with the same thread count (intra-op threads = N, sequential execution).",
+        "same inputs with the same thread count (intra-op threads = N, sequential execution),",
+        "the two interleaved in blocks of 3 calls so that a change in the machine's load hits both.",
         "Speedup > 1 means tileforge is faster. CPU only: no GPU was available to this run.",
         "Compile times are cold: kernels are scheduled for the thread count, which is part of their cache key.",
         "",
