@@ -10,14 +10,22 @@ are NR consecutive input elements (stride 1 along it, any dilation or padding),
 the micro-kernel can load its B vectors from the input itself: for reduce index k
 at address `panel base + koff[k]`. Padding is handled once per call by copying the
 input into a buffer extended to the window's reach (the pad value around it), so
-every load is in bounds, and the offsets koff are a static table. A row of output
-columns is cut into panels of NR (the last one partly past the row's end: those
-lanes compute values nobody stores), so N becomes rows x panels x NR.
+every load is in bounds, and the offsets koff are a static table.
 
-Whether it pays is a model: direct costs the wasted lanes of each row's last
-panel plus one copy of the input; the gather costs PACK_COST multiply-adds' worth
-per patch element. Measured on those two convolutions (Zen 5, one thread, kernel
-alone): 113 -> 68 us and 1080 -> 1000 us.
+The output columns are walked in lines, each cut into panels of NR (the last one
+partly past the line's end: those lanes compute values nobody stores), so N
+becomes lines x panels x NR. A line is one output row, or, where the next axis out
+(a convolution's height) also moves one row of the padded input per step, a whole
+output plane walked at the padded row's period: the positions between a row's end
+and the next row's start are computed and dropped, (W + pads) / W of the work
+instead of a last panel per row (56-wide rows: 58 / 56 instead of 64 / 56; 14-wide
+rows: 16 / 14 instead of 32 / 14).
+
+Whether it pays is a model: direct costs those wasted lanes plus one copy of the
+input; the gather costs PACK_COST multiply-adds' worth per patch element (more when
+rows are shorter than a vector and it copies element by element). Measured (Zen 5,
+one thread, kernel alone): a 32-channel 3x3 convolution on 32 x 32 113 -> 71 us,
+64 channels on 56 x 56 1080 -> 1000 us with row lines.
 """
 
 from __future__ import annotations
@@ -33,8 +41,10 @@ from compiler.ir.te import Compute, Load
 
 # A patch element gathered into a B panel costs about as much time as this many of the
 # micro-kernel's multiply-adds (one per row of A): packing took 41% of a 32-row and 22%
-# of a 64-row 3x3 convolution's time.
+# of a 64-row 3x3 convolution's time; rows shorter than a vector are copied element by
+# element, 18% of a 256-row one on a 14 x 14 map.
 PACK_COST = 20
+PACK_COST_SCALAR = 56
 KOFF = "tf_koff"  # the kernel's static table of per-k offsets
 
 
@@ -50,18 +60,27 @@ class DirectOperand:
     inner: int  # position (in the Compute's axes) of the output axis the panels walk
     width: int  # its extent
     panel: int  # NR: output columns per panel
+    fold: tuple[int, int, int] | None  # the axis a line also spans: (position, extent, period)
     outer: tuple[tuple[int, int, int], ...]  # other cols axes: (position, extent, offset per step)
     base: int  # offset in `pad` of every index's constant part
     koff: tuple[int, ...]  # offset in `pad` of each flat reduce index
 
     @property
-    def row_panels(self) -> int:
-        return -(-self.width // self.panel)
+    def line(self) -> int:
+        """Positions in a line: an output row, or a plane at the padded row's period."""
+        if self.fold is None:
+            return self.width
+        _, rows, period = self.fold
+        return (rows - 1) * period + self.width
+
+    @property
+    def line_panels(self) -> int:
+        return -(-self.line // self.panel)
 
     @property
     def columns(self) -> int:
-        """The GEMM's N: panels of every row of output columns, NR each."""
-        return math.prod(e for _, e, _ in self.outer) * self.row_panels * self.panel
+        """The GEMM's N: the panels of every line, NR each."""
+        return math.prod(e for _, e, _ in self.outer) * self.line_panels * self.panel
 
     @property
     def floats(self) -> int:
@@ -100,7 +119,15 @@ def direct_operand(c: Compute, m: Contraction, panel: int, rows: int, prepacked:
     k = math.prod(a.extent for a in c.reduce_axes)
     n = math.prod(c.axes[d].extent for d in cols)
     waste = -(-width // panel) * panel / width
-    if rows * k * n * waste + PACK_COST * math.prod(extents) >= rows * k * n + PACK_COST * k * n:
+    fold = None
+    if len(cols) > 1 and offset(c.axes[cols[-2]].name) >= width:
+        rows_axis = cols[-2]
+        folded = (rows_axis, c.axes[rows_axis].extent, offset(c.axes[rows_axis].name))
+        line = (folded[1] - 1) * folded[2] + width
+        if -(-line // panel) * panel / (folded[1] * width) < waste:
+            fold, waste = folded, -(-line // panel) * panel / (folded[1] * width)
+    pack = PACK_COST if width >= panel // 2 else PACK_COST_SCALAR  # a segment at least a vector
+    if rows * k * n * waste + pack * math.prod(extents) >= rows * k * n + pack * k * n:
         return None
     koff = []
     for flat in range(k):
@@ -110,9 +137,10 @@ def direct_operand(c: Compute, m: Contraction, panel: int, rows: int, prepacked:
             total += r * offset(a.name)
         koff.append(total)
     base = sum((f[0] - a) * s for f, a, s in zip(forms, lo, strides, strict=True) if f is not None)
-    outer = tuple((d, c.axes[d].extent, offset(c.axes[d].name)) for d in cols[:-1])
+    outer = tuple((d, c.axes[d].extent, offset(c.axes[d].name)) for d in cols[:-1]
+                  if fold is None or d != fold[0])
     pad = literal(rhs.pad if rhs.pad is not None else 0.0, rhs.dtype)
-    return DirectOperand(rhs.input, lo, extents, pad, inner, width, panel, outer, base, tuple(koff))
+    return DirectOperand(rhs.input, lo, extents, pad, inner, width, panel, fold, outer, base, tuple(koff))
 
 
 def koff_table(d: DirectOperand, src: CSource) -> None:
@@ -126,8 +154,8 @@ def koff_table(d: DirectOperand, src: CSource) -> None:
 
 def panel_base(d: DirectOperand, panel: str) -> str:
     """C expression: offset in `pad` of global panel number `panel` (k = 0)."""
-    terms = [str(d.base), f"({panel}) % {d.row_panels}L * {d.panel}L"]
-    step = d.row_panels
+    terms = [str(d.base), f"({panel}) % {d.line_panels}L * {d.panel}L"]
+    step = d.line_panels
     for _, extent, off in reversed(d.outer):
         terms.append(f"({panel}) / {step}L % {extent}L * {off}L")
         step *= extent

@@ -526,18 +526,27 @@ class _GemmWriter:
             self._decode("(m0 + i)", self.m.rows)
             with src.block(f"for (int64_t jp = 0; jp < nv / {d.panel}L; ++jp)"):
                 src.line(f"const int64_t panel = n0 / {d.panel}L + jp;")
-                step = d.row_panels
+                step = d.line_panels
                 for axis, extent, _ in reversed(d.outer):
                     src.line(f"const int64_t i{axis} = panel / {step}L % {extent}L;")
                     step *= extent
-                src.line(f"const int64_t w0 = panel % {d.row_panels}L * {d.panel}L;")
-                src.line(f"const int64_t wn = {d.width}L - w0 < {d.panel}L ? {d.width}L - w0 : {d.panel}L;")
-                with src.block("for (int64_t l = 0; l < wn; ++l)"):
-                    src.line(f"const int64_t i{d.inner} = w0 + l;")
+                src.line(f"const int64_t j0 = panel % {d.line_panels}L * {d.panel}L;")
+                src.line(f"const int64_t jn = {d.line}L - j0 < {d.panel}L ? {d.line}L - j0 : {d.panel}L;")
+                if d.fold is not None:  # a plane at the padded row's period: (row, column) carried
+                    axis, _, period = d.fold
+                    src.line(f"int64_t i{axis} = j0 / {period}L, i{d.inner} = j0 % {period}L;")
+                with src.block("for (int64_t l = 0; l < jn; ++l)"):
+                    if d.fold is None:
+                        src.line(f"const int64_t i{d.inner} = j0 + l;")
                     value = f"ct[i * {self.g.nc}L + jp * {d.panel}L + l]"
                     if c.post is not None:
                         value = self._emit(c.post, {**self.names, ACC: value})
-                    src.line(f"out[{offset}] = {value};")
+                    store = f"out[{offset}] = {value};"
+                    if d.fold is None:
+                        src.line(store)
+                    else:  # the positions between a row's end and the next row's start are dropped
+                        src.line(f"if (i{d.inner} < {d.width}L) {{ {store} }}")
+                        src.line(f"if (++i{d.inner} == {period}L) {{ i{d.inner} = 0; ++i{axis}; }}")
 
     def _micro_calls(self, a: str, b: str) -> None:
         """The micro-kernel call for panel (ip, jp): the tails' kernels where the panel is

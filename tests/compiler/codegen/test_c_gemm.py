@@ -280,6 +280,8 @@ DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     "asymmetric_pads": (window_conv(1, 3, 8, 8, 19, 2, 3, pads=(0, 2, 1, 0)), 8),
     "no_padding": (window_conv(1, 6, 8, 9, 35, 3, 3, pads=None), 8),
     "row_kernel_only": (window_conv(1, 3, 5, 6, 70, 1, 5, pads=(0, 2, 0, 2)), 16),
+    "planes_batch2": (window_conv(2, 4, 6, 21, 13, 3, 3), 8),  # 13-wide rows walked at period 15
+    "planes_dilated": (window_conv(1, 3, 8, 9, 14, 3, 3, dilation=2, pads=(1, 2, 3, 2)), 16),
 }
 
 
@@ -295,24 +297,28 @@ def direct(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
 @pytest.mark.parametrize("name", list(DIRECT_CASES))
 def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name: str) -> None:
     assert "tf_koff" in direct.sources[name]  # the direct path, not the gathered patches
+    folded = "% 15L" in direct.sources[name] or "% 18L" in direct.sources[name]
+    assert folded == name.startswith("planes")  # lines that span a plane at the padded period
     compute = DIRECT_CASES[name][0]
     inputs = [rand(t.shape) for t in compute.inputs]
     k = np.prod([a.extent for a in compute.reduce_axes])
     np.testing.assert_allclose(direct.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
 
 
-@pytest.mark.parametrize(("compute", "lanes", "reads_in_place"), [
-    (window_conv(1, 32, 32, 32, 32, 3, 3), 16, True),  # few rows: gathering the patches dominates
-    (window_conv(1, 64, 64, 56, 56, 3, 3), 16, True),
-    (window_conv(1, 256, 256, 14, 14, 3, 3), 16, False),  # 14 of a panel's 32 lanes would be used
-    (window_conv(1, 16, 16, 20, 40, 1, 1, pads=None), 16, False),  # 1x1: the copy costs what packing does
+@pytest.mark.parametrize(("compute", "lanes", "lines"), [
+    (window_conv(1, 32, 32, 32, 32, 3, 3), 16, "rows"),  # few rows of A: gathering dominates
+    (window_conv(1, 64, 64, 56, 56, 3, 3), 16, "planes"),  # 58 / 56 of the work, not 64 / 56
+    (window_conv(1, 256, 256, 14, 14, 3, 3), 16, "planes"),  # 14-wide rows: gathered element-wise
+    (window_conv(1, 512, 512, 7, 7, 3, 3), 16, None),  # 9 / 7 of the work against 512 rows
+    (window_conv(1, 16, 16, 20, 40, 1, 1, pads=None), 16, None),  # 1x1: the copy costs what packing does
 ])
 def test_patches_are_read_in_place_where_the_model_says_it_pays(compute: Compute, lanes: int,
-                                                                   reads_in_place: bool) -> None:
+                                                                   lines: str | None) -> None:
     c, tile = merge_axes(compute, default_tile(compute, cpu(lanes)))
     m = gemm_contraction(c, cpu(lanes))
     assert m is not None
-    assert (gemm_shape(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct is not None) == reads_in_place
+    d = gemm_shape(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
+    assert (None if d is None else "rows" if d.fold is None else "planes") == lines
     assert gemm_shape(c, m, tile, cpu(lanes)).direct is None  # weights not constant: A is not prepacked
 
 
