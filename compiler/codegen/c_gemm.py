@@ -532,21 +532,28 @@ class _GemmWriter:
                     step *= extent
                 src.line(f"const int64_t j0 = panel % {d.line_panels}L * {d.panel}L;")
                 src.line(f"const int64_t jn = {d.line}L - j0 < {d.panel}L ? {d.line}L - j0 : {d.panel}L;")
-                if d.fold is not None:  # a plane at the padded row's period: (row, column) carried
+                # Runs of positions inside one output row, stored by a loop gcc vectorizes; on
+                # a plane at the padded row's period the positions between rows are skipped.
+                if d.fold is None:
+                    src.line("int64_t w = j0;")
+                else:
                     axis, _, period = d.fold
-                    src.line(f"int64_t i{axis} = j0 / {period}L, i{d.inner} = j0 % {period}L;")
-                with src.block("for (int64_t l = 0; l < jn; ++l)"):
+                    src.line(f"int64_t i{axis} = j0 / {period}L, w = j0 % {period}L;")
+                with src.block("for (int64_t l = 0, run; l < jn; l += run)"):
                     if d.fold is None:
-                        src.line(f"const int64_t i{d.inner} = j0 + l;")
-                    value = f"ct[i * {self.g.nc}L + jp * {d.panel}L + l]"
-                    if c.post is not None:
-                        value = self._emit(c.post, {**self.names, ACC: value})
-                    store = f"out[{offset}] = {value};"
-                    if d.fold is None:
-                        src.line(store)
-                    else:  # the positions between a row's end and the next row's start are dropped
-                        src.line(f"if (i{d.inner} < {d.width}L) {{ {store} }}")
-                        src.line(f"if (++i{d.inner} == {period}L) {{ i{d.inner} = 0; ++i{axis}; }}")
+                        src.line("run = jn;")
+                        src.line("const int64_t valid = run;")
+                    else:
+                        src.line(f"run = jn - l < {period}L - w ? jn - l : {period}L - w;")
+                        src.line(f"const int64_t valid = w >= {d.width}L ? 0 : run < {d.width}L - w ? run : {d.width}L - w;")
+                    with src.block("for (int64_t e = 0; e < valid; ++e)"):
+                        src.line(f"const int64_t i{d.inner} = w + e;")
+                        value = f"ct[i * {self.g.nc}L + jp * {d.panel}L + l + e]"
+                        if c.post is not None:
+                            value = self._emit(c.post, {**self.names, ACC: value})
+                        src.line(f"out[{offset}] = {value};")
+                    if d.fold is not None:
+                        src.line(f"w = 0; ++i{d.fold[0]};")
 
     def _micro_calls(self, a: str, b: str) -> None:
         """The micro-kernel call for panel (ip, jp): the tails' kernels where the panel is
