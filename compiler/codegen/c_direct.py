@@ -112,6 +112,8 @@ def direct_operand(c: Compute, m: Contraction, panel: int, rows: int, prepacked:
     def offset(var: str) -> int:  # elements of `pad` one step of `var` moves the address
         return sum(f[1].get(var, 0) * s for f, s in zip(forms, strides, strict=True) if f is not None)
     inner = cols[-1]
+    if math.prod(extents) + panel >= 1 << 31:  # koff and the addresses it makes are int32
+        return None
     if offset(c.axes[inner].name) != 1 or (rhs.pad is None and any(
             a < 0 or a + e > n for a, e, n in zip(lo, extents, shape, strict=True))):
         return None
