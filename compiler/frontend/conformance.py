@@ -46,8 +46,6 @@ class NodeCase:
 
 
 _TRAINING = "training-mode semantics (random dropout, batch statistics) are out of scope for inference"
-_FP16 = ("float16 arithmetic: the IR rounds every intermediate to float16, the reference keeps wider "
-         "intermediates in places, so a few elements differ by more than rtol 1e-3")
 _OPSET_1 = "opset 1 model; opsets below 7 are refused"
 _ROUNDOFF = ("the expected output holds float32 round-off (1.9e-7) where the exact value is 0; the direct "
              "sum gives ~3e-15, which atol 1e-7 rejects")
@@ -61,12 +59,6 @@ KNOWN_GAPS: dict[str, str] = {
     "test_training_dropout_default": _TRAINING,
     "test_training_dropout_default_mask": _TRAINING,
     "test_training_dropout_mask": _TRAINING,
-    "test_attention_4d_fp16_expanded": _FP16,
-    "test_attention_4d_causal_fp16_expanded": _FP16,
-    "test_causal_conv_with_state_silu_fp16_expanded": _FP16,
-    "test_attention_4d_fp16": _FP16,
-    "test_attention_4d_causal_fp16": _FP16,
-    "test_causal_conv_with_state_silu_fp16": _FP16,
     "test_not_2d": _OPSET_1,
     "test_not_3d": _OPSET_1,
     "test_not_4d": _OPSET_1,

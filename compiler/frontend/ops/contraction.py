@@ -19,6 +19,17 @@ def _product(a: Expr, b: Expr, row: Expr | None, col: Expr | None) -> Expr:
     return a * b
 
 
+def _widened(e: Expr) -> Expr:
+    """A half-precision operand as float32: the products are summed in float32 and rounded
+    to half once at the end (as onnxruntime and BLAS libraries do), not one at a time."""
+    return cast(e, "float32") if e.dtype == "float16" else e
+
+
+def _rounded(value: Expr, like: Value) -> Expr:
+    """A sum of `like`'s elements (widened if half) back in `like`'s type."""
+    return cast(value, like.dtype) if like.dtype == "float16" else value
+
+
 @lowering("MatMul")
 def matmul(cx: OpContext) -> Outputs:
     a, b = cx.input(0), cx.input(1)
@@ -52,9 +63,12 @@ def matmul_values(cx: OpContext, a: Value, b: Value, term: ProductTerm = _produc
     b_at = [*broadcast_index(b_batch, i[:nb]), r, *i[nb + len(rows):]]
     row = i[nb] if rows else None
     col = i[-1] if cols else None
-    body = term(load(0, a, a_at), load(1, b, b_at), row, col)
+    body = term(_widened(load(0, a, a_at)), _widened(load(1, b, b_at)), row, col)
+    acc = Var(ACC, body.dtype)
+    post = _rounded(acc, a)
     inputs = [a, b, *extra]
-    return cx.emit(compute(shape, body, inputs, reduce=[k], reduce_op="sum"), inputs)
+    return cx.emit(compute(shape, body, inputs, reduce=[k], reduce_op="sum",
+                           post=None if post is acc else post), inputs)
 
 
 @lowering("Gemm")
@@ -69,16 +83,17 @@ def gemm(cx: OpContext) -> Outputs:
         raise cx.error(f"inner dimensions differ: {list(a.shape)} x {list(b.shape)}")
     i, j = out_index(2)
     (r,) = reduce_index(1)
-    body = load(0, a, [r, i] if ta else [i, r]) * load(1, b, [j, r] if tb else [r, j])
+    body = _widened(load(0, a, [r, i] if ta else [i, r])) * _widened(load(1, b, [j, r] if tb else [r, j]))
     alpha, beta = float(cx.attr("alpha", 1.0)), float(cx.attr("beta", 1.0))
     acc: Expr = Var(ACC, body.dtype)
     post = acc if alpha == 1.0 else scalar(alpha, body) * acc
     inputs = [a, b]
     if c is not None and beta != 0.0:
         broadcast_shape([c.shape, (m, n)], "Gemm C")
-        bias = load(2, c, broadcast_index(c.shape, [i, j]))
+        bias = _widened(load(2, c, broadcast_index(c.shape, [i, j])))
         post = post + (bias if beta == 1.0 else scalar(beta, body) * bias)
         inputs.append(c)
+    post = _rounded(post, a)
     return [cx.emit(compute((m, n), body, inputs, reduce=[k], reduce_op="sum",
                             post=None if post is acc else post), inputs)]
 
@@ -96,12 +111,15 @@ def _emit_conv(cx: OpContext, shape: tuple[int, ...], body: Expr, x: Value, w: V
                reduce: list[int], extra: Sequence[Value] = ()) -> Value:
     """The conv Compute: a sum over `reduce`, plus the per-output-channel bias when given."""
     inputs = [x, w]
-    post = None
+    acc = Var(ACC, body.dtype)
+    post: Expr = acc
     if bias is not None:
-        post = Var(ACC, body.dtype) + cast(load(2, bias, [Var("i1")]), body.dtype)
+        post = acc + cast(load(2, bias, [Var("i1")]), body.dtype)
         inputs.append(bias)
+    post = _rounded(post, x)
     inputs += extra
-    return cx.emit(compute(shape, body, inputs, reduce=reduce, reduce_op="sum", post=post), inputs)
+    return cx.emit(compute(shape, body, inputs, reduce=reduce, reduce_op="sum",
+                           post=None if post is acc else post), inputs)
 
 
 @lowering("Conv")
@@ -131,7 +149,7 @@ def conv_values(cx: OpContext, x: Value, w: Value, bias: Value | None, groups: i
     channel = r[0] if groups == 1 else call("floordiv", i[1], idx(m // groups)) * idx(cg) + r[0]
     at = [i[0], channel, *(win.position(d, i[2 + d], r[1 + d]) for d in range(nd))]
     outside = scalar(pad, x.dtype).value if win.reads_outside(x.shape[2:]) else None
-    body = term(load(0, x, at, pad=outside), load(1, w, [i[1], *r]), i[1], None)
+    body = term(_widened(load(0, x, at, pad=outside)), _widened(load(1, w, [i[1], *r])), i[1], None)
     return _emit_conv(cx, (n, m, *win.out), body, x, w, bias, [cg, *kernel], extra)
 
 
@@ -178,7 +196,7 @@ def conv_transpose(cx: OpContext) -> Outputs:
     q = [i[2 + d] + idx(begin[d]) - r[1 + d] * idx(dil[d]) for d in range(nd)]
     at = [call("floordiv", q[d], idx(strides[d])) if strides[d] > 1 else q[d] for d in range(nd)]
     w_at = [channel, i[1] if groups == 1 else call("floormod", i[1], idx(mg)), *r[1:]]
-    body: Expr = load(0, x, [i[0], channel, *at], pad=scalar(0, x.dtype).value) * load(1, w, w_at)
+    body: Expr = _widened(load(0, x, [i[0], channel, *at], pad=scalar(0, x.dtype).value)) * _widened(load(1, w, w_at))
     for d in range(nd):
         if strides[d] > 1:
             hit = call("eq", call("floormod", q[d], idx(strides[d])), idx(0))

@@ -7,13 +7,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from onnx import TensorProto
+
 from compiler.frontend.broadcast import broadcast_index
+from compiler.frontend.dtypes import ir_dtype
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.reduction import kept_index, reduce_values
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import ACC, Expr, Var, call, select
+from compiler.ir.te import ACC, Expr, Var, call, cast, select
 
 
 def _float_input(cx: OpContext, i: int = 0) -> Value:
@@ -70,13 +73,16 @@ def hardmax(cx: OpContext) -> Outputs:
     return [cx.emit(compute(x.shape, body, [x, first]), [x, first])]
 
 
-def moments(cx: OpContext, x: Value, axes: Sequence[int], eps: float) -> tuple[Value, Value]:
-    """Mean and 1/sqrt(variance + eps) of `x` over `axes` (kept dims only)."""
+def moments(cx: OpContext, x: Value, axes: Sequence[int], eps: float,
+            stash: str | None = None) -> tuple[Value, Value]:
+    """Mean and 1/sqrt(variance + eps) of `x` over `axes` (kept dims only), computed in and
+    of dtype `stash` (default x's)."""
     n = math.prod(x.shape[d] for d in axes)
-    mean = reduce_values(cx, [x], axes, "sum", lambda f: load(0, x, f), lambda acc, i: acc / scalar(n, acc))
+    to = stash or x.dtype
+    mean = reduce_values(cx, [x], axes, "sum", lambda f: cast(load(0, x, f), to), lambda acc, i: acc / scalar(n, acc))
 
     def square(f: list[Expr]) -> Expr:
-        d = load(0, x, f) - load(1, mean, kept_index(f, axes))
+        d = cast(load(0, x, f), to) - load(1, mean, kept_index(f, axes))
         return d * d
 
     inv = reduce_values(cx, [x, mean], axes, "sum", square,
@@ -86,11 +92,12 @@ def moments(cx: OpContext, x: Value, axes: Sequence[int], eps: float) -> tuple[V
 
 def normalized(cx: OpContext, x: Value, axes: Sequence[int], mean: Value, inv: Value,
                scale: Value | None, bias: Value | None, param_index) -> Value:
-    """(x - mean) * inv * scale + bias, with scale/bias indexed by `param_index(value, i)`."""
+    """(x - mean) * inv * scale + bias, with scale/bias indexed by `param_index(value, i)`;
+    (x - mean) * inv in the statistics' dtype, the rest in x's."""
     i = out_index(x.rank)
     k = kept_index(i, axes)
     inputs = [x, mean, inv]
-    body = (load(0, x, i) - load(1, mean, k)) * load(2, inv, k)
+    body = cast((cast(load(0, x, i), mean.dtype) - load(1, mean, k)) * load(2, inv, k), x.dtype)
     for p in (scale, bias):
         if p is None:
             continue
@@ -100,12 +107,17 @@ def normalized(cx: OpContext, x: Value, axes: Sequence[int], mean: Value, inv: V
     return cx.emit(compute(x.shape, body, inputs), inputs)
 
 
+def _stash_type(cx: OpContext) -> str:
+    """The dtype of a normalization's statistics (its stash_type attribute, float32 by default)."""
+    return ir_dtype(int(cx.attr("stash_type", TensorProto.FLOAT)), f"{cx.op} stash_type")
+
+
 @lowering("LayerNormalization")
 def layer_norm(cx: OpContext) -> Outputs:
     x = _float_input(cx)
     axis = cx.axis(cx.attr("axis", -1), x.rank)
     axes = list(range(axis, x.rank))
-    mean, inv = moments(cx, x, axes, float(cx.attr("epsilon", 1e-5)))
+    mean, inv = moments(cx, x, axes, float(cx.attr("epsilon", 1e-5)), _stash_type(cx))
     y = normalized(cx, x, axes, mean, inv, cx.input(1), cx.optional(2),
                    lambda p, i: broadcast_index(p.shape, i))
     stat_shape = [*x.shape[:axis], *[1] * (x.rank - axis)]
@@ -136,13 +148,16 @@ def group_norm(cx: OpContext) -> Outputs:
         raise cx.error(f"{c} channels do not split into {groups} groups")
     per = c // groups
     grouped = cx.view(x, (n, groups, math.prod(x.shape[1:]) // groups))
-    mean, inv = moments(cx, grouped, [2], float(cx.attr("epsilon", 1e-5)))
+    # opset 18 computes in x's type, opset 21 in stash_type (float32 by default)
+    stash = _stash_type(cx) if cx.opset >= 21 else None
+    mean, inv = moments(cx, grouped, [2], float(cx.attr("epsilon", 1e-5)), stash)
     scale, bias = cx.input(1), cx.input(2)
     i = out_index(x.rank)
     g = [i[0], call("floordiv", i[1], idx(per))]
     # opset 18 gives scale and bias per group, opset 21 per channel
     at = [i[1]] if scale.shape == (c,) else [g[1]]
-    body = (load(0, x, i) - load(1, mean, g)) * load(2, inv, g) * load(3, scale, at) + load(4, bias, at)
+    norm = cast((cast(load(0, x, i), mean.dtype) - load(1, mean, g)) * load(2, inv, g), x.dtype)
+    body = norm * load(3, scale, at) + load(4, bias, at)
     inputs = [x, mean, inv, scale, bias]
     return [cx.emit(compute(x.shape, body, inputs), inputs)]
 

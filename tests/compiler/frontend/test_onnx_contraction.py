@@ -1,5 +1,6 @@
 """MatMul, Gemm and Conv lowerings against onnxruntime, and their single-Compute shape."""
 
+import numpy as np
 import pytest
 from frontend_kit import check_op, make_model, random
 from onnx import helper
@@ -63,3 +64,17 @@ def test_conv_reduces_over_channels_and_kernel_with_padded_loads():
     assert [a.extent for a in node.compute.reduce_axes] == [3, 3, 3]
     pads = {ld.input: ld.pad for ld in loads_of(node.compute)}
     assert pads == {0: 0.0, 1: None}
+
+
+@pytest.mark.parametrize("op, inputs, weights, attrs", [
+    ("MatMul", {"a": (2, 3, 64)}, {"b": (64, 5)}, {}),
+    ("Gemm", {"a": (3, 64)}, {"b": (5, 64), "c": (5,)}, {"transB": 1, "alpha": 0.5}),
+    ("Conv", {"x": (1, 8, 5, 5)}, {"w": (4, 8, 3, 3), "bias": (4,)}, {"pads": [1, 1, 1, 1]}),
+    ("ConvTranspose", {"x": (1, 8, 4, 4)}, {"w": (8, 4, 3, 3), "bias": (4,)}, {"strides": [2, 2]}),
+])
+def test_half_contractions_sum_in_float32_and_round_once(op, inputs, weights, attrs):
+    """As onnxruntime does: rounding every product to half would be off by several half ulps."""
+    def half(shapes: dict, seed: int) -> dict:
+        return {n: random(s, np.float16, seed=seed + k) for k, (n, s) in enumerate(shapes.items())}
+
+    check_op(op, half(inputs, 0), half(weights, 10), rel_l2=1e-4, **attrs)

@@ -66,3 +66,26 @@ def test_lp_normalization(p):
 def test_dropout_is_identity_with_an_all_true_mask():
     check_op("Dropout", {"x": random((3, 4))}, outputs=2)
     check_op("Dropout", {"x": random((3, 4))}, {"ratio": np.array(0.5, np.float32)}, opset=13)
+
+
+@pytest.mark.parametrize("outputs", [1, 3])
+def test_half_layer_normalization_computes_its_statistics_in_float32(outputs):
+    """stash_type (default float32) is the statistics' precision and the dtype of Mean and InvStdDev."""
+    x = random((2, 3, 64), np.float16, low=-5, high=5)
+    check_op("LayerNormalization", {"x": x}, {"scale": random((64,), np.float16, seed=1),
+                                              "bias": random((64,), np.float16, seed=2)},
+             outputs=outputs, opset=17, rel_l2=1e-3)
+    nodes = import_model(make_model([helper.make_node("LayerNormalization", ["x", "s"], ["y", "m"])],
+                                    {"x": x, "s": x[0, 0]}, ["y", "m"], opset=17)).nodes
+    assert [n.compute.dtype for n in nodes] == ["float32", "float32", "float16"]
+
+
+def test_half_group_normalization_stashes_in_float32():
+    """Opset 21's stash_type (default float32): the statistics' precision (opset 18's
+    GroupNormalization, which computed in the input's type, is deprecated)."""
+    x = random((2, 6, 3, 3), np.float16)
+    weights = {"s": random((6,), np.float16, seed=1), "b": random((6,), np.float16, seed=2)}
+    check_op("GroupNormalization", {"x": x}, weights, opset=21, num_groups=3, rel_l2=1e-3)
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3)
+    nodes = import_model(make_model([node], {"x": x}, ["y"], weights, opset=21)).nodes
+    assert [n.compute.dtype for n in nodes] == ["float32", "float32", "float16"]
