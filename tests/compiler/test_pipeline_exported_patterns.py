@@ -46,3 +46,22 @@ def test_index_assignment_scatters_rows_through_a_unit_index_dim(tmp_path: Path)
     nodes = [helper.make_node("ScatterND", ["x", "ind", "v"], ["y"])]
     m = exported(nodes, {"x": [2, 6, 8], "v": [2, 1, 8]}, ["y"], {"ind": ind})
     assert_compiles_and_validates(m, tmp_path)
+
+
+def test_fake_quantized_conv_validates_against_the_models_own_arithmetic(tmp_path: Path):
+    """torch.fake_quantize_* exports QuantizeLinear / DequantizeLinear around a float Conv;
+    onnxruntime's optimizer would turn it into integer kernels with a requantized bias."""
+    rng = np.random.default_rng(0)
+    weights = {"w": rng.integers(-127, 128, (8, 3, 3, 3)).astype(np.int8),
+               "w_scale": np.full(8, 0.02, np.float32), "w_zero": np.zeros(8, np.int8),
+               "bias": rng.standard_normal(8).astype(np.float32),
+               "scale": np.array(0.05, np.float32), "zero": np.array(128, np.uint8),
+               "out_scale": np.array(0.1, np.float32), "out_zero": np.array(0, np.uint8)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["qx"]),
+             helper.make_node("DequantizeLinear", ["qx", "scale", "zero"], ["dx"]),
+             helper.make_node("DequantizeLinear", ["w", "w_scale", "w_zero"], ["dw"], axis=0),
+             helper.make_node("Conv", ["dx", "dw", "bias"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "out_scale", "out_zero"], ["qy"]),
+             helper.make_node("DequantizeLinear", ["qy", "out_scale", "out_zero"], ["y"])]
+    assert_compiles_and_validates(exported(nodes, {"x": [2, 3, 8, 8]}, ["y"], weights, opset=13), tmp_path)
