@@ -23,8 +23,8 @@ from compiler.frontend.model_info import screen
 from compiler.frontend.names import shorten, shown
 from compiler.frontend.ops import LOWERINGS, SUPPORTED_OPS
 from compiler.frontend.prune import prune
-from compiler.frontend.registry import OpContext
-from compiler.frontend.values import Value
+from compiler.frontend.registry import TAKES_SEQUENCES, OpContext
+from compiler.frontend.values import AnyValue, SequenceValue, Value
 from compiler.ir.graph import Graph, TensorKind
 
 
@@ -49,14 +49,17 @@ def attributes(node: NodeProto) -> dict[str, Any]:
     return out
 
 
-def lower_node(b: Builder, node: NodeProto, values: dict[str, Value], opset: int) -> None:
-    """Lower one node, binding its output names to Values."""
+def lower_node(b: Builder, node: NodeProto, values: dict[str, AnyValue], opset: int) -> None:
+    """Lower one node, binding its output names to Values (or SequenceValues)."""
+    inputs = [values[i] if i else None for i in node.input]
+    if node.op_type not in TAKES_SEQUENCES and any(isinstance(v, SequenceValue) for v in inputs):
+        raise UnsupportedOpError(shorten(node.op_type), shorten(node.name),
+                                 "a sequence input where this operator takes tensors")
     if node.op_type not in LOWERINGS:
         lower_function(b, node, values, opset)
         return
     b.op, b.node_name = node.op_type, node.name
-    cx = OpContext(b, node.op_type, node.name, [values[i] if i else None for i in node.input],
-                   attributes(node), len(node.output), opset,
+    cx = OpContext(b, node.op_type, node.name, inputs, attributes(node), len(node.output), opset,
                    lambda graph, inputs: lower_subgraph(b, graph, values, opset, inputs))
     try:
         outs = LOWERINGS[node.op_type](cx)
@@ -74,8 +77,8 @@ def lower_node(b: Builder, node: NodeProto, values: dict[str, Value], opset: int
         values[name] = v
 
 
-def lower_subgraph(b: Builder, graph: onnx.GraphProto, outer: dict[str, Value], opset: int,
-                   inputs: Sequence[Value] = ()) -> list[Value]:
+def lower_subgraph(b: Builder, graph: onnx.GraphProto, outer: dict[str, AnyValue], opset: int,
+                   inputs: Sequence[AnyValue] = ()) -> list[AnyValue]:
     """Lower a subgraph (If branch, loop body) that sees the outer scope, its inputs bound to
     `inputs`; returns its outputs' values."""
     if len(inputs) != len(graph.input):
@@ -93,7 +96,7 @@ def lower_subgraph(b: Builder, graph: onnx.GraphProto, outer: dict[str, Value], 
     return [scope[o.name] for o in graph.output]
 
 
-def lower_function(b: Builder, node: NodeProto, values: dict[str, Value], opset: int) -> None:
+def lower_function(b: Builder, node: NodeProto, values: dict[str, AnyValue], opset: int) -> None:
     """Lower a function-defined op through the nodes of its body."""
     try:
         body, body_opset = expand(node, opset, [values[i] if i else None for i in node.input])
@@ -121,7 +124,7 @@ def names_read(nodes: Sequence[NodeProto]) -> set[str]:
     return out
 
 
-def bind_outputs(b: Builder, names: Sequence[str], values: Mapping[str, Value]) -> None:
+def bind_outputs(b: Builder, names: Sequence[str], values: Mapping[str, AnyValue]) -> None:
     """Make each graph output a node-produced tensor of its own, named as in the model.
 
     An output that is a constant, an input or a weight, or that shares storage
@@ -131,6 +134,8 @@ def bind_outputs(b: Builder, names: Sequence[str], values: Mapping[str, Value]) 
     taken: set[int] = set()
     for name in names:
         v = values[name]
+        if isinstance(v, SequenceValue):
+            raise ModelError(f"output {shown(name)} is a sequence; only tensor outputs are supported")
         tid = b.tensor_of(v)
         storage = g.storage_of(tid)
         if g.tensors[storage].kind != TensorKind.INTERMEDIATE or storage in taken:
@@ -158,7 +163,7 @@ def import_model(
     if g.sparse_initializer:
         raise ModelError("sparse initializers are not supported")
     b = Builder(limits)
-    values: dict[str, Value] = {}
+    values: dict[str, AnyValue] = {}
     for bound in bind_inputs(g, input_shapes or {}):
         b.check_shape(bound.shape, f"input {shown(bound.name)}")
         t = b.graph.new_tensor(bound.shape, bound.dtype, TensorKind.INPUT, name=bound.name)

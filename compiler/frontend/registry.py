@@ -16,13 +16,14 @@ from onnx import GraphProto
 from compiler.errors import ModelError, UnsupportedOpError
 from compiler.frontend.builder import Builder
 from compiler.frontend.names import shorten, shown
-from compiler.frontend.values import Value
+from compiler.frontend.values import AnyValue, SequenceValue, Value
 from compiler.ir.te import Compute
 
-Outputs = list[Value | None]
+Outputs = list[AnyValue | None]
 LoweringFn = Callable[["OpContext"], Outputs]
 
 LOWERINGS: dict[str, LoweringFn] = {}
+TAKES_SEQUENCES: set[str] = set()  # op types whose lowering accepts sequence inputs
 
 
 class DataDependentShapeError(UnsupportedOpError):
@@ -34,14 +35,17 @@ class DataDependentShapeError(UnsupportedOpError):
         self.value = value
 
 
-def lowering(*op_types: str) -> Callable[[LoweringFn], LoweringFn]:
-    """Register a function as the lowering of the given ONNX op types."""
+def lowering(*op_types: str, takes_sequences: bool = False) -> Callable[[LoweringFn], LoweringFn]:
+    """Register a function as the lowering of the given ONNX op types (`takes_sequences`:
+    it handles sequence inputs; other ops are refused them before they are called)."""
 
     def register(fn: LoweringFn) -> LoweringFn:
         for op in op_types:
             if op in LOWERINGS:
                 raise RuntimeError(f"two lowerings registered for {op}")
             LOWERINGS[op] = fn
+            if takes_sequences:
+                TAKES_SEQUENCES.add(op)
         return fn
 
     return register
@@ -55,11 +59,11 @@ class OpContext:
         builder: Builder,
         op: str,
         name: str,
-        inputs: Sequence[Value | None],
+        inputs: Sequence[AnyValue | None],
         attrs: dict[str, Any],
         num_outputs: int,
         opset: int,
-        lower_graph: Callable[[GraphProto, Sequence[Value]], list[Value]] | None = None,
+        lower_graph: Callable[[GraphProto, Sequence[AnyValue]], list[AnyValue]] | None = None,
     ) -> None:
         self.builder = builder
         self.op = op
@@ -76,15 +80,32 @@ class OpContext:
         return self.attrs.get(key, default)
 
     def input(self, i: int) -> Value:
-        """Input `i`, which the op requires."""
-        v = self.inputs[i] if i < len(self.inputs) else None
+        """Input `i`, a tensor the op requires."""
+        v = self.optional(i)
         if v is None:
             raise self.error(f"required input {i} is missing")
         return v
 
     def optional(self, i: int) -> Value | None:
-        """Input `i` or None when omitted."""
-        return self.inputs[i] if i < len(self.inputs) else None
+        """Input `i`, a tensor, or None when omitted."""
+        v = self.inputs[i] if i < len(self.inputs) else None
+        if isinstance(v, SequenceValue):
+            raise self.unsupported(f"input {i} is a sequence where a tensor is expected")
+        return v
+
+    def value(self, i: int) -> AnyValue:
+        """Input `i`, a tensor or a sequence, which the op requires."""
+        v = self.inputs[i] if i < len(self.inputs) else None
+        if v is None:
+            raise self.error(f"required input {i} is missing")
+        return v
+
+    def sequence(self, i: int) -> SequenceValue:
+        """Input `i`, a sequence the op requires."""
+        v = self.value(i)
+        if not isinstance(v, SequenceValue):
+            raise self.error(f"input {i} must be a sequence")
+        return v
 
     def const_input(self, i: int, what: str) -> np.ndarray | None:
         """The compile-time value of optional input `i` (None if omitted).
@@ -138,7 +159,7 @@ class OpContext:
     def constant(self, array: np.ndarray) -> Value:
         return Value.of_array(array)
 
-    def lower_graph(self, graph: GraphProto, inputs: Sequence[Value] = ()) -> list[Value]:
+    def lower_graph(self, graph: GraphProto, inputs: Sequence[AnyValue] = ()) -> list[AnyValue]:
         """Lower a subgraph attribute (If branch, loop body) in this node's scope, its inputs bound
         to `inputs`; returns its outputs' values."""
         if self._lower_graph is None:

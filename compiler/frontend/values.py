@@ -37,3 +37,20 @@ class Value:
         """A constant value (the array is kept as given, made contiguous)."""
         a = np.require(array, requirements='C')
         return Value(tuple(int(s) for s in a.shape), from_numpy(a.dtype), array=a, name=name)
+
+
+@dataclass(frozen=True, eq=False)
+class SequenceValue:
+    """An ONNX sequence of tensors, every element known while lowering.
+
+    Shapes are static, so a sequence is laid out at compile time: a list of
+    Values, on which SplitToSequence, SequenceAt or ConcatFromSequence are
+    slices, picks and concatenations. `dtype` is the element type (an empty
+    sequence has one too).
+    """
+
+    items: tuple[Value, ...]
+    dtype: str
+
+
+AnyValue = Value | SequenceValue  # what an ONNX value name stands for

@@ -65,3 +65,15 @@ def test_fake_quantized_conv_validates_against_the_models_own_arithmetic(tmp_pat
              helper.make_node("QuantizeLinear", ["r", "out_scale", "out_zero"], ["qy"]),
              helper.make_node("DequantizeLinear", ["qy", "out_scale", "out_zero"], ["y"])]
     assert_compiles_and_validates(exported(nodes, {"x": [2, 3, 8, 8]}, ["y"], weights, opset=13), tmp_path)
+
+
+def test_split_into_a_sequence_of_heads(tmp_path: Path):
+    """q, k, v = qkv.split(d, dim=2) exported with optimize=False: SplitToSequence, SequenceAt."""
+    at = {k: np.array(k, np.int64) for k in range(3)}
+    nodes = [helper.make_node("SplitToSequence", ["qkv", "d"], ["seq"], axis=2),
+             *(helper.make_node("SequenceAt", ["seq", f"at{k}"], [f"p{k}"]) for k in range(3)),
+             helper.make_node("MatMul", ["p0", "kt"], ["s"]),
+             helper.make_node("Add", ["s", "p2"], ["y"])]
+    weights = {"d": np.array(8, np.int64), "kt": np.eye(8, dtype=np.float32),
+               **{f"at{k}": v for k, v in at.items()}}
+    assert_compiles_and_validates(exported(nodes, {"qkv": [2, 4, 24]}, ["y"], weights, opset=18), tmp_path)

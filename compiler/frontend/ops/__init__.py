@@ -21,6 +21,7 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
     resize,
     roi_align,
     scatter,
+    sequence,
     sorting,
     spectral,
 )

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.frontend.exprs import elementwise
-from compiler.frontend.ops.movement import concat_values, slice_along
+from compiler.frontend.ops.movement import slice_along, stack_values
 from compiler.frontend.registry import DataDependentShapeError, OpContext, Outputs, lowering
-from compiler.frontend.values import Value
+from compiler.frontend.values import SequenceValue, Value
 from compiler.ir.te import select
 
 
@@ -19,6 +19,8 @@ def if_(cx: OpContext) -> Outputs:
     if cond.array is not None:
         return list(cx.lower_graph(cx.attr("then_branch" if bool(cond.array.reshape(-1)[0]) else "else_branch")))
     then, other = cx.lower_graph(cx.attr("then_branch")), cx.lower_graph(cx.attr("else_branch"))
+    if any(isinstance(v, SequenceValue) for v in (*then, *other)):
+        raise cx.unsupported("sequences chosen by a condition known only at run time")
     if any(t.shape != e.shape or t.dtype != e.dtype for t, e in zip(then, other, strict=True)):
         graph = cx.builder.graph
         name = graph.tensors[cond.tid].name if cond.tid in graph.inputs else None
@@ -31,12 +33,6 @@ def if_(cx: OpContext) -> Outputs:
 def _choose(cx: OpContext, cond: Value, then: Value, other: Value) -> Value:
     inputs = [cond, then, other]
     return cx.emit(elementwise(inputs, lambda c, a, b: select(c, a, b)), inputs)
-
-
-def _stack(cx: OpContext, steps: list[Value], axis: int) -> Value:
-    """The per-iteration values stacked along a new `axis`."""
-    parts = [cx.view(v, (*v.shape[:axis], 1, *v.shape[axis:])) for v in steps]
-    return concat_values(cx, parts, axis)
 
 
 def _slice(cx: OpContext, v: Value, axis: int, t: int) -> Value:
@@ -74,11 +70,11 @@ def scan(cx: OpContext) -> Outputs:
         per_step = [o[j] for o in outs]
         if out_dirs[j]:
             per_step.reverse()
-        stacked.append(_stack(cx, per_step, cx.axis(out_axes[j], per_step[0].rank + 1)))
+        stacked.append(stack_values(cx, per_step, cx.axis(out_axes[j], per_step[0].rank + 1)))
     return [*states, *stacked]
 
 
-@lowering("Loop")
+@lowering("Loop", takes_sequences=True)
 def loop(cx: OpContext) -> Outputs:
     """Unrolled: the trip count must be a constant and the condition constant at every step."""
     body = cx.attr("body")
@@ -104,4 +100,4 @@ def loop(cx: OpContext) -> Outputs:
     k = len(body.output) - 1 - len(carried)
     if k and not scans:
         raise cx.unsupported("data-dependent shape: scan outputs of a loop that runs zero times")
-    return [*carried, *(_stack(cx, [s[j] for s in scans], 0) for j in range(k))]
+    return [*carried, *(stack_values(cx, [s[j] for s in scans], 0) for j in range(k))]

@@ -27,9 +27,9 @@ def gather_copy(cx: OpContext, x: Value, shape: Sequence[int], index: IndexMap) 
 # -- identity-like --------------------------------------------------------------
 
 
-@lowering("Identity")
+@lowering("Identity", takes_sequences=True)
 def identity(cx: OpContext) -> Outputs:
-    return [cx.input(0)]
+    return [cx.value(0)]  # a tensor or (opset 14 on) a sequence
 
 
 @lowering("Dropout")
@@ -163,10 +163,21 @@ def split(cx: OpContext) -> Outputs:
         parts = cx.attr("num_outputs", cx.num_outputs)
         chunk = -(-n // parts)
         sizes = [min(chunk, n - k * chunk) for k in range(parts)]
+    return list(split_values(cx, x, axis, sizes))
+
+
+def split_values(cx: OpContext, x: Value, axis: int, sizes: Sequence[int]) -> list[Value]:
+    """x cut along `axis` into consecutive pieces of `sizes`."""
+    n = x.shape[axis]
     if sum(sizes) != n or any(s < 0 for s in sizes):
-        raise cx.error(f"split sizes {sizes} do not add up to {n}")
+        raise cx.error(f"split sizes {list(sizes)} do not add up to {n}")
     starts = np.cumsum([0, *sizes[:-1]])
     return [slice_along(cx, x, axis, int(s), int(z)) for s, z in zip(starts, sizes, strict=True)]
+
+
+def stack_values(cx: OpContext, parts: Sequence[Value], axis: int) -> Value:
+    """`parts` (of one shape) stacked along a new `axis`."""
+    return concat_values(cx, [cx.view(v, (*v.shape[:axis], 1, *v.shape[axis:])) for v in parts], axis)
 
 
 @lowering("Slice")
