@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from compiler.errors import ModelError
 from compiler.runtime.executable import Executable, TensorSpec
 
 INT_HIGH = 4  # integer inputs are drawn from [0, INT_HIGH) unless an index bound is smaller
@@ -66,21 +67,26 @@ def reference_session(proto: onnx.ModelProto, data: bytes) -> ort.InferenceSessi
     exported fake-quantized conv, whose exact result the compiled one matches).
     A model saved by a newer onnx than onnxruntime reads is stamped with an IR
     version onnxruntime refuses although its operators are fine; it is retried
-    stamped with the lowest IR version that its opsets need.
+    stamped with the lowest IR version that its opsets need. A model onnxruntime
+    still refuses (an exporter's type error, say) is a ModelError quoting it.
     """
     providers = ["CPUExecutionProvider"]
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        return ort.InferenceSession(data, options, providers=providers)
-    except Exception as e:  # onnxruntime raises its own exception types
-        if "IR version" not in str(e):
-            raise
-        older = onnx.ModelProto()
-        older.CopyFrom(proto)
-        older.ir_version = min(proto.ir_version,
-                               onnx.helper.find_min_ir_version_for(proto.opset_import, ignore_unknown=True))
-        return ort.InferenceSession(older.SerializeToString(), options, providers=providers)
+        try:
+            return ort.InferenceSession(data, options, providers=providers)
+        except Exception as e:  # onnxruntime raises its own exception types
+            if "IR version" not in str(e):
+                raise
+            older = onnx.ModelProto()
+            older.CopyFrom(proto)
+            older.ir_version = min(proto.ir_version,
+                                   onnx.helper.find_min_ir_version_for(proto.opset_import, ignore_unknown=True))
+            return ort.InferenceSession(older.SerializeToString(), options, providers=providers)
+    except Exception as e:
+        why = (str(e).splitlines() or [type(e).__name__])[0][:400]
+        raise ModelError(f"onnxruntime, the reference, cannot load the model: {why}") from None
 
 
 def compare(ours: np.ndarray, ref: np.ndarray) -> dict[str, Any]:

@@ -4,9 +4,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from handbuilt import X_NAME, onnx_model
 from onnx import TensorProto, helper, numpy_helper
 
+from compiler.errors import ModelError
 from compiler.runtime import TensorSpec, load
 from compiler.runtime.validate import compare, index_bounds, random_inputs, validate
 
@@ -65,6 +67,16 @@ def test_half_outputs_pass_within_their_own_precision():
 
     assert validate(model, unary_exe(lambda a: last_bit_flipped(a).view(np.float16), dt="float16"))["passed"]
     assert not validate(model, unary_exe(lambda a: -a * np.float16(1.01), dt="float16"))["passed"]
+
+
+def test_a_model_onnxruntime_refuses_is_a_model_error():
+    """Min takes no int64 before opset 12: an exporter's type error, which onnx's checker misses."""
+    model = unary_model("Min", f=TensorProto.INT64)
+    model.opset_import[0].version = 11
+    exe = NumpyExecutable([TensorSpec("in", (3, 5), "int64")], [TensorSpec("out", (3, 5), "int64")],
+                          lambda **f: {"out": f["in"]})
+    with pytest.raises(ModelError, match=r"onnxruntime, the reference, cannot load the model: .*Type Error"):
+        validate(model, exe)
 
 
 def test_same_seed_same_inputs_and_weird_names_work():
