@@ -128,11 +128,13 @@ def bind_outputs(b: Builder, names: Sequence[str], values: Mapping[str, AnyValue
     """Make each graph output a node-produced tensor of its own, named as in the model.
 
     An output that is a constant, an input or a weight, or that shares storage
-    with an earlier output, gets an identity copy.
+    with an earlier output, gets an identity copy. A name the model lists twice
+    (the dynamo exporter does, for a value returned twice) is one output:
+    outputs are returned by name.
     """
     g = b.graph
     taken: set[int] = set()
-    for name in names:
+    for name in dict.fromkeys(names):
         v = values[name]
         if isinstance(v, SequenceValue):
             raise ModelError(f"output {shown(name)} is a sequence; only tensor outputs are supported")

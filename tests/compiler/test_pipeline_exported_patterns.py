@@ -77,3 +77,9 @@ def test_split_into_a_sequence_of_heads(tmp_path: Path):
     weights = {"d": np.array(8, np.int64), "kt": np.eye(8, dtype=np.float32),
                **{f"at{k}": v for k, v in at.items()}}
     assert_compiles_and_validates(exported(nodes, {"qkv": [2, 4, 24]}, ["y"], weights, opset=18), tmp_path)
+
+
+def test_a_value_returned_twice_is_listed_twice(tmp_path: Path):
+    """return y, s, y: the dynamo exporter (optimize=False) names the graph output 'y' twice."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Sigmoid", ["x"], ["s"])]
+    assert_compiles_and_validates(exported(nodes, {"x": [2, 3]}, ["y", "s", "y"]), tmp_path)

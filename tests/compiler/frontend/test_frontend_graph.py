@@ -44,6 +44,15 @@ def test_output_that_is_an_input_or_constant_gets_a_copy():
     np.testing.assert_array_equal(out["r2"], x)
 
 
+def test_an_output_listed_twice_is_one_output():
+    x = random((2, 3))
+    model = make_model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["z"])],
+                       {"x": x}, ["y", "z", "y"])
+    g = import_model(model)
+    assert_contract(g)
+    assert [g.tensors[t].name for t in g.outputs] == ["y", "z"]
+
+
 def test_unused_weights_and_dead_nodes_are_dropped():
     nodes = [helper.make_node("Add", ["x", "w"], ["y"]), helper.make_node("Mul", ["x", "unused_w"], ["dead"])]
     model = make_model(nodes, {"x": np.zeros(4, np.float32)}, ["y"],
