@@ -128,8 +128,9 @@ def _affine_index(table: np.ndarray, i: Expr) -> Expr | None:
 def resize_values(cx: OpContext, x: Value, out_shape: Sequence[int], scales: Sequence[float],
                   m: ResizeMode, roi: Sequence[tuple[float, float]]) -> Value:
     """x resampled to `out_shape` (one Compute; tap tables are its extra inputs)."""
-    if not dtype(x.dtype).is_float:
-        raise cx.unsupported(f"element type {x.dtype}")
+    if m.mode != "nearest" and not dtype(x.dtype).is_float:
+        # nearest only picks elements; interpolating integers would need a rounding rule
+        raise cx.unsupported(f"{m.mode} interpolation of element type {x.dtype}")
     i = out_index(x.rank)
     inputs: list[Value] = [x]
     at: list[Expr] = list(i)

@@ -79,6 +79,13 @@ def test_resize_with_sizes_and_upsample():
     check_op("Upsample", {"x": random((1, 2, 3, 3))}, {"s": np.array([1, 1, 2, 3], np.float32)}, opset=9)
 
 
+@pytest.mark.parametrize("dt", [np.uint8, np.int8, np.int32])
+def test_nearest_resize_of_non_float_elements(dt):
+    x = random((1, 2, 3, 4), dt, low=0, high=100)
+    check_op("Resize", {"x": x}, {"roi": np.array([], np.float32), "scales": np.array([1, 1, 1.5, 0.75], np.float32)},
+             mode="nearest")
+
+
 def test_integer_nearest_upsampling_is_index_arithmetic():
     model = make_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest",
                                          coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
