@@ -18,7 +18,14 @@ from compiler.frontend.exprs import elementwise
 from compiler.frontend.functions import expand
 from compiler.frontend.fusion import fold_batchnorm_into_conv
 from compiler.frontend.limits import Limits
-from compiler.frontend.loader import DEFAULT_DOMAINS, ModelSource, all_nodes, read_model, subgraphs
+from compiler.frontend.loader import (
+    DEFAULT_DOMAINS,
+    ModelSource,
+    all_nodes,
+    read_model,
+    subgraphs,
+    unsupported_reason,
+)
 from compiler.frontend.model_info import screen
 from compiler.frontend.names import shorten, shown
 from compiler.frontend.ops import LOWERINGS, SUPPORTED_OPS
@@ -88,7 +95,7 @@ def lower_subgraph(b: Builder, graph: onnx.GraphProto, outer: dict[str, AnyValue
     for init in graph.initializer:
         scope[init.name] = Value.of_array(tensor_array(init, f"initializer {shown(init.name)}"), name=init.name)
     for node in graph.node:
-        _require_lowering(node, node, "no lowering for this operator type")
+        _require_lowering(node, node, unsupported_reason(node.op_type))
         missing = [i for i in node.input if i and i not in scope]
         if missing:
             raise ModelError(f"node {shown(node.name)} in a subgraph reads {shown(missing[0])}, which is not defined")

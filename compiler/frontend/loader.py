@@ -154,6 +154,18 @@ def all_nodes(nodes: Iterable[NodeProto]) -> Iterator[NodeProto]:
             yield from all_nodes(g.node)
 
 
+# Ops whose output shape is made of the input's values (torch's x[mask], unique, nms): a
+# static-shape compiler has no layout for them.
+DATA_DEPENDENT_OPS = frozenset({"NonZero", "Unique", "Compress", "NonMaxSuppression"})
+
+
+def unsupported_reason(op_type: str) -> str:
+    """Why an op type without a lowering is refused."""
+    if op_type in DATA_DEPENDENT_OPS:
+        return "no lowering: its output shape depends on the input values, which static shapes cannot express"
+    return "no lowering for this operator type"
+
+
 def check_ops(model: ModelProto, supported: frozenset[str], limits: Limits) -> None:
     """Refuse too many nodes, foreign domains and op types without a lowering (subgraphs included)."""
     nodes = list(all_nodes(model.graph.node))
@@ -164,8 +176,7 @@ def check_ops(model: ModelProto, supported: frozenset[str], limits: Limits) -> N
             raise UnsupportedOpError(shorten(n.op_type), shorten(n.name),
                                      f"operator domain {shown(n.domain)} is not supported")
         if n.op_type not in supported:
-            raise UnsupportedOpError(shorten(n.op_type), shorten(n.name),
-                                     "no lowering for this operator type")
+            raise UnsupportedOpError(shorten(n.op_type), shorten(n.name), unsupported_reason(n.op_type))
 
 
 def topological_order(model: ModelProto) -> list[NodeProto]:

@@ -105,6 +105,13 @@ def test_unknown_op_names_type_and_node(op, domain):
         import_model(model)
 
 
+def test_data_dependent_output_shapes_are_named_as_such():
+    """torch's x[x > 0] exports NonZero, whose output length is the number of true elements."""
+    model = make_model([helper.make_node("NonZero", ["x"], ["y"], name="nz")], {"x": np.ones((2, 3), np.float32)},
+                       ["y"])
+    assert "output shape depends on the input values" in both(model)
+
+
 def test_unsupported_element_type():
     graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "s",
                               [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
