@@ -88,29 +88,30 @@ class DirectOperand:
         return math.prod(self.extents) + self.panel
 
 
-def direct_operand(c: Compute, m: Contraction, panel: int, rows: int, prepacked: tuple[str, ...]
-                   ) -> DirectOperand | None:
-    """How B is read in place for contraction `m` of `c` with panels of `panel` columns,
-    or None where it cannot be or the model says gathering it is cheaper (`rows`: M
-    padded to the micro-kernel; `prepacked`: the sides packed at load)."""
+def direct_operand(c: Compute, m: Contraction, panel: int, lanes: int, rows: int,
+                   prepacked: tuple[str, ...]) -> DirectOperand | None:
+    """How B is read in place for contraction `m` of `c` with panels of `panel` columns
+    (vectors of `lanes`), or None where it cannot be or the model says gathering it is
+    cheaper (`rows`: M padded to the micro-kernel; `prepacked`: the sides packed at load)."""
     rhs = m.rhs
     if prepacked != ("a",) or not isinstance(rhs, Load) or any(c.axes[d].extent > 1 for d in m.batch):
         return None
-    forms = [linear_form(i) for i in rhs.indices]
-    if any(f is None for f in forms):
+    affine = [linear_form(i) for i in rhs.indices]
+    forms = [f for f in affine if f is not None]
+    if len(forms) < len(affine):
         return None
     cols = [d for d in m.cols if c.axes[d].extent > 1]
     if not cols:
         return None
     ranges = {a.name: (0, a.extent - 1) for a in c.all_axes()}
     shape = c.inputs[rhs.input].shape
-    reach = [form_bounds(f, ranges) for f in forms if f is not None]
+    reach = [form_bounds(f, ranges) for f in forms]
     lo = tuple(a for a, _ in reach)
     extents = tuple(b - a + 1 for a, b in reach)
     strides = [math.prod(extents[d + 1:]) for d in range(len(extents))]
 
     def offset(var: str) -> int:  # elements of `pad` one step of `var` moves the address
-        return sum(f[1].get(var, 0) * s for f, s in zip(forms, strides, strict=True) if f is not None)
+        return sum(f[1].get(var, 0) * s for f, s in zip(forms, strides, strict=True))
     inner = cols[-1]
     if math.prod(extents) + panel >= 1 << 31:  # koff and the addresses it makes are int32
         return None
@@ -128,7 +129,7 @@ def direct_operand(c: Compute, m: Contraction, panel: int, rows: int, prepacked:
         line = (folded[1] - 1) * folded[2] + width
         if -(-line // panel) * panel / (folded[1] * width) < waste:
             fold, waste = folded, -(-line // panel) * panel / (folded[1] * width)
-    pack = PACK_COST if width >= panel // 2 else PACK_COST_SCALAR  # a segment at least a vector
+    pack = PACK_COST if width >= lanes else PACK_COST_SCALAR  # the gather copies whole vectors of a row
     if rows * k * n * waste + pack * math.prod(extents) >= rows * k * n + pack * k * n:
         return None
     koff = []
@@ -138,7 +139,7 @@ def direct_operand(c: Compute, m: Contraction, panel: int, rows: int, prepacked:
             at, r = divmod(at, a.extent)
             total += r * offset(a.name)
         koff.append(total)
-    base = sum((f[0] - a) * s for f, a, s in zip(forms, lo, strides, strict=True) if f is not None)
+    base = sum((f[0] - a) * s for f, a, s in zip(forms, lo, strides, strict=True))
     outer = tuple((d, c.axes[d].extent, offset(c.axes[d].name)) for d in cols[:-1]
                   if fold is None or d != fold[0])
     pad = literal(rhs.pad if rhs.pad is not None else 0.0, rhs.dtype)

@@ -148,7 +148,7 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target,
 
     def round_up(x: int, q: int) -> int:
         return -(-x // q) * q
-    direct = direct_operand(c, m, mk.cols, round_up(big_m, mk.rows), _prepacked_sides(m, constant_inputs))
+    direct = direct_operand(c, m, mk.cols, mk.lanes, round_up(big_m, mk.rows), _prepacked_sides(m, constant_inputs))
     if direct is not None:
         big_n = direct.columns
 
