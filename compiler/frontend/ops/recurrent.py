@@ -16,7 +16,8 @@ from compiler.frontend.ops.constants import fill
 from compiler.frontend.ops.movement import concat_values, slice_along
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
-from compiler.ir.te import ACC, Expr, Var, call, select
+from compiler.ir.dtypes import INDEX
+from compiler.ir.te import ACC, Expr, Var, call, cast, select
 
 Activation = Callable[[Expr], Expr]
 
@@ -148,8 +149,8 @@ def recurrent(cx: OpContext) -> Outputs:
     seq, batch = (x.shape[1], x.shape[0]) if batch_first else x.shape[:2]
     hidden = int(cx.attr("hidden_size", r.shape[-1]))
     cx.check_steps(seq)
-    if lens is not None and np.any(cx.const_input(4, "sequence_lens") != seq):
-        raise cx.unsupported("sequence_lens shorter than the sequence")
+    if lens is not None and lens.array is not None and np.all(lens.array == seq):
+        lens = None  # every row runs the whole sequence
     direction = cx.attr("direction", "forward")
     dirs = [1] if direction == "reverse" else [0, 1] if direction == "bidirectional" else [0]
     acts = _activations(cx, len(dirs))
@@ -164,6 +165,7 @@ def recurrent(cx: OpContext) -> Outputs:
         c = _state(cx, c0, d, batch, hidden, x.dtype, batch_first) if cx.op == "LSTM" else None
         hs: list[Value] = [h] * seq
         for t in (range(seq - 1, -1, -1) if backward else range(seq)):
+            before = (h, c)
             if cx.op == "RNN":
                 h = _rnn_step(u, f, xw, t, h, r)
             elif cx.op == "LSTM":
@@ -171,9 +173,26 @@ def recurrent(cx: OpContext) -> Outputs:
             else:
                 h = _gru_step(cx, u, f, xw, t, h, r, b if lbr else None, lbr)
             hs[t] = h
+            if lens is not None:  # past a row's length: output zeros, state kept
+                hs[t] = _within(cx, lens, t, h, None)
+                h = _within(cx, lens, t, h, before[0])
+                c = None if c is None else _within(cx, lens, t, c, before[1])
         steps_of_dirs.append(hs)
         finals.append((h, c))
     return _outputs(cx, steps_of_dirs, finals, batch_first, batch, hidden)
+
+
+def _within(cx: OpContext, lens: Value, t: int, new: Value, other: Value | None) -> Value:
+    """`new` in the batch rows whose sequence_lens exceed step t, `other` (zeros if None) in the rest.
+
+    A reverse direction runs from the last step down: a row's steps past its length
+    come first and keep the initial state, so its pass starts at its own last step.
+    """
+    n, j = out_index(2)
+    inputs = [new, lens, *([other] if other is not None else [])]
+    inside = call("lt", idx(t), cast(load(1, lens, [n]), INDEX))
+    rest = scalar(0, new.dtype) if other is None else load(2, other, [n, j])
+    return cx.emit(compute(new.shape, select(inside, load(0, new, [n, j]), rest), inputs), inputs)
 
 
 def _rnn_step(u: Direction, f: list[Activation], xw: Value, t: int, h: Value, r: Value) -> Value:

@@ -1,5 +1,6 @@
 """RNN / GRU / LSTM unrolled into Computes, against onnxruntime."""
 
+import numpy as np
 import pytest
 from frontend_kit import check_op, random
 
@@ -38,3 +39,18 @@ def test_rnn_with_parameterized_activations():
     check_op("RNN", {"x": random((SEQ, BATCH, INPUT))}, weights("RNN", 2), outputs=2, hidden_size=HIDDEN,
              direction="bidirectional", activations=["LeakyRelu", "HardSigmoid"], activation_alpha=[0.1, 0.3],
              activation_beta=[0.6])
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("runtime", [False, True])
+def test_sequence_lens_shorter_than_the_sequence(op, direction, runtime):
+    """Padded batches (torch's packed sequences): past its length a row outputs zeros and keeps its
+    state; a reverse pass starts at the row's own last step. The lengths may be a run-time input."""
+    dirs = 2 if direction == "bidirectional" else 1
+    lens = np.array([3, 1, SEQ], np.int32)
+    x = {"x": random((SEQ, 3, INPUT))}
+    h0 = {"h0": random((dirs, 3, HIDDEN), seed=7)}
+    inputs, w = (x | {"lens": lens}, weights(op, dirs) | h0) if runtime else (x, weights(op, dirs) | h0 | {"lens": lens})
+    check_op(op, inputs, w, outputs=3 if op == "LSTM" else 2, direction=direction, hidden_size=HIDDEN,
+             input_order=["x", "w", "r", "b", "lens", "h0"])
