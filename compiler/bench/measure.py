@@ -18,11 +18,14 @@ from compiler.target.base import Target
 
 
 def time_interleaved(fns: Sequence[Callable[[], object]], min_runs: int = 20, min_seconds: float = 1.0,
-                     block: int = 3, warmup: int = 2, max_runs: int = 2000) -> list[list[float]]:
+                     phase_seconds: float = 0.1, settle_seconds: float = 0.02, warmup: int = 2,
+                     max_runs: int = 5000) -> list[list[float]]:
     """Wall-clock seconds of repeated calls of each of `fns` (after warm-up), taken in
-    alternating blocks of `block` calls so that a change in the machine's load (another
-    process, a frequency step) lands on all of them alike: at least `min_runs` calls
-    each and `min_seconds` in all."""
+    alternating phases of about `phase_seconds` so that a change in the machine's load
+    (another process, a frequency step) lands on all of them alike: at least
+    `min_runs` calls each and `min_seconds` in all. Between phases the process sleeps
+    `settle_seconds`: a runtime's pool threads spin for a while after its last call
+    (libgomp's, onnxruntime's), and would take the cores from the next phase's."""
     for fn in fns:
         for _ in range(warmup):
             fn()
@@ -30,10 +33,14 @@ def time_interleaved(fns: Sequence[Callable[[], object]], min_runs: int = 20, mi
     start = time.perf_counter()
     while len(times[0]) < max_runs and (len(times[0]) < min_runs or time.perf_counter() - start < min_seconds):
         for fn, out in zip(fns, times, strict=True):
-            for _ in range(block):
+            time.sleep(settle_seconds)
+            phase_end = time.perf_counter() + phase_seconds
+            while True:
                 t0 = time.perf_counter()
                 fn()
                 out.append(time.perf_counter() - t0)
+                if t0 >= phase_end:
+                    break
     return times
 
 

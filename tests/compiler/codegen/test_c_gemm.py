@@ -5,6 +5,7 @@ every supported SIMD width)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,7 @@ from compiler.ir import te
 from compiler.ir.contraction import match_contraction
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute, Load, TensorType, Var, call
+from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
 
@@ -326,3 +328,19 @@ def test_strided_windows_are_gathered() -> None:
     c = conv2d(2, 1, 1, 40, 41)  # stride 2: a panel's patches are not consecutive input elements
     m = gemm_contraction(c, CPU)
     assert m is not None and gemm_shape(c, m, default_tile(c, CPU), CPU, constant_inputs=(1, 2)).direct is None
+
+
+@pytest.mark.parametrize("units", [1, 2, 3, 4])
+def test_tasks_keep_every_core_busy(units: int) -> None:
+    """Three column blocks of 256 on two cores would leave one idle a third of the time:
+    the blocks narrow until static shares of the panels keep the cores 90% busy."""
+    c = matmul(64, 768, 64)
+    m = match_contraction(c)
+    assert m is not None
+    target = dataclasses.replace(cpu(16), units=units)
+    g = gemm_shape(c, m, TileConfig((64, 256), (14, 32), (64,), 16), target)
+    panels = [min(g.nc, g.n - n0) // g.mk.cols for n0 in range(0, g.n, g.nc)] * -(-g.m // g.mc)
+    share, extra = divmod(len(panels), units)
+    runs = [sum(panels[u * share + min(u, extra):(u + 1) * share + min(u + 1, extra)]) for u in range(units)]
+    assert sum(panels) / (units * max(runs)) >= 0.9
+    assert units > 1 or len(panels) == 3  # one core: the tile's blocks as they were
