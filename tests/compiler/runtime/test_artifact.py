@@ -72,6 +72,19 @@ def test_writes_are_reproducible_and_leave_no_temporaries(tmp_path: Path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz", "b.tar.gz"]
 
 
+def test_big_artifacts_are_stored_not_deflated_and_still_round_trip(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(artifact, "STORE_ABOVE", 1 << 16)
+    blob = bytes(1 << 17)  # zeros: deflate would shrink them to almost nothing
+    files = {**FILES, "src/big.c": blob}
+    small, big = tmp_path / "small.tar.gz", tmp_path / "big.tar.gz"
+    write(small)
+    sha = write(big, files=files)
+    assert big.stat().st_size > len(blob) > 10 * small.stat().st_size  # stored blocks
+    assert sha == write(tmp_path / "again.tar.gz", files=files)  # still reproducible
+    _, folder = read_artifact(big, tmp_path)
+    assert (folder / "src/big.c").read_bytes() == blob
+
+
 def test_bad_member_names_and_missing_manifest_keys_are_refused_on_write(tmp_path: Path):
     with pytest.raises(ValueError, match="member name"):
         write(tmp_path / "a.tar.gz", files={**FILES, "../evil.c": b""})
