@@ -111,7 +111,7 @@ def prepacked_inputs(compute: Compute, tile: TileConfig, target: Target | None =
     if gemm is None:
         return {}
     g = gemm_shape(merged, gemm, merged_tile, target, constant_inputs)
-    return {p.input: p.nbytes for p in packed_operands(merged, gemm, g, constant_inputs).values()}
+    return {p.input: p.nbytes for p in packed_operands(merged, g, constant_inputs).values()}
 
 
 def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | None,

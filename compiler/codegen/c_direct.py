@@ -1,73 +1,85 @@
-"""Convolution patches read in place: the GEMM's B panels straight from a padded input.
+"""Convolution patches read in place: a GEMM operand straight from a padded input.
 
-The packed GEMM path (c_gemm.py) gathers a convolution's input patches into B
+The packed GEMM path (c_gemm.py) gathers a convolution's input patches into
 panels on every call (im2col): K x N elements written and read back, each feeding
 only M multiply-adds. With few output channels that gather dominates: 41% of a
 32-channel 3x3 convolution on a 32 x 32 map, 22% of a 64-channel one on 56 x 56.
 
-When the patches of NR consecutive output columns along the innermost output axis
-are NR consecutive input elements (stride 1 along it, any dilation or padding),
-the micro-kernel can load its B vectors from the input itself: for reduce index k
-at address `panel base + koff[k]`. Padding is handled once per call by copying the
-input into a buffer extended to the window's reach (the pad value around it), so
-every load is in bounds, and the offsets koff are a static table.
+Where consecutive output positions along the innermost output axis read input
+elements a constant `step` apart (any stride, dilation or padding), the
+micro-kernel reads the patches from the input itself: for reduce index k, position
+i of a panel is at `panel base + koff[k] + step * i`. Padding is handled once per
+call by copying the input into a buffer extended to the window's reach (the pad
+value around it), so every read is in bounds, and the offsets koff are a static
+table. The patches can be either operand:
+- B (the SIMD lanes: output positions in vectors), where step is 1, or
+- A (broadcast rows: the output channels then fill the vectors), any step: the
+  stem's 7x7 stride-2 convolution, and small maps whose rows fill few lanes.
 
-The output columns are walked in lines, each cut into panels of NR (the last one
-partly past the line's end: those lanes compute values nobody stores), so N
-becomes lines x panels x NR. A line is one output row, or, where the next axis out
-(a convolution's height) also moves one row of the padded input per step, a whole
-output plane walked at the padded row's period: the positions between a row's end
-and the next row's start are computed and dropped, (W + pads) / W of the work
-instead of a last panel per row (56-wide rows: 58 / 56 instead of 64 / 56; 14-wide
-rows: 16 / 14 instead of 32 / 14).
+The output positions are walked in lines, each cut into panels (the last one
+partly past the line's end: what it computes nobody stores), so that side becomes
+lines x panels x panel width. A line is one output row, or, where the next axis
+out (a convolution's height) moves a whole number of steps of (W + pads), an output
+plane walked at that period: the positions between a row's end and the next row's
+start are computed and dropped ((W + pads) / W of the work instead of a last panel
+per row: 56-wide rows 58 / 56 instead of 64 / 56; 14-wide rows 16 / 14 instead of
+32 / 14).
 
-Whether it pays is a model: direct costs those wasted lanes plus one copy of the
-input; the gather costs PACK_COST multiply-adds' worth per patch element (more when
-rows are shorter than a vector and it copies element by element). Measured (Zen 5,
-one thread, kernel alone): a 32-channel 3x3 convolution on 32 x 32 113 -> 71 us,
-64 channels on 56 x 56 1080 -> 1000 us with row lines.
+Which orientation, and whether to gather instead, is a model (c_gemm.py,
+`oriented_gemm`): wasted positions and channels, one copy of the input, PACK_COST
+multiply-adds' worth per gathered element (more when rows are shorter than a
+vector and the gather copies element by element), SCATTER_COST per output stored
+across the channels. Measured (Zen 5, one thread, kernel alone): a 32-channel
+3x3 convolution on 32 x 32 113 -> 71 us; 64 channels on 56 x 56 1080 -> 888 us.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compiler.codegen.affine import form_bounds, linear_form
 from compiler.codegen.cexpr import literal
 from compiler.codegen.csource import CSource
-from compiler.ir.contraction import Contraction
 from compiler.ir.te import Compute, Load
 
-# A patch element gathered into a B panel costs about as much time as this many of the
+# A patch element gathered into a panel costs about as much time as this many of the
 # micro-kernel's multiply-adds (one per row of A): packing took 41% of a 32-row and 22%
 # of a 64-row 3x3 convolution's time; rows shorter than a vector are copied element by
 # element, 18% of a 256-row one on a 14 x 14 map.
 PACK_COST = 20
 PACK_COST_SCALAR = 56
+# An output stored across the channels (a scalar store per element, a map's size apart)
+# instead of along the row: A in place lost 72 -> 87 us to B in place on a 32-channel
+# 3x3 convolution over 32 x 32 (K = 288), and won 891 -> 858 us on 64 channels over 56 x 56.
+SCATTER_COST = 20
 KOFF = "tf_koff"  # the kernel's static table of per-k offsets
 
 
 @dataclass(frozen=True)
 class DirectOperand:
-    """B read in place from `pad`, a copy of input `input` covering the indices the
-    windows reach: dimension d holds input indices lo[d] ... lo[d] + extents[d] - 1."""
+    """A GEMM side (`side`: "a" rows, "b" columns) read in place from `pad`, a copy of
+    input `input` covering the indices the windows reach: dimension d holds input
+    indices lo[d] ... lo[d] + extents[d] - 1."""
 
+    side: str
     input: int
     lo: tuple[int, ...]
     extents: tuple[int, ...]
     pad_value: str  # C literal for the indices outside the input
     inner: int  # position (in the Compute's axes) of the output axis the panels walk
     width: int  # its extent
-    panel: int  # NR: output columns per panel
+    panel: int  # positions per panel (NR for B, MR for A)
+    step: int  # elements of `pad` between consecutive positions
     fold: tuple[int, int, int] | None  # the axis a line also spans: (position, extent, period)
-    outer: tuple[tuple[int, int, int], ...]  # other cols axes: (position, extent, offset per step)
+    outer: tuple[tuple[int, int, int], ...]  # other walked axes: (position, extent, offset per step)
     base: int  # offset in `pad` of every index's constant part
     koff: tuple[int, ...]  # offset in `pad` of each flat reduce index
 
     @property
     def line(self) -> int:
-        """Positions in a line: an output row, or a plane at the padded row's period."""
+        """Positions in a line: an output row, or a plane at the period."""
         if self.fold is None:
             return self.width
         _, rows, period = self.fold
@@ -78,72 +90,69 @@ class DirectOperand:
         return -(-self.line // self.panel)
 
     @property
-    def columns(self) -> int:
-        """The GEMM's N: the panels of every line, NR each."""
+    def positions(self) -> int:
+        """The side's extent in the GEMM: the panels of every line."""
         return math.prod(e for _, e, _ in self.outer) * self.line_panels * self.panel
+
+    @property
+    def valid(self) -> int:
+        """Output positions stored (the rest are computed and dropped)."""
+        rows = 1 if self.fold is None else self.fold[1]
+        return math.prod(e for _, e, _ in self.outer) * rows * self.width
 
     @property
     def floats(self) -> int:
         """Size of `pad`: the padded input and one panel of slack (a last panel's overrun)."""
-        return math.prod(self.extents) + self.panel
+        return math.prod(self.extents) + self.step * self.panel
 
 
-def direct_operand(c: Compute, m: Contraction, panel: int, lanes: int, rows: int,
-                   prepacked: tuple[str, ...]) -> DirectOperand | None:
-    """How B is read in place for contraction `m` of `c` with panels of `panel` columns
-    (vectors of `lanes`), or None where it cannot be or the model says gathering it is
-    cheaper (`rows`: M padded to the micro-kernel; `prepacked`: the sides packed at load)."""
-    rhs = m.rhs
-    if prepacked != ("a",) or not isinstance(rhs, Load) or any(c.axes[d].extent > 1 for d in m.batch):
-        return None
-    affine = [linear_form(i) for i in rhs.indices]
+def direct_layout(c: Compute, load: Load, side: str, axes: Sequence[int], panel: int,
+                  unit_step: bool) -> DirectOperand | None:
+    """How the patches that `load` reads over output `axes` are read in place, in panels
+    of `panel` positions (`unit_step`: consecutive positions must be consecutive input
+    elements, as vector loads need); None where the reads are not affine or too far
+    apart for the int32 offsets."""
+    affine = [linear_form(i) for i in load.indices]
     forms = [f for f in affine if f is not None]
-    if len(forms) < len(affine):
-        return None
-    cols = [d for d in m.cols if c.axes[d].extent > 1]
-    if not cols:
+    walked = [d for d in axes if c.axes[d].extent > 1]
+    if len(forms) < len(affine) or not walked:
         return None
     ranges = {a.name: (0, a.extent - 1) for a in c.all_axes()}
-    shape = c.inputs[rhs.input].shape
+    shape = c.inputs[load.input].shape
     reach = [form_bounds(f, ranges) for f in forms]
     lo = tuple(a for a, _ in reach)
     extents = tuple(b - a + 1 for a, b in reach)
+    if load.pad is None and any(a < 0 or a + e > n for a, e, n in zip(lo, extents, shape, strict=True)):
+        return None
     strides = [math.prod(extents[d + 1:]) for d in range(len(extents))]
 
     def offset(var: str) -> int:  # elements of `pad` one step of `var` moves the address
         return sum(f[1].get(var, 0) * s for f, s in zip(forms, strides, strict=True))
-    inner = cols[-1]
-    if math.prod(extents) + panel >= 1 << 31:  # koff and the addresses it makes are int32
+    inner = walked[-1]
+    step, width = offset(c.axes[inner].name), c.axes[inner].extent
+    if step < 1 or (unit_step and step != 1) or math.prod(extents) + step * panel * 2 >= 1 << 31:
         return None
-    if offset(c.axes[inner].name) != 1 or (rhs.pad is None and any(
-            a < 0 or a + e > n for a, e, n in zip(lo, extents, shape, strict=True))):
-        return None
-    width = c.axes[inner].extent
-    k = math.prod(a.extent for a in c.reduce_axes)
-    n = math.prod(c.axes[d].extent for d in cols)
-    waste = -(-width // panel) * panel / width
     fold = None
-    if len(cols) > 1 and offset(c.axes[cols[-2]].name) >= width:
-        rows_axis = cols[-2]
-        folded = (rows_axis, c.axes[rows_axis].extent, offset(c.axes[rows_axis].name))
-        line = (folded[1] - 1) * folded[2] + width
-        if -(-line // panel) * panel / (folded[1] * width) < waste:
-            fold, waste = folded, -(-line // panel) * panel / (folded[1] * width)
-    pack = PACK_COST if width >= lanes else PACK_COST_SCALAR  # the gather copies whole vectors of a row
-    if rows * k * n * waste + pack * math.prod(extents) >= rows * k * n + pack * k * n:
-        return None
+    if len(walked) > 1:
+        axis = walked[-2]
+        period, rest = divmod(offset(c.axes[axis].name), step)
+        line = (c.axes[axis].extent - 1) * period + width
+        if not rest and period >= width and (
+                -(-line // panel) * panel / c.axes[axis].extent < -(-width // panel) * panel):
+            fold = (axis, c.axes[axis].extent, period)
     koff = []
-    for flat in range(k):
+    for flat in range(math.prod(a.extent for a in c.reduce_axes)):
         at, total = flat, 0
         for a in reversed(c.reduce_axes):
             at, r = divmod(at, a.extent)
             total += r * offset(a.name)
         koff.append(total)
     base = sum((f[0] - a) * s for f, a, s in zip(forms, lo, strides, strict=True))
-    outer = tuple((d, c.axes[d].extent, offset(c.axes[d].name)) for d in cols[:-1]
+    outer = tuple((d, c.axes[d].extent, offset(c.axes[d].name)) for d in walked[:-1]
                   if fold is None or d != fold[0])
-    pad = literal(rhs.pad if rhs.pad is not None else 0.0, rhs.dtype)
-    return DirectOperand(rhs.input, lo, extents, pad, inner, width, panel, fold, outer, base, tuple(koff))
+    pad = literal(load.pad if load.pad is not None else 0.0, load.dtype)
+    return DirectOperand(side, load.input, lo, extents, pad, inner, width, panel, step, fold, outer,
+                         base, tuple(koff))
 
 
 def koff_table(d: DirectOperand, src: CSource) -> None:
@@ -157,7 +166,7 @@ def koff_table(d: DirectOperand, src: CSource) -> None:
 
 def panel_base(d: DirectOperand, panel: str) -> str:
     """C expression: offset in `pad` of global panel number `panel` (k = 0)."""
-    terms = [str(d.base), f"({panel}) % {d.line_panels}L * {d.panel}L"]
+    terms = [str(d.base), f"({panel}) % {d.line_panels}L * {d.panel * d.step}L"]
     step = d.line_panels
     for _, extent, off in reversed(d.outer):
         terms.append(f"({panel}) / {step}L % {extent}L * {off}L")

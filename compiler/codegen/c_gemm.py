@@ -38,8 +38,11 @@ from dataclasses import dataclass
 from compiler.codegen.affine import linear_form
 from compiler.codegen.c_direct import (
     KOFF,
+    PACK_COST,
+    PACK_COST_SCALAR,
+    SCATTER_COST,
     DirectOperand,
-    direct_operand,
+    direct_layout,
     koff_table,
     panel_base,
     write_padded_copy,
@@ -94,7 +97,8 @@ class GemmShape:
     mc: int
     nc: int
     kc: int
-    direct: DirectOperand | None = None  # B read in place (c_direct.py): N counts its panels
+    contraction: Contraction  # as computed: maybe the matched one with its sides swapped
+    direct: DirectOperand | None = None  # a side read in place (c_direct.py): its extent counts panels
 
 
 def gemm_contraction(c: Compute, target: Target) -> Contraction | None:
@@ -142,16 +146,15 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target,
     """Block sizes, multiples of the micro-kernel: rows as many as L2 holds (B is packed
     once per row block), columns the tile's grown to MIN_TILE_COLS (A is packed once
     per column block), both split again until the tasks the tile planned exist.
-    `constant_inputs` as for `packed_operands`."""
-    mk = micro_kernel(c, m, target)
+    `constant_inputs` as for `packed_operands`. The contraction may be computed with its
+    sides swapped, and an operand read in place (`oriented_gemm`)."""
+    m, mk, direct = oriented_gemm(c, m, target, constant_inputs)
     big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
     big_k = math.prod(a.extent for a in c.reduce_axes)
-
-    def round_up(x: int, q: int) -> int:
-        return -(-x // q) * q
-    direct = direct_operand(c, m, mk.cols, mk.lanes, round_up(big_m, mk.rows), _prepacked_sides(m, constant_inputs))
-    if direct is not None:
-        big_n = direct.columns
+    if direct is not None and direct.side == "a":
+        big_m = direct.positions
+    elif direct is not None:
+        big_n = direct.positions
 
     block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
     # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2
@@ -182,15 +185,60 @@ def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target,
     # some idle at the end (3 tasks on 2 cores ran a 3x3 convolution at 1.38x its one-core
     # speed), so blocks narrow (columns first, then rows, at most 4x as many) to the
     # fewest tasks that keep the cores BALANCED busy, packing the least again.
-    prepacked = _prepacked_sides(m, constant_inputs)
-    per_call = ("a" not in prepacked, "b" not in prepacked and direct is None)
+    prepacked, in_place = _prepacked_sides(m, constant_inputs), direct.side if direct is not None else ""
+    per_call = ("a" not in prepacked and in_place != "a", "b" not in prepacked and in_place != "b")
     mc, nc = _balanced_blocks(batch, (big_m, big_n, big_k), mc, nc, mk, target.units, per_call)
 
     def even(total: int, limit: int, quantum: int) -> int:
         """Equal blocks, as many as `limit` needs: a short last block costs nearly a full one."""
         return round_up(-(-total // -(-total // limit)), quantum)
     return GemmShape(mk, big_m, big_n, big_k, batch, even(big_m, mc, mk.rows), even(big_n, nc, mk.cols),
-                     even(big_k, kc, 1), direct)
+                     even(big_k, kc, 1), m, direct)
+
+
+def round_up(x: int, q: int) -> int:
+    return -(-x // q) * q
+
+
+def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: Collection[int] = ()
+                  ) -> tuple[Contraction, MicroKernel, DirectOperand | None]:
+    """How contraction `m` of `c` is computed: the sides, the micro-kernel, the operand
+    read in place (c_direct.py), by a cost in multiply-adds' worth.
+
+    Where the rows operand is a constant (a convolution's weights) and the columns
+    are patches of an input, three ways compete: gathering the patches into panels
+    (the default, and all there is otherwise), reading them in place as B (the
+    output positions in the SIMD lanes: needs consecutive positions to read
+    consecutive elements), or swapping the sides to read them in place as A (the
+    output channels in the lanes, positions broadcast: any stride; outputs stored
+    across the channels)."""
+    mk = micro_kernel(c, m, target)
+    k = math.prod(a.extent for a in c.reduce_axes)
+    if _prepacked_sides(m, constant_inputs) != ("a",) or not isinstance(m.rhs, Load):
+        return m, mk, None
+    channels, positions = side_extent(c, m.rows), side_extent(c, m.cols)
+    inner = next((c.axes[d].extent for d in reversed(m.cols) if c.axes[d].extent > 1), 1)
+    pack = PACK_COST if inner >= mk.lanes else PACK_COST_SCALAR  # the gather copies whole vectors of a row
+    columns = round_up(positions, mk.cols if micro_tails(mk, channels, positions)[1] == 0 else mk.lanes)
+    options: list[tuple[float, Contraction, MicroKernel, DirectOperand | None]] = [
+        (round_up(channels, mk.rows) * columns * k + pack * k * positions, m, mk, None)]
+    as_b = direct_layout(c, m.rhs, "b", m.cols, mk.cols, unit_step=True)
+    if as_b is not None:
+        options.append((round_up(channels, mk.rows) * as_b.positions * k + PACK_COST * as_b.floats, m, mk, as_b))
+    swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
+    if channels >= target.lanes:
+        lanes_mk = micro_kernel(c, swapped, target)
+        most = min(MAX_ROWS[lanes_mk.vectors], (max(target.registers, 16) - lanes_mk.vectors - 1) // lanes_mk.vectors)
+        layouts = [d for rows in range(max(MIN_ROWS, most // 2), most + 1)
+                   if (d := direct_layout(c, swapped.lhs, "a", swapped.rows, rows, unit_step=False)) is not None]
+        if layouts:
+            as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
+            lanes = round_up(channels, lanes_mk.lanes)
+            options.append((as_a.positions * lanes * k + PACK_COST * as_a.floats + SCATTER_COST * channels * positions,
+                            swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
+    _, m, mk, direct = min(options, key=lambda o: o[0])
+    return m, mk, direct
+
 
 
 def _balanced_blocks(batch: int, mnk: tuple[int, int, int], mc: int, nc: int, mk: MicroKernel,
@@ -244,7 +292,7 @@ def render_gemm(c: Compute, m: Contraction, tile: TileConfig, target: Target, pa
     to `src`; returns whether the tasks are split among the team."""
     g = gemm_shape(c, m, tile, target, constant_inputs)
     _micro_kernels(g, src)
-    writer = _GemmWriter(c, m, g, params, src, packed_operands(c, m, g, constant_inputs))
+    writer = _GemmWriter(c, g, params, src, packed_operands(c, g, constant_inputs))
     split = writer.write(header, parallel)
     writer.write_packers(symbol)
     return split
@@ -271,10 +319,10 @@ class PackedOperand:
         return 4 * self.copies * self.copy_floats
 
 
-def packed_operands(c: Compute, m: Contraction, g: GemmShape,
-                    constant_inputs: Collection[int]) -> dict[str, PackedOperand]:
-    """The operands (by side) packed at load: those read from a constant input, unless both
-    sides read the same input (one pointer cannot hold two layouts)."""
+def packed_operands(c: Compute, g: GemmShape, constant_inputs: Collection[int]) -> dict[str, PackedOperand]:
+    """The operands (by side of `g.contraction`) packed at load: those read from a constant
+    input, unless both sides read the same input (one pointer cannot hold two layouts)."""
+    m = g.contraction
     loads = {"a": m.lhs, "b": m.rhs}
     batch_vars = {c.axes[d].name for d in m.batch}
     out = {}
@@ -296,14 +344,14 @@ def _prepacked_sides(m: Contraction, constant_inputs: Collection[int]) -> tuple[
     return tuple(side for side, i in inputs.items() if i in constant_inputs)
 
 
-def micro_tails(g: GemmShape) -> tuple[int, int]:
+def micro_tails(mk: MicroKernel, m: int, n: int) -> tuple[int, int]:
     """(rows, vectors) of the micro-kernels for the last row panel and the last column
-    panel: M and N rarely fill whole panels (ResNet's 14 x 14 = 196 columns fill
-    7 panels of 32 to 224), and a kernel cut to what is valid does none of the
-    padding's FMAs. 0 where the panel is whole or no vector would be saved."""
-    rows = g.m % g.mk.rows
-    vectors = -(-(g.n % g.mk.cols) // g.mk.lanes)
-    return rows, (vectors if vectors < g.mk.vectors else 0)
+    panel of an M x N GEMM: M and N rarely fill whole panels (ResNet's 14 x 14 = 196
+    columns fill 7 panels of 32 to 224), and a kernel cut to what is valid does none
+    of the padding's FMAs. 0 where the panel is whole or no vector would be saved."""
+    rows = m % mk.rows
+    vectors = -(-(n % mk.cols) // mk.lanes)
+    return rows, (vectors if vectors < mk.vectors else 0)
 
 
 def micro_name(rows: int, vectors: int, g: GemmShape) -> str:
@@ -315,10 +363,11 @@ def micro_name(rows: int, vectors: int, g: GemmShape) -> str:
 def _micro_kernels(g: GemmShape, src: CSource) -> None:
     """The full micro-kernel and those of the tails (`micro_tails`)."""
     src.line(f"typedef float tf_vf __attribute__((vector_size({4 * g.mk.lanes})));")
-    if g.direct is not None:  # B vectors at any float's address
-        src.line(f"typedef float tf_vu __attribute__((vector_size({4 * g.mk.lanes}), aligned(4), may_alias));")
+    if g.direct is not None:
+        if g.direct.side == "b":  # B vectors at any float's address
+            src.line(f"typedef float tf_vu __attribute__((vector_size({4 * g.mk.lanes}), aligned(4), may_alias));")
         koff_table(g.direct, src)
-    row_tail, vector_tail = micro_tails(g)
+    row_tail, vector_tail = micro_tails(g.mk, g.m, g.n)
     for rows in dict.fromkeys((g.mk.rows, row_tail or g.mk.rows)):
         for vectors in dict.fromkeys((g.mk.vectors, vector_tail or g.mk.vectors)):
             _micro_kernel(g, rows, vectors, src)
@@ -328,7 +377,8 @@ def _micro_kernel(g: GemmShape, rows: int, vectors: int, src: CSource) -> None:
     """`rows` x `vectors` accumulators over panels packed MR x NR (a tail reads a prefix)."""
     mk = g.mk
     accs = [[f"c{i}_{j}" for j in range(vectors)] for i in range(rows)]
-    koff = ", const int32_t* restrict koff" if g.direct is not None else ""
+    direct = g.direct.side if g.direct is not None else ""
+    koff = ", const int32_t* restrict koff" if direct else ""
     header = (f"static inline void {micro_name(rows, vectors, g)}(int64_t kc, const float* restrict a, "
               f"const float* restrict b{koff}, float* restrict c, int first)")
     with src.block(header):
@@ -341,13 +391,17 @@ def _micro_kernel(g: GemmShape, rows: int, vectors: int, src: CSource) -> None:
         src.line("#pragma GCC unroll 4")
         with src.block("for (int64_t k = 0; k < kc; ++k)"):
             for j in range(vectors):
-                if g.direct is not None:
+                if direct == "b":
                     src.line(f"const tf_vf b{j} = *(const tf_vu*)(b + koff[k] + {j * mk.lanes});")
                 else:
                     src.line(f"const tf_vf b{j} = *(const tf_vf*)(b + k * {mk.cols} + {j * mk.lanes});")
-            src.line(f"const float* const ak = a + k * {mk.rows};")
+            if direct == "a":  # the rows' patches in place: position i at step * i
+                src.line("const float* const ak = a + koff[k];")
+            else:
+                src.line(f"const float* const ak = a + k * {mk.rows};")
+            step = g.direct.step if g.direct is not None and direct == "a" else 1
             for i in range(rows):
-                src.extend([f"{accs[i][j]} += b{j} * ak[{i}];" for j in range(vectors)])
+                src.extend([f"{accs[i][j]} += b{j} * ak[{i * step}];" for j in range(vectors)])
         src.extend([f"*(tf_vf*)(c + {i * g.nc + j * mk.lanes}) = {accs[i][j]};"
                     for i in range(rows) for j in range(vectors)])
 
@@ -364,9 +418,9 @@ def _carry(axes: Sequence[int], extents: Sequence[int], prefix: str) -> str:
 class _GemmWriter:
     """Writes the tiled, packed GEMM loop nest of one contraction."""
 
-    def __init__(self, c: Compute, m: Contraction, g: GemmShape, params: Sequence[str],
+    def __init__(self, c: Compute, g: GemmShape, params: Sequence[str],
                  src: CSource, packed: dict[str, PackedOperand]) -> None:
-        self.c, self.m, self.g, self.params, self.src = c, m, g, params, src
+        self.c, self.m, self.g, self.params, self.src = c, g.contraction, g, params, src
         self.packed = packed
         self.counter = new_counter()
         self.names = {a.name: f"i{d}" for d, a in enumerate(c.axes)}
@@ -502,8 +556,9 @@ class _GemmWriter:
         tm, tn = -(-g.m // g.mc), -(-g.n // g.nc)
         tasks = g.batch * tm * tn
         # Every region starts on a cache line: the micro-kernel's vector loads assume alignment.
-        a_floats = 0 if "a" in self.packed else -(-g.kc * g.mc // 16) * 16
-        b_floats = 0 if "b" in self.packed or g.direct is not None else g.kc * g.nc
+        in_place = g.direct.side if g.direct is not None else ""
+        a_floats = 0 if "a" in self.packed or in_place == "a" else -(-g.kc * g.mc // 16) * 16
+        b_floats = 0 if "b" in self.packed or in_place == "b" else g.kc * g.nc
         floats = g.mc * g.nc + a_floats + b_floats
         split = parallel and tasks > 1
         with src.block(header):
@@ -531,9 +586,9 @@ class _GemmWriter:
                     self._decode(f"(t / {tm * tn}L)", self.m.batch)
                     with src.block(f"for (int64_t k0 = 0; k0 < {g.k}L; k0 += {g.kc}L)"):
                         src.line(f"const int64_t kc = {g.k}L - k0 < {g.kc}L ? {g.k}L - k0 : {g.kc}L;")
-                        if "b" not in self.packed and g.direct is None:
+                        if "b" not in self.packed and in_place != "b":
                             self._pack_b()
-                        if "a" not in self.packed:
+                        if "a" not in self.packed and in_place != "a":
                             self._pack_a()
                         a = self._panel("a", "ap + ip * kc", "m0", "ip", tm * tn)
                         b = self._panel("b", "bp + jp * kc", "n0", "jp", tm * tn)
@@ -552,7 +607,8 @@ class _GemmWriter:
         return split
 
     def _padded_input(self, d: DirectOperand) -> None:
-        """`float* pad`, shared by the team: B's input copied once, padded (c_direct.py)."""
+        """`float* pad`, shared by the team: the input read in place, copied once, padded
+        (c_direct.py)."""
         src = self.src
         src.line("float* pad;")
         src.line("#pragma omp single copyprivate(pad)")
@@ -562,43 +618,69 @@ class _GemmWriter:
             write_padded_copy(d, self.c.inputs[d.input].shape, src)
 
     def _direct_epilogue(self, d: DirectOperand) -> None:
-        """post(acc) for the valid part of the tile, whose columns are panels of rows of
-        output columns (c_direct.py), stored to `out`."""
-        src, c = self.src, self.c
+        """post(acc) for the valid part of the tile, one side of which is the panels of
+        output positions read in place (c_direct.py), stored to `out`: along the
+        positions (B), or for each channel along a panel's positions (A)."""
+        src, c, nc = self.src, self.c, self.g.nc
         offset = flat_offset(c.shape, [f"i{a}" for a in range(len(c.axes))])
-        src.extend([f"const int64_t i{a} = 0;" for a in self.m.cols if c.axes[a].extent == 1])
-        with src.block("for (int64_t i = 0; i < mv; ++i)"):
-            self._decode("(m0 + i)", self.m.rows)
-            with src.block(f"for (int64_t jp = 0; jp < nv / {d.panel}L; ++jp)"):
-                src.line(f"const int64_t panel = n0 / {d.panel}L + jp;")
-                step = d.line_panels
-                for axis, extent, _ in reversed(d.outer):
-                    src.line(f"const int64_t i{axis} = panel / {step}L % {extent}L;")
-                    step *= extent
-                src.line(f"const int64_t j0 = panel % {d.line_panels}L * {d.panel}L;")
-                src.line(f"const int64_t jn = {d.line}L - j0 < {d.panel}L ? {d.line}L - j0 : {d.panel}L;")
-                # Runs of positions inside one output row, stored by a loop gcc vectorizes; on
-                # a plane at the padded row's period the positions between rows are skipped.
-                if d.fold is None:
-                    src.line("int64_t w = j0;")
-                else:
-                    axis, _, period = d.fold
-                    src.line(f"int64_t i{axis} = j0 / {period}L, w = j0 % {period}L;")
-                with src.block("for (int64_t l = 0, run; l < jn; l += run)"):
-                    if d.fold is None:
-                        src.line("run = jn;")
-                        src.line("const int64_t valid = run;")
-                    else:
-                        src.line(f"run = jn - l < {period}L - w ? jn - l : {period}L - w;")
-                        src.line(f"const int64_t valid = w >= {d.width}L ? 0 : run < {d.width}L - w ? run : {d.width}L - w;")
-                    with src.block("for (int64_t e = 0; e < valid; ++e)"):
-                        src.line(f"const int64_t i{d.inner} = w + e;")
-                        value = f"ct[i * {self.g.nc}L + jp * {d.panel}L + l + e]"
-                        if c.post is not None:
-                            value = self._emit(c.post, {**self.names, ACC: value})
-                        src.line(f"out[{offset}] = {value};")
-                    if d.fold is not None:
-                        src.line(f"w = 0; ++i{d.fold[0]};")
+        walked = self.m.cols if d.side == "b" else self.m.rows
+        src.extend([f"const int64_t i{a} = 0;" for a in walked if c.axes[a].extent == 1])
+
+        def store(at: str) -> None:  # out at the current indices, from ct[at]
+            value = f"ct[{at}]"
+            if c.post is not None:
+                value = self._emit(c.post, {**self.names, ACC: value})
+            src.line(f"out[{offset}] = {value};")
+        if d.side == "b":  # a run is contiguous in `out`: a loop gcc vectorizes
+            with src.block("for (int64_t i = 0; i < mv; ++i)"):
+                self._decode("(m0 + i)", self.m.rows)
+                with src.block(f"for (int64_t jp = 0; jp < nv / {d.panel}L; ++jp)"):
+                    self._position_runs(d, f"n0 / {d.panel}L + jp",
+                                        lambda: store(f"i * {nc}L + jp * {d.panel}L + l + e"))
+            return
+
+        def channels() -> None:  # for each channel, the run's positions: contiguous in `out`
+            with self._walk("j", "nv", "n0", self.m.cols), src.block("for (int64_t e = 0; e < valid; ++e)"):
+                src.line(f"const int64_t i{d.inner} = w + e;")
+                store(f"(ip * {d.panel}L + l + e) * {nc}L + j")
+        with src.block(f"for (int64_t ip = 0; ip < mv / {d.panel}L; ++ip)"):
+            self._position_runs(d, f"m0 / {d.panel}L + ip", channels, per_position=False)
+
+    def _position_runs(self, d: DirectOperand, panel: str, body: Callable[[], None],
+                       per_position: bool = True) -> None:
+        """For global panel number `panel` of `d`: its walked axes declared, then runs of
+        positions inside one output row (l: the run's first position in the panel, w its
+        column, `valid` how many it stores), `body` once per position (e, the inner axis
+        declared). On a plane at the period the positions between rows are skipped a run
+        at a time."""
+        src = self.src
+        src.line(f"const int64_t panel = {panel};")
+        step = d.line_panels
+        for axis, extent, _ in reversed(d.outer):
+            src.line(f"const int64_t i{axis} = panel / {step}L % {extent}L;")
+            step *= extent
+        src.line(f"const int64_t j0 = panel % {d.line_panels}L * {d.panel}L;")
+        src.line(f"const int64_t jn = {d.line}L - j0 < {d.panel}L ? {d.line}L - j0 : {d.panel}L;")
+        if d.fold is None:
+            src.line("int64_t w = j0;")
+        else:
+            axis, _, period = d.fold
+            src.line(f"int64_t i{axis} = j0 / {period}L, w = j0 % {period}L;")
+        with src.block("for (int64_t l = 0, run; l < jn; l += run)"):
+            if d.fold is None:
+                src.line("run = jn;")
+                src.line("const int64_t valid = run;")
+            else:
+                src.line(f"run = jn - l < {period}L - w ? jn - l : {period}L - w;")
+                src.line(f"const int64_t valid = w >= {d.width}L ? 0 : run < {d.width}L - w ? run : {d.width}L - w;")
+            if per_position:
+                with src.block("for (int64_t e = 0; e < valid; ++e)"):
+                    src.line(f"const int64_t i{d.inner} = w + e;")
+                    body()
+            else:
+                body()
+            if d.fold is not None:
+                src.line(f"w = 0; ++i{d.fold[0]};")
 
     def _micro_calls(self, a: str, b: str) -> None:
         """The micro-kernel call for panel (ip, jp): the tails' kernels where the panel is
@@ -606,7 +688,7 @@ class _GemmWriter:
         g, src = self.g, self.src
         koff = f", {KOFF} + k0" if g.direct is not None else ""
         args = f"(kc, {a}, {b}{koff}, ct + ip * {g.mk.rows * g.nc}L + jp * {g.mk.cols}L, k0 == 0);"
-        row_tail, vector_tail = micro_tails(g)
+        row_tail, vector_tail = micro_tails(g.mk, g.m, g.n)
         tests = {"rows": f"m0 + (ip + 1) * {g.mk.rows}L > {g.m}L" if row_tail else None,
                  "vectors": f"n0 + (jp + 1) * {g.mk.cols}L > {g.n}L" if vector_tail else None}
 
@@ -634,7 +716,7 @@ class _GemmWriter:
         (`scratch` * width), or in the operand packed at load (block origins are multiples
         of the panel width, so the panel is origin / width + index, at K offset k0)."""
         width = self.g.mk.rows if side == "a" else self.g.mk.cols
-        if side == "b" and self.g.direct is not None:
+        if self.g.direct is not None and side == self.g.direct.side:
             return f"pad + {panel_base(self.g.direct, f'{origin} / {width}L + {index}')}"
         p = self.packed.get(side)
         if p is None:

@@ -203,7 +203,7 @@ def test_the_last_panels_run_kernels_cut_to_what_is_valid(m: int, n: int, tails:
     match = match_contraction(c)
     assert match is not None
     g = gemm_shape(c, match, default_tile(c, cpu(16)), cpu(16))
-    assert micro_tails(g) == tails
+    assert micro_tails(g.mk, g.m, g.n) == tails
     src = render_kernel(c, default_tile(c, cpu(16)), "k", cpu(16))
     for rows, vectors in ((tails[0] or 14, 2), (14, tails[1] or 2), (tails[0] or 14, tails[1] or 2)):
         assert f"{micro_name(rows, vectors, g)}(kc," in src
@@ -220,8 +220,9 @@ def test_blocks_are_whole_micro_kernels_and_keep_cores_busy() -> None:
 
 def test_prepacked_weights_let_row_blocks_fill_l2_so_patches_are_gathered_once() -> None:
     """A convolution packs its input patches (B) again for every row block; with its
-    weights (A) packed at load, rows may take all of L2 instead of half of it."""
-    x = Load(0, (i0, r0, i2 + r1 - 1, i3 + r2 - 1), "float32", pad=0.0)
+    weights (A) packed at load, rows may take all of L2 instead of half of it. (Its
+    width read mirrored: patches that cannot be read in place, c_direct.py.)"""
+    x = Load(0, (i0, r0, i2 + r1 - 1, te.const(14, "int64") - i3 - r2), "float32", pad=0.0)
     c = Compute(axes(1, 256, 14, 14), x * Load(1, (i1, r0, r1, r2), "float32"),
                 (TensorType((1, 256, 14, 14), "float32"), TensorType((256, 256, 3, 3), "float32")),
                 "float32", axes(256, 3, 3, prefix="r"), "sum")
@@ -263,12 +264,13 @@ def test_reduce_axes_used_as_values_do_not_merge(tmp_path: Path) -> None:
 
 
 def window_conv(n: int, ci: int, co: int, h: int, w: int, kh: int, kw: int, dilation: int = 1,
-                pads: tuple[int, int, int, int] | None = (1, 1, 1, 1)) -> Compute:
-    """x (n,ci,h,w) conv w (co,ci,kh,kw), stride 1, `pads` (top, left, bottom, right; None: no
-    padded load) + bias, relu: the windows the direct path reads in place."""
+                pads: tuple[int, int, int, int] | None = (1, 1, 1, 1), stride: int = 1) -> Compute:
+    """x (n,ci,h,w) conv w (co,ci,kh,kw), `pads` (top, left, bottom, right; None: no padded
+    load) + bias, relu: the windows the direct path reads in place."""
     top, left, bottom, right = pads or (0, 0, 0, 0)
-    oh, ow = h + top + bottom - dilation * (kh - 1), w + left + right - dilation * (kw - 1)
-    x = Load(0, (i0, r0, i2 + r1 * dilation - top, i3 + r2 * dilation - left), "float32",
+    oh = (h + top + bottom - dilation * (kh - 1) - 1) // stride + 1
+    ow = (w + left + right - dilation * (kw - 1) - 1) // stride + 1
+    x = Load(0, (i0, r0, i2 * stride + r1 * dilation - top, i3 * stride + r2 * dilation - left), "float32",
              pad=None if pads is None else 0.0)
     post = call("max", Var("acc", "float32") + Load(2, (i1,), "float32"), 0.0)
     return Compute(axes(n, co, oh, ow), x * Load(1, (i1, r0, r1, r2), "float32"),
@@ -276,6 +278,8 @@ def window_conv(n: int, ci: int, co: int, h: int, w: int, kh: int, kw: int, dila
                     TensorType((co,), "float32")), "float32", axes(ci, kh, kw, prefix="r"), "sum", post, "Conv+Relu")
 
 
+# Patches read in place as B (few output channels: positions in the lanes) or, named a_*, as
+# A (channels in the lanes, positions broadcast: any stride).
 DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     "batch2_row_tail": (window_conv(2, 5, 6, 9, 37, 3, 3), 8),  # 37 = 16 + 16 + 5 columns a row
     "dilated_avx512": (window_conv(1, 4, 12, 10, 40, 3, 3, dilation=2, pads=(2, 2, 2, 2)), 16),
@@ -284,6 +288,10 @@ DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     "row_kernel_only": (window_conv(1, 3, 5, 6, 70, 1, 5, pads=(0, 2, 0, 2)), 16),
     "planes_batch2": (window_conv(2, 4, 6, 21, 13, 3, 3), 8),  # 13-wide rows walked at period 15
     "planes_dilated": (window_conv(1, 3, 8, 9, 14, 3, 3, dilation=2, pads=(1, 2, 3, 2)), 16),
+    "a_stride2": (window_conv(1, 5, 32, 17, 17, 3, 3, stride=2), 16),
+    "a_stem_7x7_stride2": (window_conv(1, 3, 16, 23, 23, 7, 7, pads=(3, 3, 3, 3), stride=2), 8),
+    "a_batch2_channel_tail": (window_conv(2, 16, 48, 7, 7, 3, 3), 16),  # 48 channels: 32 + one vector
+    "a_dilated_no_padding": (window_conv(1, 8, 32, 13, 11, 3, 3, dilation=2, pads=None), 16),
 }
 
 
@@ -298,30 +306,38 @@ def direct(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
 
 @pytest.mark.parametrize("name", list(DIRECT_CASES))
 def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name: str) -> None:
-    assert "tf_koff" in direct.sources[name]  # the direct path, not the gathered patches
-    folded = "% 15L" in direct.sources[name] or "% 18L" in direct.sources[name]
-    assert folded == name.startswith("planes")  # lines that span a plane at the padded period
-    compute = DIRECT_CASES[name][0]
+    compute, lanes = DIRECT_CASES[name]
+    c, tile = merge_axes(compute, default_tile(compute, cpu(lanes)))
+    m = gemm_contraction(c, cpu(lanes))
+    assert m is not None
+    d = gemm_shape(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
+    assert d is not None and d.side == ("a" if name.startswith("a_") else "b")
+    assert "tf_koff" in direct.sources[name]  # read in place, not gathered
     inputs = [rand(t.shape) for t in compute.inputs]
     k = np.prod([a.extent for a in compute.reduce_axes])
     np.testing.assert_allclose(direct.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
 
 
-@pytest.mark.parametrize(("compute", "lanes", "lines"), [
-    (window_conv(1, 32, 32, 32, 32, 3, 3), 16, "rows"),  # few rows of A: gathering dominates
-    (window_conv(1, 64, 64, 56, 56, 3, 3), 16, "planes"),  # 58 / 56 of the work, not 64 / 56
-    (window_conv(1, 256, 256, 14, 14, 3, 3), 16, "planes"),  # 14-wide rows: gathered element-wise
-    (window_conv(1, 512, 512, 7, 7, 3, 3), 16, None),  # 9 / 7 of the work against 512 rows
+@pytest.mark.parametrize(("compute", "lanes", "way"), [
+    (window_conv(1, 32, 32, 32, 32, 3, 3), 16, "b rows"),  # 32 positions a row, 32 channels
+    (window_conv(1, 64, 64, 56, 56, 3, 3), 16, "a rows"),  # 56 = 4 x 14 rows: no position wasted
+    (window_conv(1, 256, 256, 14, 14, 3, 3), 16, "a rows"),
+    (window_conv(1, 512, 512, 7, 7, 3, 3), 16, "a rows"),  # 7 rows of 512 channels
+    (window_conv(1, 3, 64, 63, 63, 7, 7, pads=(3, 3, 3, 3), stride=2), 16, "a rows"),  # a stem: stride 2
+    (window_conv(1, 5, 6, 37, 37, 3, 3), 8, "b planes"),  # 6 channels fill no vector: positions do
     (window_conv(1, 16, 16, 20, 40, 1, 1, pads=None), 16, None),  # 1x1: the copy costs what packing does
 ])
 def test_patches_are_read_in_place_where_the_model_says_it_pays(compute: Compute, lanes: int,
-                                                                   lines: str | None) -> None:
+                                                                   way: str | None) -> None:
+    """Gathered, or read in place as B or A (c_direct.py), as measured fastest on these
+    (ResNet's 3x3 convolutions: A in place 858 / 860 / 863 / 869 us against 926 / 956 / 982
+    / 1131 as B and 1090 / 1036 / 1112 / 1331 gathered; the stem 951 against 1254)."""
     c, tile = merge_axes(compute, default_tile(compute, cpu(lanes)))
     m = gemm_contraction(c, cpu(lanes))
     assert m is not None
     d = gemm_shape(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
-    assert (None if d is None else "rows" if d.fold is None else "planes") == lines
-    assert gemm_shape(c, m, tile, cpu(lanes)).direct is None  # weights not constant: A is not prepacked
+    assert (None if d is None else f"{d.side} {'rows' if d.fold is None else 'planes'}") == way
+    assert gemm_shape(c, m, tile, cpu(lanes)).direct is None  # weights not constant: not prepacked
 
 
 def test_strided_windows_are_gathered() -> None:
