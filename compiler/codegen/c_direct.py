@@ -75,7 +75,14 @@ class DirectOperand:
     fold: tuple[int, int, int] | None  # the axis a line also spans: (position, extent, period)
     outer: tuple[tuple[int, int, int], ...]  # other walked axes: (position, extent, offset per step)
     base: int  # offset in `pad` of every index's constant part
-    koff: tuple[int, ...]  # offset in `pad` of each flat reduce index
+    k_steps: tuple[tuple[int, int], ...]  # per reduce axis: (extent, offset in `pad` per step)
+
+    def koff(self) -> list[int]:
+        """Offset in `pad` of each flat (row-major) reduce index."""
+        offsets = [0]
+        for extent, step in self.k_steps:
+            offsets = [o + r * step for o in offsets for r in range(extent)]
+        return offsets
 
     @property
     def line(self) -> int:
@@ -140,26 +147,19 @@ def direct_layout(c: Compute, load: Load, side: str, axes: Sequence[int], panel:
         if not rest and period >= width and (
                 -(-line // panel) * panel / c.axes[axis].extent < -(-width // panel) * panel):
             fold = (axis, c.axes[axis].extent, period)
-    koff = []
-    for flat in range(math.prod(a.extent for a in c.reduce_axes)):
-        at, total = flat, 0
-        for a in reversed(c.reduce_axes):
-            at, r = divmod(at, a.extent)
-            total += r * offset(a.name)
-        koff.append(total)
     base = sum((f[0] - a) * s for f, a, s in zip(forms, lo, strides, strict=True))
     outer = tuple((d, c.axes[d].extent, offset(c.axes[d].name)) for d in walked[:-1]
                   if fold is None or d != fold[0])
     pad = literal(load.pad if load.pad is not None else 0.0, load.dtype)
     return DirectOperand(side, load.input, lo, extents, pad, inner, width, panel, step, fold, outer,
-                         base, tuple(koff))
+                         base, tuple((a.extent, offset(a.name)) for a in c.reduce_axes))
 
 
 def koff_table(d: DirectOperand, src: CSource) -> None:
     """The file-scope table of per-k offsets."""
-    per_line = 16
-    values = [", ".join(str(v) for v in d.koff[i:i + per_line]) for i in range(0, len(d.koff), per_line)]
-    src.line(f"static const int32_t {KOFF}[{len(d.koff)}] = {{")
+    per_line, koff = 16, d.koff()
+    values = [", ".join(str(v) for v in koff[i:i + per_line]) for i in range(0, len(koff), per_line)]
+    src.line(f"static const int32_t {KOFF}[{len(koff)}] = {{")
     src.extend([f"  {v}," for v in values])
     src.line("};")
 
