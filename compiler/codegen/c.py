@@ -532,10 +532,10 @@ class _KernelWriter:
             self._spatial(order, bounds, lambda: self.src.line(f"{saved} = acc[{flat}];"))
 
     def _vectorizes(self, bounds: Sequence[int], body: Expr) -> bool:
-        """Whether this micro-tile takes the explicit-SIMD path (c_vector.py): a sum whose
-        rows hold a vector and whose body and post the vectors can express."""
+        """Whether this micro-tile takes the explicit-SIMD path (c_vector.py): a sum, max or
+        min whose rows hold a vector and whose body and post the vectors can express."""
         c, lanes = self.c, self.s.vector
-        if not self.n or c.reduce_op != "sum" or lanes < 2 or bounds[-1] < lanes:
+        if not self.n or c.reduce_op not in {"sum", "max", "min"} or lanes < 2 or bounds[-1] < lanes:
             return False
         var = c.axes[-1].name
         post_ok = c.post is None or vectorizes(c.post, var, c.inputs, c.acc_dtype, {ACC})
@@ -566,9 +566,9 @@ class _KernelWriter:
                      for d, p in enumerate(slot) if self.s.block[d] > 1]
             return f"*({VECTOR_TYPE}*)(tacc + {' + '.join(terms) or '0'})"
 
-        zero = f"({VECTOR_TYPE}){{0}}"
+        start = splat(literal(INIT[c.reduce_op](c.acc_dtype), c.acc_dtype), lanes)
         for s in slots:
-            init = f"c0 == 0 ? {zero} : {saved(s)}" if self.s.chunk else zero
+            init = f"c0 == 0 ? {start} : {saved(s)}" if self.s.chunk else start
             self.src.line(f"{VECTOR_TYPE} {acc[s]} = {init};")
 
         def per_slot(write: Callable[[tuple[int, ...], VectorWriter], None],
@@ -580,9 +580,9 @@ class _KernelWriter:
                     write(s, w)
 
         def accumulate(s: tuple[int, ...], w: VectorWriter) -> None:
-            value = w.emit_vector(body)
+            folded = w.fold(c.reduce_op, acc[s], w.emit_vector(body))
             self._take(w)
-            self.src.line(f"{acc[s]} += {value};")
+            self.src.line(f"{acc[s]} = {folded};")
 
         def finish(s: tuple[int, ...], w: VectorWriter) -> None:
             value = acc[s] if c.post is None else w.emit_vector(c.post)

@@ -8,8 +8,9 @@ accumulators are named vector variables, one per row and vector of the micro-til
 which gcc keeps in registers for the whole reduction, as in the GEMM micro-kernel.
 
 An expression qualifies when every value that varies along the vector axis (or is
-an accumulator) is built from loads that walk memory contiguously along it (stride
-1, no padding: padded windows are staged first, see c_stage.py) by float add, sub,
+an accumulator) is built from loads that walk memory contiguously along it, or every
+other element (stride 1 or 2, no padding: padded windows are staged first, see
+c_stage.py; a stride-2 vector is two loads and one lane shuffle), by float add, sub,
 mul, div, neg, max, min, selects on comparisons of such values, and float32 exp
 (inlined, c_vector_math.py). Values that do not vary along it (a depthwise filter
 tap, a bias) are rendered as scalars and broadcast.
@@ -27,6 +28,7 @@ from compiler.ir.dtypes import dtype
 from compiler.ir.te import Call, Expr, Load, TensorType, Var
 
 VECTOR_TYPE = "tf_v"
+VECTOR_STRIDES = (1, 2)  # elements between a vector's lanes in the loads it reads
 MASK_TYPE = "tf_vm"  # the integer vector a comparison of two VECTOR_TYPEs gives
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -59,7 +61,7 @@ def vectorizes(e: Expr, var: str, inputs: Sequence[TensorType], dt: str,
     if isinstance(e, Var):
         return e.name in vector_values
     if isinstance(e, Load):
-        return plain_load(e) is e and e.pad is None and load_stride(e, inputs[e.input].shape, var) == 1
+        return plain_load(e) is e and e.pad is None and load_stride(e, inputs[e.input].shape, var) in VECTOR_STRIDES
     if not isinstance(e, Call):
         return False
     if _is_comparison(e):
@@ -106,8 +108,17 @@ class VectorWriter(ExprWriter):
 
     def _render(self, e: Expr) -> str:
         if isinstance(e, Load):
-            offset = flat_offset(self.inputs[e.input].shape, [self.emit(i) for i in e.indices])
-            return self._vector(f"*(const {VECTOR_TYPE}*)(in{e.input} + {offset})")
+            shape = self.inputs[e.input].shape
+            address = f"in{e.input} + {flat_offset(shape, [self.emit(i) for i in e.indices])}"
+            if load_stride(e, shape, self.var) == 1:
+                return self._vector(f"*(const {VECTOR_TYPE}*)({address})")
+            # every other element: lanes 0, 2, ... of one vector and, from a second one that
+            # ends on the last element read (never past it), the rest
+            first = self._vector(f"*(const {VECTOR_TYPE}*)({address})")
+            second = self._vector(f"*(const {VECTOR_TYPE}*)({address} + {self.lanes - 1}L)")
+            half = self.lanes // 2
+            picks = [2 * j for j in range(half)] + [self.lanes + 2 * j + 1 for j in range(self.lanes - half)]
+            return self._vector(f"__builtin_shuffle({first}, {second}, ({MASK_TYPE}){{{', '.join(map(str, picks))}}})")
         assert isinstance(e, Call), e
         if e.op == "select":
             return self._select(self._mask(e.args[0]), self._whole(e.args[1]), self._whole(e.args[2]))

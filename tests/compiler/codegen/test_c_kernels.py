@@ -122,10 +122,28 @@ def _column_nans() -> list[np.ndarray]:
     return [x]
 
 
-def maxpool() -> Compute:
+def maxpool(h: int = 11, w: int = 9) -> Compute:
+    """3x3 windows, stride 2, padding 1 read as -inf."""
     x = Load(0, (i0, i1, i2 * 2 + r0 - 1, i3 * 2 + r1 - 1), "float32", pad=-math.inf)
-    return Compute(axes(1, 3, 6, 5), x, (TensorType((1, 3, 11, 9), "float32"),),
+    return Compute(axes(1, 3, (h - 1) // 2 + 1, (w - 1) // 2 + 1), x, (TensorType((1, 3, h, w), "float32"),),
                    "float32", axes(3, 3, prefix="r"), "max")
+
+
+def depthwise_stride2(side: int = 37) -> Compute:
+    x = Load(0, (i0, i1, i2 * 2 + r0 - 1, i3 * 2 + r1 - 1), "float32", pad=0.0)
+    out = (side - 1) // 2 + 1
+    return Compute(axes(1, 4, out, out), x * Load(1, (i1, te.const(0, "int64"), r0, r1), "float32"),
+                   (TensorType((1, 4, side, side), "float32"), TensorType((4, 1, 3, 3), "float32")),
+                   "float32", axes(3, 3, prefix="r"), "sum")
+
+
+def _nan_map(shape: tuple[int, ...]) -> Callable[[], list[np.ndarray]]:
+    """Random values with a few NaNs (a max window must give NaN where it holds one)."""
+    def make() -> list[np.ndarray]:
+        x = rand(shape)
+        x.reshape(-1)[RNG.choice(x.size, 5, replace=False)] = np.nan
+        return [x]
+    return make
 
 
 def row_reduce(op: str, rows: int, cols: int, dt: str = "float32", post=None) -> Compute:
@@ -337,6 +355,10 @@ CASES: dict[str, Case] = {
     "column_sum_vector_overlap_chunked": _case(column_sum(4, 150, 20, post=Var("acc", "float32") / 150.0),
                                                TileConfig((4, 20), (2, 20), (64,), 8)),
     "maxpool_inf_pad": _case(maxpool()),
+    # stride-2 windows on the explicit-SIMD path: two loads and a lane shuffle per vector
+    "maxpool_stride2_vector": _case(maxpool(37, 43), TileConfig((1, 3, 19, 22), (1, 1, 2, 22), (3, 3), 8),
+                                    _nan_map((1, 3, 37, 43))),
+    "depthwise_stride2_vector": _case(depthwise_stride2(), TileConfig((1, 4, 19, 19), (1, 1, 2, 19), (3, 3), 8)),
     "softmax_max": _case(row_reduce("max", 5, 67)),
     "softmax_exp_sum": _case(softmax_exp_sum(5, 67), None, _softmax_sum_inputs),
     "softmax_divide": _case(softmax_divide(5, 67), None, _softmax_div_inputs),
@@ -443,7 +465,8 @@ def test_padded_windows_are_staged_and_read_without_checks(make: Callable[[], Co
 
 @pytest.mark.parametrize("name", ["depthwise_vector_epilogue", "column_sum_vector_chunked",
                                   "column_sum_vector_float64", "relu_propagates_nan_vector",
-                                  "depthwise_vector_overlap", "column_sum_vector_overlap_chunked"])
+                                  "depthwise_vector_overlap", "column_sum_vector_overlap_chunked",
+                                  "maxpool_stride2_vector", "depthwise_stride2_vector"])
 def test_whole_vector_rows_keep_their_accumulators_in_vector_registers(name: str) -> None:
     compute, tile, _ = CASES[name]
     src = render_kernel(compute, tile, "k")
@@ -495,3 +518,10 @@ def test_blocks_too_big_to_stage_are_cut_until_they_fit() -> None:
     assert staging_block(c, (1, 2, 8, 56), (1, 1, 4, 16)) == [1, 2, 8, 56]  # fits already
     src = render_kernel(c, TileConfig((1, 16, 56, 56), (1, 1, 4, 16), (3, 3), 8), "k")
     assert "__attribute__((aligned(64)))" in src and NO_IF_CONVERT not in src
+
+
+@pytest.mark.parametrize("name", ["maxpool_stride2_vector", "depthwise_stride2_vector"])
+def test_stride_two_windows_load_two_vectors_and_shuffle_their_lanes(name: str) -> None:
+    compute, tile, _ = CASES[name]
+    src = render_kernel(compute, tile, "k")
+    assert "__builtin_shuffle" in src and " acc[" not in src
