@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from compiler.frontend.exprs import idx
 from compiler.frontend.registry import OpContext
-from compiler.ir.te import Expr, call
+from compiler.ir.te import Expr
 
 
 @dataclass(frozen=True)
@@ -70,12 +70,3 @@ def window_of(cx: OpContext, spatial: Sequence[int], kernel: Sequence[int], ceil
     else:
         raise cx.unsupported(f"auto_pad {auto_pad!r}")
     return Window(tuple(kernel), strides, dilations, tuple(begin), tuple(end), tuple(out))
-
-
-def valid_count(w: Window, d: int, o: Expr, offset: int, limit: int) -> Expr:
-    """How many kernel taps k of dim `d` have 0 <= o*s - offset + k*dil < limit (an index expr)."""
-    s, dil, k = w.strides[d], w.dilations[d], w.kernel[d]
-    start = o * idx(s) - idx(offset)
-    lo = call("max", -call("floordiv", start, idx(dil)) if dil > 1 else -start, idx(0))
-    hi = call("min", call("floordiv", idx(limit - 1) - start, idx(dil)), idx(k - 1))
-    return call("max", hi - lo + idx(1), idx(0))
