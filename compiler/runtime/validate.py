@@ -19,6 +19,7 @@ import onnx
 import onnxruntime as ort
 
 from compiler.errors import ModelError
+from compiler.frontend.loader import infer_shapes
 from compiler.runtime.executable import Executable, TensorSpec
 
 INT_HIGH = 4  # integer inputs are drawn from [0, INT_HIGH) unless an index bound is smaller
@@ -126,12 +127,16 @@ def random_inputs(specs: list[TensorSpec], model: onnx.ModelProto, seed: int) ->
 
 def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
     """Graph inputs used as Gather indices -> the smallest extent (at most INT_HIGH) they index."""
-    shapes = _static_shapes(model)
     graph_inputs = {i.name for i in model.graph.input}
+    gathers = [n for n in model.graph.node
+               if n.op_type in GATHER_OPS and len(n.input) >= 2 and n.input[1] in graph_inputs]
+    if not gathers:
+        return {}
+    shapes = {t.name: list(t.dims) for t in model.graph.initializer}  # embeddings: no inference
+    if any(n.input[0] not in shapes for n in gathers):
+        shapes = _static_shapes(model)
     bounds: dict[str, int] = {}
-    for node in model.graph.node:
-        if node.op_type not in GATHER_OPS or len(node.input) < 2 or node.input[1] not in graph_inputs:
-            continue
+    for node in gathers:
         shape = shapes.get(node.input[0])
         axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
         if shape is None or not -len(shape) <= axis < len(shape) or shape[axis] is None:
@@ -144,7 +149,7 @@ def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
 def _static_shapes(model: onnx.ModelProto) -> dict[str, list[int | None]]:
     """Known shapes of initializers, inputs and (after shape inference) intermediates."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model).graph
+        inferred = infer_shapes(model).graph
     except Exception:  # inference is a best-effort hint; the default bound still applies
         inferred = model.graph
     shapes: dict[str, list[int | None]] = {}
