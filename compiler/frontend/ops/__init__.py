@@ -5,6 +5,7 @@ from compiler.frontend.ops import (  # noqa: F401  (imported for their registrat
     constants,
     contraction,
     control,
+    conv_transpose,
     deform,
     einsum,
     elementwise,

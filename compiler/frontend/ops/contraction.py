@@ -9,7 +9,7 @@ from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index,
 from compiler.frontend.ops.windows import window_of
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
-from compiler.ir.te import ACC, Expr, Var, call, cast, select
+from compiler.ir.te import ACC, Expr, Var, call, cast
 
 # term(a element, b element, output row index, output column index) -> the summed product
 ProductTerm = Callable[[Expr, Expr, Expr | None, Expr | None], Expr]
@@ -19,7 +19,7 @@ def _product(a: Expr, b: Expr, row: Expr | None, col: Expr | None) -> Expr:
     return a * b
 
 
-def _widened(e: Expr) -> Expr:
+def widened(e: Expr) -> Expr:
     """A half-precision operand as float32: the products are summed in float32 and rounded
     to half once at the end (as onnxruntime and BLAS libraries do), not one at a time."""
     return cast(e, "float32") if e.dtype == "float16" else e
@@ -63,7 +63,7 @@ def matmul_values(cx: OpContext, a: Value, b: Value, term: ProductTerm = _produc
     b_at = [*broadcast_index(b_batch, i[:nb]), r, *i[nb + len(rows):]]
     row = i[nb] if rows else None
     col = i[-1] if cols else None
-    body = term(_widened(load(0, a, a_at)), _widened(load(1, b, b_at)), row, col)
+    body = term(widened(load(0, a, a_at)), widened(load(1, b, b_at)), row, col)
     acc = Var(ACC, body.dtype)
     post = _rounded(acc, a)
     inputs = [a, b, *extra]
@@ -83,14 +83,14 @@ def gemm(cx: OpContext) -> Outputs:
         raise cx.error(f"inner dimensions differ: {list(a.shape)} x {list(b.shape)}")
     i, j = out_index(2)
     (r,) = reduce_index(1)
-    body = _widened(load(0, a, [r, i] if ta else [i, r])) * _widened(load(1, b, [j, r] if tb else [r, j]))
+    body = widened(load(0, a, [r, i] if ta else [i, r])) * widened(load(1, b, [j, r] if tb else [r, j]))
     alpha, beta = float(cx.attr("alpha", 1.0)), float(cx.attr("beta", 1.0))
     acc: Expr = Var(ACC, body.dtype)
     post = acc if alpha == 1.0 else scalar(alpha, body) * acc
     inputs = [a, b]
     if c is not None and beta != 0.0:
         broadcast_shape([c.shape, (m, n)], "Gemm C")
-        bias = _widened(load(2, c, broadcast_index(c.shape, [i, j])))
+        bias = widened(load(2, c, broadcast_index(c.shape, [i, j])))
         post = post + (bias if beta == 1.0 else scalar(beta, body) * bias)
         inputs.append(c)
     post = _rounded(post, a)
@@ -98,7 +98,7 @@ def gemm(cx: OpContext) -> Outputs:
                             post=None if post is acc else post), inputs)]
 
 
-def _conv_operands(cx: OpContext) -> tuple[Value, Value, Value | None, int, int]:
+def conv_operands(cx: OpContext) -> tuple[Value, Value, Value | None, int, int]:
     """Conv / ConvTranspose inputs (x, w, bias), the number of spatial dims and the group count."""
     x, w, bias = cx.input(0), cx.input(1), cx.optional(2)
     nd = x.rank - 2
@@ -107,7 +107,7 @@ def _conv_operands(cx: OpContext) -> tuple[Value, Value, Value | None, int, int]
     return x, w, bias, nd, int(cx.attr("group", 1))
 
 
-def _emit_conv(cx: OpContext, shape: tuple[int, ...], body: Expr, x: Value, w: Value, bias: Value | None,
+def emit_conv(cx: OpContext, shape: tuple[int, ...], body: Expr, x: Value, w: Value, bias: Value | None,
                reduce: list[int], extra: Sequence[Value] = ()) -> Value:
     """The conv Compute: a sum over `reduce`, plus the per-output-channel bias when given."""
     inputs = [x, w]
@@ -124,7 +124,7 @@ def _emit_conv(cx: OpContext, shape: tuple[int, ...], body: Expr, x: Value, w: V
 
 @lowering("Conv")
 def conv(cx: OpContext) -> Outputs:
-    x, w, bias, _, groups = _conv_operands(cx)
+    x, w, bias, _, groups = conv_operands(cx)
     return [conv_values(cx, x, w, bias, groups)]
 
 
@@ -149,56 +149,5 @@ def conv_values(cx: OpContext, x: Value, w: Value, bias: Value | None, groups: i
     channel = r[0] if groups == 1 else call("floordiv", i[1], idx(m // groups)) * idx(cg) + r[0]
     at = [i[0], channel, *(win.position(d, i[2 + d], r[1 + d]) for d in range(nd))]
     outside = scalar(pad, x.dtype).value if win.reads_outside(x.shape[2:]) else None
-    body = term(_widened(load(0, x, at, pad=outside)), _widened(load(1, w, [i[1], *r])), i[1], None)
-    return _emit_conv(cx, (n, m, *win.out), body, x, w, bias, [cg, *kernel], extra)
-
-
-def _transposed_geometry(cx: OpContext, spatial: tuple[int, ...], kernel: tuple[int, ...]
-                         ) -> tuple[list[int], list[int], list[int], list[int]]:
-    """ConvTranspose strides, dilations, leading pads and output sizes (ONNX's rules)."""
-    nd = len(spatial)
-    strides = list(cx.attr("strides", [1] * nd))
-    dil = list(cx.attr("dilations", [1] * nd))
-    out_pad = list(cx.attr("output_padding", [0] * nd))
-    span = [(k - 1) * d + 1 for k, d in zip(kernel, dil, strict=True)]
-    full = [s * (n - 1) + op + w for s, n, op, w in zip(strides, spatial, out_pad, span, strict=True)]
-    auto_pad = cx.attr("auto_pad", "NOTSET")
-    out_shape = cx.attr("output_shape")
-    if out_shape is not None:
-        out_shape = list(out_shape)[-nd:]
-    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        out_shape = [n * s for n, s in zip(spatial, strides, strict=True)]
-    if out_shape is not None:
-        # a negative total pads the end with zeros (an implicit output_padding)
-        total = [f - o for f, o in zip(full, out_shape, strict=True)]
-        upper = auto_pad == "SAME_UPPER"
-        begin = [t // 2 if upper else t - t // 2 for t in total]
-        return strides, dil, begin, out_shape
-    pads = list(cx.attr("pads", [0] * (2 * nd)))
-    out = [f - pads[d] - pads[nd + d] for d, f in enumerate(full)]
-    return strides, dil, pads[:nd], out
-
-
-@lowering("ConvTranspose")
-def conv_transpose(cx: OpContext) -> Outputs:
-    x, w, bias, nd, groups = _conv_operands(cx)
-    n, c = x.shape[:2]
-    cg, mg = w.shape[:2]
-    if c != cg or c % groups:
-        raise cx.error(f"input channels {c} do not match the weight's {cg} in {groups} groups")
-    kernel = tuple(w.shape[2:])
-    strides, dil, begin, out = _transposed_geometry(cx, x.shape[2:], kernel)
-    i = out_index(2 + nd)
-    r = reduce_index(1 + nd)
-    per = c // groups
-    channel = r[0] if groups == 1 else call("floordiv", i[1], idx(mg)) * idx(per) + r[0]
-    # output o receives input q / stride from tap k where q = o + pad - k * dilation divides evenly
-    q = [i[2 + d] + idx(begin[d]) - r[1 + d] * idx(dil[d]) for d in range(nd)]
-    at = [call("floordiv", q[d], idx(strides[d])) if strides[d] > 1 else q[d] for d in range(nd)]
-    w_at = [channel, i[1] if groups == 1 else call("floormod", i[1], idx(mg)), *r[1:]]
-    body: Expr = _widened(load(0, x, [i[0], channel, *at], pad=scalar(0, x.dtype).value)) * _widened(load(1, w, w_at))
-    for d in range(nd):
-        if strides[d] > 1:
-            hit = call("eq", call("floormod", q[d], idx(strides[d])), idx(0))
-            body = select(hit, body, scalar(0, body))
-    return [_emit_conv(cx, (n, mg * groups, *out), body, x, w, bias, [per, *kernel])]
+    body = term(widened(load(0, x, at, pad=outside)), widened(load(1, w, [i[1], *r])), i[1], None)
+    return emit_conv(cx, (n, m, *win.out), body, x, w, bias, [cg, *kernel], extra)

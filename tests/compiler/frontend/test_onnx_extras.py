@@ -12,9 +12,18 @@ from compiler.ir.graph_interp import run_graph
 @pytest.mark.parametrize("attrs", [{}, {"strides": [2, 2]}, {"strides": [2, 2], "pads": [1, 0, 1, 1]},
                                    {"strides": [2, 3], "output_padding": [1, 2], "dilations": [1, 2]},
                                    {"strides": [2, 2], "output_shape": [10, 8]},
-                                   {"strides": [2, 2], "auto_pad": "SAME_UPPER"}])
+                                   {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
+                                   {"strides": [3, 2], "dilations": [2, 1], "pads": [2, 1, 0, 1]},
+                                   {"strides": [4, 4], "pads": [1, 1, 1, 1]}])  # phases no tap reaches
 def test_conv_transpose(attrs):
-    check_op("ConvTranspose", {"x": random((1, 3, 4, 3))}, {"w": random((3, 2, 3, 3), seed=1)}, **attrs)
+    """Lowered as one stride-1 convolution per output phase, interleaved (conv_transpose.py)."""
+    check_op("ConvTranspose", {"x": random((1, 3, 4, 3))},
+             {"w": random((3, 2, 3, 3), seed=1), "b": random((2,), seed=2)}, **attrs)
+
+
+def test_conv_transpose_3d_stride_two():
+    check_op("ConvTranspose", {"x": random((1, 2, 3, 4, 2))}, {"w": random((2, 3, 2, 2, 2), seed=1)},
+             strides=[2, 2, 2])
 
 
 def test_conv_transpose_groups_bias_1d():
