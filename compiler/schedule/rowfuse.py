@@ -27,7 +27,7 @@ from dataclasses import replace
 from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.rows import row_bytes, row_sharing
-from compiler.ir.te import Compute, TensorType, remap_loads
+from compiler.ir.te import Compute, Load, TensorType, remap_loads, walk
 
 ROW_BYTES = 64 << 10  # one row's intermediates, kept in L1 / L2 while its block runs
 _MAX_INPUTS = 16
@@ -97,7 +97,8 @@ def _grow(graph: Graph, uses: _Uses, sink: Node, protected: set[int], min_rows: 
 
 def _groupable(graph: Graph, members: list[Node], min_rows: int) -> bool:
     """Whether the members share rows whose intermediates fit `ROW_BYTES`."""
-    if any(m.compute.stages or match_contraction(m.compute) is not None for m in members):
+    if any(m.compute.stages or match_contraction(m.compute) is not None or _reads_padded(m.compute)
+           for m in members):
         return False
     group = _merge(graph, members).compute
     if len(group.inputs) > _MAX_INPUTS:
@@ -106,6 +107,14 @@ def _groupable(graph: Graph, members: list[Node], min_rows: int) -> bool:
     if sharing is None or math.prod(group.shape[:sharing.rows]) < min_rows:
         return False
     return row_bytes(group, sharing) <= ROW_BYTES
+
+
+def _reads_padded(c: Compute) -> bool:
+    """Whether `c` reads through padding (a pooling or convolution window): a kernel of its
+    own copies such windows into padded scratch and runs them on vectors (c_stage.py),
+    which a group member does not (YOLO's 5x5 max-pool chain ran scalar in a group,
+    69% of the model's time)."""
+    return any(isinstance(x, Load) and x.pad is not None for x in walk(c.body))
 
 
 def _merge(graph: Graph, members: list[Node]) -> Node:

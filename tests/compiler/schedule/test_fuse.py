@@ -79,6 +79,19 @@ def test_conv_relu_is_an_epilogue_and_padded_reads_are_not_inlined():
     assert all("Abs+Conv" not in lb for lb in labels)  # Abs not inlined through the padding
 
 
+def test_producers_that_would_break_a_gemm_operand_stay_apart():
+    """A Concat before a 1x1 convolution (YOLO's SPPF), a ReLU before a MatMul: inlined,
+    the operand would no longer be a load, and the kernel would leave the GEMM path."""
+    w = np.random.default_rng(3).standard_normal((6, 8, 1, 1)).astype(np.float32)
+    m = model([helper.make_node("Concat", ["x", "z"], ["c"], axis=1),
+               helper.make_node("Conv", ["c", "w"], ["y"]),
+               helper.make_node("Relu", ["x2"], ["r"]),
+               helper.make_node("MatMul", ["r", "w2"], ["y2"])],
+              [("x", [1, 4, 5, 5]), ("z", [1, 4, 5, 5]), ("x2", [4, 16])], ["y", "y2"], [("w", w), ("w2", W)])
+    labels = sorted(n.compute.label for n in fused_and_checked(m).nodes)
+    assert labels == ["Concat", "Conv", "MatMul", "Relu"]
+
+
 def test_graph_outputs_are_never_fused_away():
     m = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])],
               [("x", [2, 3])], ["r", "y"])

@@ -93,3 +93,12 @@ def test_contractions_keep_their_own_kernels() -> None:
     assert any(n.compute.stages for n in graph.nodes)
     assert not any("MatMul" in s.label for n in graph.nodes for s in n.compute.stages)
     assert not any("MatMul" in n.compute.label and n.compute.stages for n in graph.nodes)
+
+
+def test_windows_read_through_padding_keep_their_own_kernels() -> None:
+    """YOLO's SPPF: three chained 5x5 max pools and their concatenation share (n, c) rows,
+    but padded windows run staged on vectors only in kernels of their own."""
+    pool = {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}
+    m = model([helper.make_node("MaxPool", ["x"], ["p1"], **pool), helper.make_node("MaxPool", ["p1"], ["p2"], **pool),
+               helper.make_node("Concat", ["x", "p1", "p2"], ["y"], axis=1)], [("x", [2, 8, 8, 8])], ["y"])
+    assert all(not n.compute.stages for n in grouped(m).nodes)
