@@ -40,7 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compiler.codegen.affine import form_bounds, linear_form
-from compiler.codegen.cexpr import literal
+from compiler.codegen.c_stage import write_box_copy
+from compiler.codegen.cexpr import literal, row_major_strides
 from compiler.codegen.csource import CSource
 from compiler.ir.te import Compute, Load
 
@@ -102,12 +103,6 @@ class DirectOperand:
         return math.prod(e for _, e, _ in self.outer) * self.line_panels * self.panel
 
     @property
-    def valid(self) -> int:
-        """Output positions stored (the rest are computed and dropped)."""
-        rows = 1 if self.fold is None else self.fold[1]
-        return math.prod(e for _, e, _ in self.outer) * rows * self.width
-
-    @property
     def floats(self) -> int:
         """Size of `pad`: the padded input and one panel of slack (a last panel's overrun)."""
         return math.prod(self.extents) + self.step * self.panel
@@ -131,7 +126,7 @@ def direct_layout(c: Compute, load: Load, side: str, axes: Sequence[int], panel:
     extents = tuple(b - a + 1 for a, b in reach)
     if load.pad is None and any(a < 0 or a + e > n for a, e, n in zip(lo, extents, shape, strict=True)):
         return None
-    strides = [math.prod(extents[d + 1:]) for d in range(len(extents))]
+    strides = row_major_strides(extents)
 
     def offset(var: str) -> int:  # elements of `pad` one step of `var` moves the address
         return sum(f[1].get(var, 0) * s for f, s in zip(forms, strides, strict=True))
@@ -175,24 +170,7 @@ def panel_base(d: DirectOperand, panel: str) -> str:
 
 
 def write_padded_copy(d: DirectOperand, shape: tuple[int, ...], src: CSource) -> None:
-    """Statements filling `float* pad` from `in<input>` (`shape`): the pad value where an
-    index falls outside the input, then the slack."""
-    inner_lo, inner_n, inner_e = d.lo[-1], shape[-1], d.extents[-1]
-    rows = math.prod(d.extents[:-1])
-    in_strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
-    with src.block(f"for (int64_t p = 0; p < {rows}L; ++p)"):
-        src.line(f"float* const row = pad + p * {inner_e}L;")
-        src.line("int64_t source = 0, outside = 0;")
-        inner_rows = 1
-        for dim in reversed(range(len(shape) - 1)):
-            src.line(f"const int64_t x{dim} = p / {inner_rows}L % {d.extents[dim]}L + {d.lo[dim]}L;")
-            src.line(f"outside |= (uint64_t)x{dim} >= {shape[dim]}UL; source += x{dim} * {in_strides[dim]}L;")
-            inner_rows *= d.extents[dim]
-        first = min(max(0, -inner_lo), inner_e)
-        end = min(max(first, inner_n - inner_lo), inner_e)
-        src.line(f"const int64_t first = outside ? {inner_e}L : {first}L, end = outside ? {inner_e}L : {end}L;")
-        src.line(f"for (int64_t q = 0; q < first; ++q) row[q] = {d.pad_value};")
-        src.line(f"if (end > first) __builtin_memcpy(row + first, in{d.input} + source + first + ({inner_lo}L), "
-                 "(size_t)(end - first) * sizeof(float));")
-        src.line(f"for (int64_t q = end; q < {inner_e}L; ++q) row[q] = {d.pad_value};")
+    """Statements filling `float* pad` from `in<input>` (`shape`): the box the windows reach
+    (the pad value where it leaves the input, as c_stage.py stages windows), then the slack."""
+    write_box_copy(src, "pad", f"in{d.input}", shape, d.extents, [f"({lo}L)" for lo in d.lo], d.pad_value, "float")
     src.line(f"for (int64_t q = {math.prod(d.extents)}L; q < {d.floats}L; ++q) pad[q] = 0.0f;")

@@ -127,22 +127,30 @@ def write_staging(src: CSource, s: StagedInput, c: Compute) -> None:
                 at = "0" if k > 0 else str(reduce_top[v])
             terms.append(f"{k} * {at}")
         src.line(f"const int64_t {s.origin(d)} = {' + '.join(terms)};")
-    rank, inner = len(s.shape), s.shape[-1]
+    write_box_copy(src, f"in{s.scratch}", f"in{s.source}", source_shape, s.shape,
+                   [s.origin(d) for d in range(len(s.shape))], literal(s.pad, s.dtype), ctype)
+
+
+def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[int], box: Sequence[int],
+                   origins: Sequence[str], pad: str, ctype: str) -> None:
+    """Fill dense row-major `dst` (shape `box`) from the box of tensor `source` whose first
+    index is `origins` (C expressions): rows clipped to the tensor and copied, everything
+    outside it `pad`."""
+    rank, inner = len(box), box[-1]
     strides = row_major_strides(source_shape)
-    pad = literal(s.pad, s.dtype)
     with src.block(""):
         for d in range(rank - 1):
-            src.line(f"for (int64_t z{d} = 0; z{d} < {s.shape[d]}L; ++z{d})")
+            src.line(f"for (int64_t z{d} = 0; z{d} < {box[d]}L; ++z{d})")
         with src.block(""):
-            row = " + ".join(f"z{d} * {math.prod(s.shape[d + 1:])}L" for d in range(rank - 1)) or "0"
-            src.line(f"{ctype}* const dst = in{s.scratch} + {row};")
+            row = " + ".join(f"z{d} * {math.prod(box[d + 1:])}L" for d in range(rank - 1)) or "0"
+            src.line(f"{ctype}* const dst = {dst} + {row};")
             src.line(f"int64_t lo = 0, hi = {inner};")
             for d in range(rank - 1):
-                src.line(f"if ((uint64_t)({s.origin(d)} + z{d}) >= {source_shape[d]}UL) hi = 0;")
-            src.extend(clip_lines(s.origin(rank - 1), 1, source_shape[-1]))
+                src.line(f"if ((uint64_t)({origins[d]} + z{d}) >= {source_shape[d]}UL) hi = 0;")
+            src.extend(clip_lines(origins[rank - 1], 1, source_shape[-1]))
             src.line("if (hi < lo) hi = lo;")
-            base = " + ".join([*(f"({s.origin(d)} + z{d}) * {strides[d]}L" for d in range(rank - 1)),
-                               s.origin(rank - 1)])
+            base = " + ".join([*(f"({origins[d]} + z{d}) * {strides[d]}L" for d in range(rank - 1)),
+                               origins[rank - 1]])
             src.line(f"for (int64_t z = 0; z < lo; ++z) dst[z] = {pad};")
             src.line(f"for (int64_t z = hi; z < {inner}L; ++z) dst[z] = {pad};")
-            src.line(f"for (int64_t z = lo; z < hi; ++z) dst[z] = in{s.source}[{base} + z];")
+            src.line(f"for (int64_t z = lo; z < hi; ++z) dst[z] = {source}[{base} + z];")
