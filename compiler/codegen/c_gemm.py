@@ -131,7 +131,7 @@ def micro_kernel(c: Compute, m: Contraction, target: Target) -> MicroKernel:
     """
     lanes = target.lanes
     vectors = 2 if side_extent(c, m.cols) >= 2 * lanes else 1
-    most = min(MAX_ROWS[vectors], (max(target.registers, 16) - vectors - 1) // vectors)
+    most = _most_rows(vectors, target)
     big_m = side_extent(c, m.rows)
 
     def padded(r: int) -> int:
@@ -139,6 +139,12 @@ def micro_kernel(c: Compute, m: Contraction, target: Target) -> MicroKernel:
     fewest = min(range(max(MIN_ROWS, min(most // 2, big_m)), most + 1), key=lambda r: (padded(r), -r))
     rows = most if padded(most) <= (1 + PAD_TOLERANCE) * padded(fewest) else fewest
     return MicroKernel(lanes, rows, vectors)
+
+
+def _most_rows(vectors: int, target: Target) -> int:
+    """Rows of accumulators the target's vector registers hold beside `vectors` B vectors
+    and one broadcast (at most MAX_ROWS)."""
+    return min(MAX_ROWS[vectors], (max(target.registers, 16) - vectors - 1) // vectors)
 
 
 def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target,
@@ -228,7 +234,7 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
     swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
     if channels >= target.lanes:
         lanes_mk = micro_kernel(c, swapped, target)
-        most = min(MAX_ROWS[lanes_mk.vectors], (max(target.registers, 16) - lanes_mk.vectors - 1) // lanes_mk.vectors)
+        most = _most_rows(lanes_mk.vectors, target)
         layouts = [d for rows in range(max(MIN_ROWS, most // 2), most + 1)
                    if (d := direct_layout(c, swapped.lhs, "a", swapped.rows, rows, unit_step=False)) is not None]
         if layouts:
@@ -238,7 +244,6 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
                             swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
     _, m, mk, direct = min(options, key=lambda o: o[0])
     return m, mk, direct
-
 
 
 def _balanced_blocks(batch: int, mnk: tuple[int, int, int], mc: int, nc: int, mk: MicroKernel,
@@ -631,28 +636,29 @@ class _GemmWriter:
             if c.post is not None:
                 value = self._emit(c.post, {**self.names, ACC: value})
             src.line(f"out[{offset}] = {value};")
-        if d.side == "b":  # a run is contiguous in `out`: a loop gcc vectorizes
+        def positions(at: str) -> None:  # the run's positions, contiguous in `out`
+            with src.block("for (int64_t e = 0; e < valid; ++e)"):
+                src.line(f"const int64_t i{d.inner} = w + e;")
+                store(at)
+        if d.side == "b":  # a loop gcc vectorizes
             with src.block("for (int64_t i = 0; i < mv; ++i)"):
                 self._decode("(m0 + i)", self.m.rows)
                 with src.block(f"for (int64_t jp = 0; jp < nv / {d.panel}L; ++jp)"):
                     self._position_runs(d, f"n0 / {d.panel}L + jp",
-                                        lambda: store(f"i * {nc}L + jp * {d.panel}L + l + e"))
+                                        lambda: positions(f"i * {nc}L + jp * {d.panel}L + l + e"))
             return
 
-        def channels() -> None:  # for each channel, the run's positions: contiguous in `out`
-            with self._walk("j", "nv", "n0", self.m.cols), src.block("for (int64_t e = 0; e < valid; ++e)"):
-                src.line(f"const int64_t i{d.inner} = w + e;")
-                store(f"(ip * {d.panel}L + l + e) * {nc}L + j")
+        def channels() -> None:  # each channel's positions in turn
+            with self._walk("j", "nv", "n0", self.m.cols):
+                positions(f"(ip * {d.panel}L + l + e) * {nc}L + j")
         with src.block(f"for (int64_t ip = 0; ip < mv / {d.panel}L; ++ip)"):
-            self._position_runs(d, f"m0 / {d.panel}L + ip", channels, per_position=False)
+            self._position_runs(d, f"m0 / {d.panel}L + ip", channels)
 
-    def _position_runs(self, d: DirectOperand, panel: str, body: Callable[[], None],
-                       per_position: bool = True) -> None:
-        """For global panel number `panel` of `d`: its walked axes declared, then runs of
-        positions inside one output row (l: the run's first position in the panel, w its
-        column, `valid` how many it stores), `body` once per position (e, the inner axis
-        declared). On a plane at the period the positions between rows are skipped a run
-        at a time."""
+    def _position_runs(self, d: DirectOperand, panel: str, body: Callable[[], None]) -> None:
+        """For global panel number `panel` of `d`: its walked axes declared, then `body` for
+        each run of positions inside one output row (l: the run's first position in the
+        panel, w its column, `valid` how many it stores). On a plane at the period the
+        positions between rows are skipped a run at a time."""
         src = self.src
         src.line(f"const int64_t panel = {panel};")
         step = d.line_panels
@@ -673,12 +679,7 @@ class _GemmWriter:
             else:
                 src.line(f"run = jn - l < {period}L - w ? jn - l : {period}L - w;")
                 src.line(f"const int64_t valid = w >= {d.width}L ? 0 : run < {d.width}L - w ? run : {d.width}L - w;")
-            if per_position:
-                with src.block("for (int64_t e = 0; e < valid; ++e)"):
-                    src.line(f"const int64_t i{d.inner} = w + e;")
-                    body()
-            else:
-                body()
+            body()
             if d.fold is not None:
                 src.line(f"w = 0; ++i{d.fold[0]};")
 
