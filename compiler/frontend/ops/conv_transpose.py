@@ -60,7 +60,8 @@ def conv_transpose(cx: OpContext) -> Outputs:
     if any(o < 0 for o in out):
         raise cx.error(f"output size {out} is negative")
     phases: dict[tuple[int, ...], Value] = {}
-    for phase in itertools.product(*(range(min(s, o)) for s, o in zip(strides, out, strict=True))):
+    # phases that some output has (an empty axis keeps phase 0: the result is empty, not missing)
+    for phase in itertools.product(*(range(max(1, min(s, o))) for s, o in zip(strides, out, strict=True))):
         phases[phase] = _phase_conv(cx, x, w, bias, groups, phase, strides, dil, begin, out)
     if len(phases) == 1 and all(s == 1 for s in strides):
         return [phases[(0,) * nd]]

@@ -21,6 +21,14 @@ def test_conv_transpose(attrs):
              {"w": random((3, 2, 3, 3), seed=1), "b": random((2,), seed=2)}, **attrs)
 
 
+def test_conv_transpose_with_an_empty_output_axis_is_empty():
+    """Pads that eat a whole axis: no output phase exists there, the result is empty."""
+    m = make_model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 0, 2, 0])],
+                   {"x": random((1, 2, 1, 4))}, ["y"], {"w": random((2, 3, 3, 3), seed=1)})
+    (y,) = run_graph(import_model(m.SerializeToString()), {"x": random((1, 2, 1, 4))}).values()
+    assert y.shape == (1, 3, 0, 9)
+
+
 def test_conv_transpose_3d_stride_two():
     check_op("ConvTranspose", {"x": random((1, 2, 3, 4, 2))}, {"w": random((2, 3, 2, 2, 2), seed=1)},
              strides=[2, 2, 2])
