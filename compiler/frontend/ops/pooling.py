@@ -96,16 +96,13 @@ def average_pool(cx: OpContext) -> Outputs:
     i, body = _window_loads(x, w, 0.0)
     counts = _window_counts(x, w, bool(cx.attr("count_include_pad", 0)))
     shape = (*x.shape[:2], *w.out)
-    acc = Var(ACC, x.dtype)
-    if isinstance(counts, int):
-        return [cx.emit(compute(shape, body, [x], reduce=w.kernel, reduce_op="sum", post=acc / scalar(counts, x.dtype)),
-                        [x])]
-    tables = [cx.constant(c) for c in counts]
-    n: Expr = load(1, tables[0], [i[2]])
+    tables = [] if isinstance(counts, int) else [cx.constant(c) for c in counts]
+    divisor: Expr = scalar(counts, x.dtype) if isinstance(counts, int) else load(1, tables[0], [i[2]])
     for d in range(1, len(tables)):
-        n = n * load(1 + d, tables[d], [i[2 + d]])
-    return [cx.emit(compute(shape, body, [x, *tables], reduce=w.kernel, reduce_op="sum", post=acc / n),
-                    [x, *tables])]
+        divisor = divisor * load(1 + d, tables[d], [i[2 + d]])
+    inputs = [x, *tables]
+    post = Var(ACC, x.dtype) / divisor
+    return [cx.emit(compute(shape, body, inputs, reduce=w.kernel, reduce_op="sum", post=post), inputs)]
 
 
 @lowering("LpPool")
