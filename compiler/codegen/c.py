@@ -65,6 +65,8 @@ from compiler.codegen.cexpr import (
     flat_offset,
     literal,
     new_counter,
+    round_value,
+    stored_value,
     value_ctype,
 )
 from compiler.codegen.csource import CSource
@@ -265,7 +267,7 @@ class _KernelWriter:
         return flat_offset(self.c.shape, [f"i{d}" for d in range(self.n)])
 
     def _store(self, value: str) -> None:
-        self.src.line(f"out[{self._out_offset()}] = {value};")
+        self.src.line(f"out[{self._out_offset()}] = {stored_value(self.c.dtype, value)};")
 
     def _emit(self, e: Expr, names: dict[str, str] | None = None) -> str:
         w = ExprWriter(self.c.inputs, names or self.names, self.counter, self.ranges)
@@ -622,9 +624,7 @@ class _KernelWriter:
 
     def _finish(self, acc: str) -> None:
         """Apply the post expression to accumulator value `acc` and store it."""
-        value = acc
-        if self.c.acc_dtype == "float16":
-            value = f"(float)(_Float16){acc}"
+        value = round_value(self.c.acc_dtype, acc)
         if self.c.post is not None:
             value = self._emit(self.c.post, {**self.names, ACC: value})
         self._store(value)

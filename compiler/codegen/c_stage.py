@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compiler.codegen.affine import LinearForm, linear_form
-from compiler.codegen.cexpr import clip_lines, literal, row_major_strides
+from compiler.codegen.cexpr import clip_lines, row_major_strides, stored_literal
 from compiler.codegen.csource import CSource
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute, Expr, Load, TensorType, Var, substitute, walk
@@ -128,7 +128,7 @@ def write_staging(src: CSource, s: StagedInput, c: Compute) -> None:
             terms.append(f"{k} * {at}")
         src.line(f"const int64_t {s.origin(d)} = {' + '.join(terms)};")
     write_box_copy(src, f"in{s.scratch}", f"in{s.source}", source_shape, s.shape,
-                   [s.origin(d) for d in range(len(s.shape))], literal(s.pad, s.dtype), ctype)
+                   [s.origin(d) for d in range(len(s.shape))], stored_literal(s.pad, s.dtype), ctype)
 
 
 def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[int], box: Sequence[int],

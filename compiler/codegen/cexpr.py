@@ -9,7 +9,14 @@ min / max propagate NaN, shifts past the width give 0 (or -1), bool values are
 0 / 1. Signed overflow wraps (kernels are built with -fwrapv, like numpy).
 
 float16 values are carried in `float` temporaries rounded to half after every
-op (numpy computes half ops in float and rounds each result the same way).
+op (numpy computes half ops in float and rounds each result the same way). In
+memory a float16 is its bit pattern (`uint16_t`), and the three helpers
+`tf_h2f` (exact widening), `tf_f2h` (round to nearest even) and `tf_f16_round`
+are the only places where those bits meet arithmetic. The generated C has no
+`_Float16`: with it, the rounding depended on the host, since gcc on an
+AVX-512-FP16 `-march` drops a `(float)(_Float16)x` round trip inside vectorized
+code that it keeps elsewhere (an fp16 attention's softmax divided by the
+unrounded sum and came out 1-2 half ulps off on Sapphire Rapids only).
 """
 
 from __future__ import annotations
@@ -65,6 +72,28 @@ static inline int64_t tf_shl_i64(int64_t a, int64_t b, int w) {
 static inline int64_t tf_shr_i64(int64_t a, int64_t b, int w) {
   return (b < 0 || b >= w) ? (a < 0 ? -1 : 0) : a >> b;
 }
+/* float16: stored as bits, computed in float. Integer code, so no -march can
+   change where values are rounded (see the module docstring). */
+static inline float tf_bits_f32(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline uint32_t tf_f32_bits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
+static inline float tf_h2f(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) {  /* zero or subnormal: m * 2^-24, a normal float */
+    const float v = (float)m * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  return tf_bits_f32(sign | (e == 0x1fu ? 0x7f800000u : (e + 112u) << 23) | (m << 13));
+}
+static inline uint16_t tf_f2h(float f) {
+  const uint32_t u = tf_f32_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  /* NaN, quieted */
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  /* rounds to 65520 or more: inf */
+  if (a >= 0x38800000u)  /* a normal half: round the low 13 bits to nearest even */
+    return (uint16_t)(sign | ((a + 0xfffu + ((a >> 13) & 1u) - (112u << 23)) >> 13));
+  /* below 2^-14: adding 0.5 rounds to a multiple of 2^-24 (0.5's ulp), to nearest even */
+  return (uint16_t)(sign | (tf_f32_bits(tf_bits_f32(a) + 0.5f) - 0x3f000000u));
+}
+static inline float tf_f16_round(float f) { return tf_h2f(tf_f2h(f)); }
 static inline uint64_t tf_shl_u64(uint64_t a, uint64_t b) { return b >= 64 ? 0 : a << b; }
 static inline uint64_t tf_shr_u64(uint64_t a, uint64_t b) { return b >= 64 ? 0 : a >> b; }
 
@@ -117,6 +146,24 @@ _BIT = {"bitand": "&", "bitor": "|", "bitxor": "^"}
 def value_ctype(dt: str) -> str:
     """The C type a value of `dt` is computed in (float16 is computed in float)."""
     return "float" if dt == "float16" else dtype(dt).c_type
+
+
+def round_value(dt: str, value: str, writer: type[ExprWriter] | None = None) -> str:
+    """`value` (of `dt`'s value type) rounded to `dt` where the value type is wider, as
+    `writer` (default: C's `ExprWriter`) rounds."""
+    return (writer or ExprWriter).HALF_ROUND.format(value) if dt == "float16" else value
+
+
+def stored_value(dt: str, value: str) -> str:
+    """The C expression that stores `value` (of `dt`'s value type) in `dt`'s memory type."""
+    return f"tf_f2h({value})" if dt == "float16" else value
+
+
+def stored_literal(value: float | int | bool, dt: str) -> str:
+    """A C constant of `dt`'s memory type (float16: its bit pattern)."""
+    if dt == "float16":
+        return f"((uint16_t)0x{int(np.float16(value).view(np.uint16)):04x})"
+    return literal(value, dt)
 
 
 def _is_signed(dt: str) -> bool:
@@ -297,9 +344,10 @@ class ExprWriter:
     range: padded loads then check only the dimensions that can leave the tensor.
     """
 
-    # How a float value is rounded to half precision; CUDA, which has no device
-    # `_Float16`, overrides it.
-    HALF_ROUND = "(float)(_Float16)({})"
+    # How a float value is rounded to half precision and how a stored half is read
+    # (the C storage is bits, see the module docstring); CUDA stores `__half`.
+    HALF_ROUND = "tf_f16_round({})"
+    HALF_LOAD = "tf_h2f({})"
 
     def __init__(self, inputs: Sequence[TensorType], names: Mapping[str, str],
                  counter: Iterator[int], ranges: Mapping[str, tuple[int, int]] | None = None) -> None:
@@ -349,7 +397,7 @@ class ExprWriter:
         idx = [self.emit(i) for i in e.indices]
         element = f"in{e.input}[{flat_offset(t.shape, idx)}]"
         if e.dtype == "float16":
-            element = f"(float){element}"
+            element = self.HALF_LOAD.format(element)
         if e.pad is None:
             return self._temp(e.dtype, element)
         checks = []

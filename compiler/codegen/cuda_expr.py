@@ -41,6 +41,7 @@ class CudaExprWriter(cexpr.ExprWriter):
     """cexpr's writer with float16 rounded through `__half` (device code has no `_Float16`)."""
 
     HALF_ROUND = "__half2float(__float2half({}))"
+    HALF_LOAD = "__half2float({})"
 
 
 def storage_ctype(dt: str) -> str:
@@ -50,7 +51,7 @@ def storage_ctype(dt: str) -> str:
 
 def round_value(dt: str, value: str) -> str:
     """`value` (of `dt`'s value type) rounded to `dt` where the value type is wider."""
-    return CudaExprWriter.HALF_ROUND.format(value) if dt == "float16" else value
+    return cexpr.round_value(dt, value, CudaExprWriter)
 
 
 def emit(inputs: Sequence[TensorType], names: Mapping[str, str], counter: Iterator[int],

@@ -9,7 +9,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class DType:
-    """One element type: its IR name, C type, numpy type and byte size."""
+    """One element type: its IR name, C type in memory, numpy type and byte size."""
 
     name: str
     c_type: str
@@ -21,7 +21,8 @@ class DType:
 _TABLE = {
     "float32": DType("float32", "float", np.float32, 4, True),
     "float64": DType("float64", "double", np.float64, 8, True),
-    "float16": DType("float16", "_Float16", np.float16, 2, True),
+    # float16 is stored as its bits in C (compiler/codegen/cexpr.py says why)
+    "float16": DType("float16", "uint16_t", np.float16, 2, True),
     "int64": DType("int64", "int64_t", np.int64, 8, False),
     "int32": DType("int32", "int32_t", np.int32, 4, False),
     "int16": DType("int16", "int16_t", np.int16, 2, False),
