@@ -79,7 +79,8 @@ def cmd_compile(a: argparse.Namespace) -> int:
         print(f"validation {v.get('skipped', 'not run')}")
     elif v:
         print(f"validation max abs error {v['max_abs_error']:.3g}, relative L2 error "
-              f"{v['rel_l2_error']:.3g} ({'passed' if v['passed'] else 'FAILED'})")
+              f"{v['rel_l2_error']:.3g} ({'passed' if v['passed'] else 'FAILED'})"
+              + (f" on {v['validated_on']}" if v.get("validated_on") else ""))
     print("stages     " + ", ".join(f"{k} {s:.2f}s" for k, s in r.stage_seconds.items())
           + f"; total {total:.2f}s")
     return 0
@@ -121,12 +122,21 @@ def cmd_targets(a: argparse.Namespace) -> int:
 
         print(json.dumps(measure_cpu(), indent=2))
         return 0
-    rows = [get_target(n).describe() for n in list_targets()]
+    from compiler.target.cpu import host_cannot_run
+
+    rows = []
+    for name in list_targets():
+        t = get_target(name)
+        d = t.describe()
+        d["runs_here"] = not host_cannot_run(t) if t.kind == "cpu" else None
+        rows.append(d)
     if a.json:
         print(json.dumps(rows, indent=2, default=str))
         return 0
     for d in rows:
-        print(f"{d['name']:<14} {d['kind']:<5} {d['arch']:<12} units {d['units']:<4} {d['fingerprint']}")
+        here = {True: "runs here", False: "cross-compiled here", None: ""}[d["runs_here"]]
+        print(f"{d['name']:<20} {d['kind']:<5} {d['arch']:<8} {d['extras'].get('simd_isa', ''):<8} "
+              f"units {d['units']:<4} {here:<20} {d['fingerprint']}")
     return 0
 
 

@@ -39,3 +39,7 @@ class ValidationError(TileforgeError):
 
 class ArtifactError(TileforgeError):
     """An artifact is malformed, tampered with, or run with wrong inputs."""
+
+
+class HostMismatchError(ArtifactError):
+    """An artifact built for hardware this host does not have (another ISA, no GPU)."""

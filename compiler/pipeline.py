@@ -38,6 +38,7 @@ from compiler.schedule.rowfuse import fuse_rows
 from compiler.schedule.rtile import Candidate, construct
 from compiler.target import get_target
 from compiler.target.base import Target
+from compiler.target.cpu import host_cannot_run, host_description
 
 STAGES = ("load", "lower", "partition", "schedule", "codegen", "build", "package", "validate")
 
@@ -201,8 +202,8 @@ class _Compilation:
         return self.opts.top_k if self.opts.measure and self._device_present() else 1
 
     def _device_present(self) -> bool:
-        # The CPU target is this machine; GPU kernels are timed by GPU workers (not here yet).
-        return self.target.kind == "cpu"
+        # A CPU target this host runs; GPU kernels are timed by GPU workers (not here yet).
+        return self.target.kind == "cpu" and not host_cannot_run(self.target)
 
     def schedule(self, graph: Graph) -> None:
         self.plan = build_plan(graph, self.fingerprint, self.tile_of, self.key_of)
@@ -325,6 +326,8 @@ class _Compilation:
         """
         for entry in self.new_entries:
             entry.validation_error = validation.get("rel_l2_error")
+            if validation.get("passed") is None and validation.get("skipped"):
+                entry.extras["not_validated"] = validation["skipped"]
             self.cache.put(entry)
 
     def _candidate_log(self, key: str) -> list[dict]:
@@ -375,23 +378,34 @@ class _Compilation:
             from compiler.codegen.cuda import MANIFEST_LAUNCHES, launch_table
 
             extra[MANIFEST_LAUNCHES] = launch_table(self.plan)
+        else:
+            from compiler.runtime.cpu import FEATURES_KEY, MACHINE_KEY
+
+            extra[MACHINE_KEY], extra[FEATURES_KEY] = self.target.arch, sorted(self.target.features)
         return write_artifact(out, self.plan, files, extra, json.loads(json.dumps(report, default=str)))
 
 
 def _validate(data: bytes, artifact: Path, opts: CompileOptions, target: Target) -> dict:
-    """Run the artifact against onnxruntime; a GPU artifact where no GPU is present is
-    recorded as not validated (passed None, with the reason), never as passed."""
-    from compiler.errors import ArtifactError
+    """Run the artifact against onnxruntime on this host, and say where. An artifact this
+    host cannot run (a CPU target's ISA it lacks, a GPU where none is present) is recorded
+    as not validated (passed None, with the reason), never as passed."""
+    from compiler.errors import ArtifactError, HostMismatchError
     from compiler.runtime import load
     from compiler.runtime.validate import validate
 
+    not_run = {"passed": None, "max_abs_error": None, "rel_l2_error": None, "tolerance": opts.tolerance}
+    missing = host_cannot_run(target) if target.kind == "cpu" else []
+    if missing:
+        return {**not_run, "skipped": f"not validated on this ISA: this host ({host_description()}) "
+                                      f"lacks {', '.join(missing)}"}
     try:
         exe = load(artifact)
+    except HostMismatchError as e:
+        return {**not_run, "skipped": f"not run: {e}"}
     except ArtifactError as e:
         if target.kind != "cuda":
             raise
-        return {"passed": None, "skipped": f"not run: {e}", "max_abs_error": None,
-                "rel_l2_error": None, "tolerance": opts.tolerance}
+        return {**not_run, "skipped": f"not run: {e}"}
     if opts.threads:
         exe.set_threads(opts.threads)
-    return validate(data, exe, seed=opts.seed, tolerance=opts.tolerance)
+    return {**validate(data, exe, seed=opts.seed, tolerance=opts.tolerance), "validated_on": host_description()}

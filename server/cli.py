@@ -50,10 +50,11 @@ def cmd_worker(a: argparse.Namespace) -> int:
         os.environ["TILEFORGE_WORKER_QUEUES"] = a.queues
         get_settings.cache_clear()
         settings = get_settings()
+    from worker.capabilities import worker_queues
     from worker.celery_app import app
 
     argv = ["worker", "--loglevel", a.loglevel, "--concurrency", str(a.concurrency),
-            "--queues", ",".join(settings.consumed_queues())]
+            "--queues", ",".join(worker_queues(settings))]
     if a.hostname:
         argv += ["--hostname", a.hostname]
     if settings.is_embedded_broker:

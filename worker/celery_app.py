@@ -10,7 +10,9 @@ from __future__ import annotations
 from celery import Celery
 from kombu import Exchange, Queue
 
+from compiler.target.cpu_models import CPU_MODELS
 from server.core.config import TARGET_KINDS, Settings, get_settings
+from server.jobs.routing import model_queue_key
 
 COMPILE_TASK = "tileforge.compile"
 
@@ -28,7 +30,8 @@ def create_celery(settings: Settings, include_tasks: bool = False) -> Celery:
         # job's own lease and the reaper usually recover it sooner.
         transport_options["visibility_timeout"] = settings.job_hard_time_limit + 4 * settings.job_lease_seconds
     app.conf.update(
-        task_queues=[_queue(settings.queue_for(kind)) for kind in TARGET_KINDS],
+        task_queues=[_queue(settings.queue_for(key)) for key in
+                     (*TARGET_KINDS, *(model_queue_key(m) for m in CPU_MODELS))],
         task_default_queue=settings.queue_for("cpu"),
         task_acks_late=True,
         task_reject_on_worker_lost=True,

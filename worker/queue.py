@@ -13,16 +13,17 @@ log = logging.getLogger(__name__)
 
 
 class JobQueue:
-    """Puts a job on its target kind's queue; revokes best-effort (the job row is the truth)."""
+    """Puts a job on a queue; revokes best-effort (the job row is the truth)."""
 
     def __init__(self, celery: Celery, settings: Settings) -> None:
         self.celery = celery
         self.settings = settings
 
-    def enqueue(self, job_id: str, target_kind: str, task_id: str) -> None:
-        """Send the compile task for `job_id` to the queue of `target_kind`."""
+    def enqueue(self, job_id: str, queue_key: str, task_id: str) -> None:
+        """Send the compile task for `job_id` to queue `queue_key` (a target kind, or a
+        named CPU model's key: see server/jobs/routing.py)."""
         self.celery.send_task(COMPILE_TASK, args=[job_id], task_id=task_id,
-                              queue=self.settings.queue_for(target_kind))
+                              queue=self.settings.queue_for(queue_key))
 
     def revoke(self, task_id: str) -> None:
         """Ask workers to drop a task; a no-op on a broker without fan-out."""

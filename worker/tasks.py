@@ -15,6 +15,8 @@ from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import transaction
 from server.jobs import state
 from server.jobs.reaper import reap_expired_jobs
+from server.jobs.routing import record_worker
+from worker.capabilities import announced_cpu_models
 from worker.celery_app import COMPILE_TASK, app
 from worker.context import worker_context
 from worker.queue import JobQueue
@@ -56,9 +58,12 @@ _reaper_stop = threading.Event()
 
 
 @worker_ready.connect
-def _start_reaper(**_: object) -> None:
-    """Flag stale kernels, then reap expired job leases every few seconds in the main process."""
+def _start_reaper(sender: object = None, **_: object) -> None:
+    """Flag stale kernels, then, every few seconds in the main process, announce this worker
+    (the CPU models it validates) and reap expired job leases."""
     ctx = worker_context()
+    name = str(getattr(sender, "hostname", None) or "worker")
+    models = announced_cpu_models(ctx.settings)
     try:
         with transaction(ctx.sessions) as s:
             mark_stale_kernels(s)
@@ -66,10 +71,20 @@ def _start_reaper(**_: object) -> None:
         log.error("could not flag stale kernels (run `tileforge db upgrade`?): %s", e)
     queue = JobQueue(app, ctx.settings)
 
+    def announce() -> None:
+        try:
+            with transaction(ctx.sessions) as s:
+                record_worker(s, name, models)
+        except Exception as e:  # jobs still run; they are routed to the kind's queue meanwhile
+            log.warning("could not announce worker %s: %s", name, e)
+
     def loop() -> None:
+        announce()
         while not _reaper_stop.wait(ctx.settings.reaper_interval_seconds):
+            announce()
             try:
-                reap_expired_jobs(ctx.sessions, queue.enqueue, ctx.settings.job_max_attempts)
+                reap_expired_jobs(ctx.sessions, queue.enqueue, ctx.settings.job_max_attempts,
+                                  ctx.settings.worker_fresh_seconds)
             except Exception as e:  # keep reaping; the database may come back
                 log.warning("reaper pass failed: %s", e)
 

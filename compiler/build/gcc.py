@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from compiler.build.sandbox import run_tool
 from compiler.errors import BuildError
 from compiler.target.base import Target
+from compiler.target.cpu_models import cpu_model
 from compiler.target.toolchain import gcc_version
 
 __all__ = ["c_flags", "compile_objects", "gcc_version", "has_libmvec", "link_shared"]
@@ -37,17 +38,23 @@ LIBMVEC_FLAG = "-DTF_LIBMVEC"
 
 
 def c_flags(target: Target | None = None) -> tuple[str, ...]:
-    """gcc flags for kernels of `target` (`extras["march"]`, default the build machine's).
+    """gcc flags for kernels of `target`: a named CPU model's (`extras["isa"]`), else
+    `-march=extras["march"]`, default the build machine's (`native`).
 
     Where glibc's vector math library exists, kernels call its SIMD exp / erf /
     tanh / ... (`-DTF_LIBMVEC`, and `link_shared` then links it).
     """
-    march = str(target.extras.get("march", "native")) if target is not None else "native"
+    extras = target.extras if target is not None else {}
+    model = cpu_model(str(extras["isa"])) if "isa" in extras else None
+    if "isa" in extras and model is None:
+        raise BuildError(f"unknown CPU model {extras['isa']!r} in target")
+    march = str(extras.get("march", "native"))
     if not _MARCH.fullmatch(march):
         raise BuildError(f"bad -march value {march!r} in target")
+    isa = model.gcc_flags if model is not None else (f"-march={march}",)
     vector_math = (LIBMVEC_FLAG,) if has_libmvec() else ()
     tuning = X86_TUNING if platform.machine() in {"x86_64", "AMD64", "i686"} else ()
-    return (*BASE_FLAGS, f"-march={march}", *tuning, *vector_math)
+    return (*BASE_FLAGS, *isa, *tuning, *vector_math)
 
 
 @functools.cache

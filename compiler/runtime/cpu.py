@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from compiler.codegen.c_entry import ABI_VERSION, RUN_NULL_POINTER
-from compiler.errors import ArtifactError
+from compiler.errors import ArtifactError, HostMismatchError
 from compiler.runtime.executable import (
     LoadedArtifact,
     aligned_empty,
@@ -30,6 +30,8 @@ from compiler.runtime.outputs import OutputBuffers
 
 LIBRARY = "model.so"
 WEIGHTS = "weights.bin"
+# Manifest keys: the machine and ISA features the library was built for.
+MACHINE_KEY, FEATURES_KEY = "cpu_machine", "cpu_features"
 
 
 class CpuExecutable(LoadedArtifact):
@@ -38,6 +40,7 @@ class CpuExecutable(LoadedArtifact):
     def __init__(self, manifest: Mapping[str, Any], folder: Path) -> None:
         self._inputs = specs_from_manifest(manifest, "inputs")
         self._outputs = specs_from_manifest(manifest, "outputs")
+        check_host(manifest)  # before dlopen: code for another ISA dies of SIGILL, not an error
         arena_bytes = _byte_count(manifest, "arena_bytes")
         self._weights = _read_weights(folder / WEIGHTS, _byte_count(manifest, "weights_bytes"))
         self._arena = aligned_empty((max(arena_bytes, 1),), np.uint8)  # allocated once, reused
@@ -92,6 +95,31 @@ def _read_weights(path: Path, nbytes: int) -> np.ndarray:
     with path.open("rb") as f:
         f.readinto(memoryview(blob)[:nbytes])
     return blob
+
+
+def check_host(manifest: Mapping[str, Any], host: tuple[str, frozenset[str]] | None = None) -> None:
+    """Refuse, naming what is missing, an artifact built for a machine or ISA features that
+    this host (or `host`: machine, features) lacks."""
+    from compiler.target.cpu import read_cpu_facts
+
+    if host is None:
+        facts = read_cpu_facts()
+        host = (facts.machine, frozenset(facts.features))
+    machine, features = manifest.get(MACHINE_KEY), manifest.get(FEATURES_KEY)
+    if machine is None and features is None:
+        return  # written before artifacts recorded their ISA
+    if not isinstance(machine, str) or not isinstance(features, list) \
+            or not all(isinstance(f, str) for f in features):
+        raise ArtifactError(f"artifact manifest has a bad {MACHINE_KEY} / {FEATURES_KEY}")
+    target = manifest.get("target", "?")
+    if machine != host[0]:
+        raise HostMismatchError(f"this artifact was built for {machine} processors (target {target}); "
+                                f"this host is {host[0]}")
+    missing = sorted(set(features) - host[1])
+    if missing:
+        raise HostMismatchError(f"this artifact was built for target {target}, whose instructions this "
+                                f"host's CPU lacks: {', '.join(missing)}; compile it for a target this "
+                                f"host runs (`tileforge targets` marks them) or run it on such a machine")
 
 
 def _open_library(path: Path) -> ctypes.CDLL:

@@ -71,6 +71,8 @@ class Target:
         """
         ident = {"kind": self.kind, "arch": self.arch, "features": sorted(self.features),
                  "toolchain": self.toolchain}
+        if "isa" in self.extras:  # a named CPU model: its gcc flags, not the host's
+            ident["isa"] = self.extras["isa"]
         digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
         return f"{self.kind}:{self.arch}:{digest}"
 

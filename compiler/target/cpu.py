@@ -12,17 +12,17 @@ import functools
 import os
 import platform
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from compiler.target.base import MemoryLevel, Target
+from compiler.target.cpu_models import CPU_MODELS, CpuModel, cpu_model, missing_features
 from compiler.target.measure import load_cpu_measurements
 from compiler.target.toolchain import gcc_version
 
-# ISA flags that change what code the C renderer may emit, in /proc/cpuinfo spelling.
-_X86_FEATURES = ("sse2", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f",
-                 "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16",
-                 "avx512_fp16", "amx_tile")
+# ISA flags that change what code gcc may emit, in /proc/cpuinfo spelling: every
+# feature a named CPU model requires, so a host's list says which models it runs.
+_X86_FEATURES = tuple(sorted({f for m in CPU_MODELS.values() for f in m.features}))
 _ARM_FEATURES = {"asimd": "neon", "neon": "neon", "fphp": "fphp", "asimdhp": "asimdhp",
                  "sve": "sve", "sve2": "sve2", "bf16": "bf16"}
 
@@ -166,6 +166,38 @@ def cpu_target(facts: CpuFacts, measured: dict | None, toolchain: str) -> Target
         peak_flops={"float32": peak32, "float64": peak32 / 2, "int32": peak32 / 2},
         features=facts.features, toolchain=toolchain, extras=extras,
     )
+
+
+def model_target(model: CpuModel, facts: CpuFacts, toolchain: str) -> Target:
+    """The Target of a named CPU model: its ISA and caches, this host's core count (the
+    threads a compile job schedules for), and no measurements of this host."""
+    modelled = replace(facts, machine=model.machine, model=model.description, clock_ghz=model.clock_ghz,
+                       caches={1: model.l1, 2: model.l2, 3: model.l3}, line=64,
+                       features=tuple(sorted(model.features)))
+    target = cpu_target(modelled, None, toolchain)
+    return replace(target, name=f"cpu:{model.name}", extras={**target.extras, "isa": model.name})
+
+
+def named_cpu_target(name: str) -> Target | None:
+    """`cpu:x86-64-v3`, `cpu:sapphirerapids`, ... as a Target, or None for other names."""
+    kind, _, model_name = name.partition(":")
+    model = cpu_model(model_name) if kind.strip().lower() == "cpu" and model_name else None
+    return model_target(model, read_cpu_facts(), gcc_version()) if model else None
+
+
+def host_cannot_run(target: Target) -> list[str]:
+    """Why code built for CPU `target` cannot run on this host (empty when it can): a
+    different machine, or the ISA features the host lacks."""
+    facts = read_cpu_facts()
+    if target.arch != facts.machine:
+        return [f"a {target.arch} processor (this host is {facts.machine})"]
+    return missing_features(target.features, set(facts.features))
+
+
+def host_description() -> str:
+    """This host in a few words, for reports: its name, CPU model and widest SIMD."""
+    facts = read_cpu_facts()
+    return f"{platform.node() or 'unnamed host'}: {facts.model}, {facts.machine}, {simd_isa(facts.features)[0]}"
 
 
 def detect_cpu(directory: Path | None = None) -> Target:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from compiler.errors import TargetError
 from compiler.target.base import Target
-from compiler.target.cpu import detect_cpu
+from compiler.target.cpu import detect_cpu, named_cpu_target
+from compiler.target.cpu_models import CPU_MODELS
 from compiler.target.cuda import CANONICAL_BY_ARCH, cuda_presets, cuda_target
 from compiler.target.custom import is_target_file, load_target_file
 
 
 def list_targets() -> list[str]:
-    """The canonical names of every built-in target ("cpu" first, then the CUDA presets)."""
-    return ["cpu", *cuda_presets()]
+    """The canonical names of every built-in target: "cpu" (this host) first, the named
+    CPU models, then the CUDA presets."""
+    return ["cpu", *(f"cpu:{name}" for name in CPU_MODELS), *cuda_presets()]
 
 
 def target_aliases() -> dict[str, str]:
@@ -20,7 +22,8 @@ def target_aliases() -> dict[str, str]:
 
 
 def get_target(name: str, *, allow_files: bool = False) -> Target:
-    """The target called `name`: "cpu" (this machine), "cuda:h100", "cuda:sm_90", or, with
+    """The target called `name`: "cpu" (this machine), "cpu:x86-64-v3" (a named CPU
+    model), "cuda:h100", "cuda:sm_90", or, with
     `allow_files`, a path to a .json / .yaml target file. TargetError names unknown targets.
 
     Files are opt-in because names arrive from users of the service: reading any
@@ -37,6 +40,9 @@ def get_target(name: str, *, allow_files: bool = False) -> Target:
         return load_target_file(key)
     if key.lower() == "cpu":
         return detect_cpu()
+    named = named_cpu_target(key)
+    if named is not None:
+        return named
     if key.lower().startswith("cuda:"):
         target = cuda_target(key)
         if target is not None:

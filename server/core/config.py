@@ -80,8 +80,15 @@ class Settings(BaseSettings):
         return self.broker_url.startswith("sqla+")
 
     def queue_for(self, kind: str) -> str:
-        """The Celery queue of jobs for targets of one kind (`cpu`, `cuda`)."""
+        """The Celery queue of jobs for targets of one kind (`cpu`, `cuda`), or of one named
+        CPU model (`cpu.x86-64-v3`)."""
         return f"{self.queue_prefix}.{kind}"
+
+    @property
+    def worker_fresh_seconds(self) -> float:
+        """A worker not heard from for this long no longer counts for routing (it announces
+        itself every reaper interval)."""
+        return 3 * self.reaper_interval_seconds
 
     def consumed_queues(self) -> list[str]:
         """The queues a worker started with these settings takes jobs from."""

@@ -171,3 +171,15 @@ class Kernel(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     stale: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+
+
+class WorkerHost(Base):
+    """A worker that announced itself: the named CPU models its host runs, and when it was
+    last seen. Jobs for such a model go to that model's queue while a worker that runs it
+    is alive, so they are validated where they can run."""
+
+    __tablename__ = "workers"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    cpu_models: Mapped[list] = mapped_column(JSON, default=list)
+    last_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

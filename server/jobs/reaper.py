@@ -15,20 +15,24 @@ from sqlalchemy.orm import Session, sessionmaker
 from server.db.models import Job, JobStatus, new_id
 from server.db.session import transaction
 from server.db.types import utcnow
+from server.jobs.routing import queue_key
 
 log = logging.getLogger(__name__)
 
-Enqueue = Callable[[str, str, str], None]  # (job_id, target_kind, task_id)
+Enqueue = Callable[[str, str, str], None]  # (job_id, queue key, task_id)
 
 
-def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_attempts: int) -> int:
-    """Handle every running job whose lease has run out; returns how many were handled."""
+def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_attempts: int,
+                      fresh_seconds: float = 45.0) -> int:
+    """Handle every running job whose lease has run out; returns how many were handled.
+    A re-queued job is routed as a new one (`fresh_seconds`: see `routing.queue_key`)."""
     now = utcnow()
     with sessions() as s:
-        expired = s.execute(select(Job.id, Job.attempts, Job.stage, Job.cancel_requested, Job.target_kind)
+        expired = s.execute(select(Job.id, Job.attempts, Job.stage, Job.cancel_requested, Job.target_kind,
+                                   Job.target)
                             .where(Job.status == JobStatus.running, Job.lease_expires_at < now)).all()
     handled = 0
-    for job_id, attempts, stage, cancel_requested, kind in expired:
+    for job_id, attempts, stage, cancel_requested, kind, target in expired:
         where = (Job.id == job_id, Job.status == JobStatus.running, Job.attempts == attempts,
                  Job.lease_expires_at < now)
         lost = f"the worker running this job stopped responding during stage {stage or 'start'}"
@@ -46,5 +50,7 @@ def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_att
         handled += 1
         if values["status"] == JobStatus.queued:
             log.warning("re-queueing job %s: %s", job_id, values["error"])
-            enqueue(job_id, kind, values["task_id"])
+            with sessions() as s:
+                key = queue_key(s, target, kind, fresh_seconds)
+            enqueue(job_id, key, values["task_id"])
     return handled

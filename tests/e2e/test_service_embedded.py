@@ -39,3 +39,47 @@ def test_a_model_the_compiler_refuses_fails_with_the_reason(flow, onnx_models):
     done = flow.wait(job["id"])
     assert done["status"] == "failed" and "no_such_input" in done["error"], done
     assert done["attempts"] == 1 and done["artifact_id"] is None
+
+
+def _announced_models(module_tmp) -> set[str]:
+    from sqlalchemy import select
+
+    from server.core.config import Settings
+    from server.db.models import WorkerHost
+    from server.db.session import make_engine, make_sessionmaker
+
+    settings = Settings(home=module_tmp / "home", **FAST_JOB_SETTINGS)
+    engine = make_engine(settings.db_url)
+    try:
+        with make_sessionmaker(engine)() as s:
+            return {m for models in s.scalars(select(WorkerHost.cpu_models)) for m in models}
+    finally:
+        engine.dispose()
+
+
+def test_a_named_cpu_target_is_compiled_validated_and_runs(flow, onnx_models, tmp_path, module_tmp):
+    import time
+
+    deadline = time.monotonic() + 30
+    while "x86-64-v3" not in _announced_models(module_tmp):  # the worker says what its host runs
+        assert time.monotonic() < deadline, "the worker never announced the CPU models it runs"
+        time.sleep(0.2)
+    data = onnx_models.mlp(seed=23)
+    done = flow.wait(flow.submit(flow.upload(data)["id"], "cpu:x86-64-v3")["id"])
+    assert done["status"] == "succeeded", done
+    assert done["validation"]["passed"] is True
+    assert done["validation"]["validated_on"]  # where it ran against onnxruntime
+    flow.assert_runs_like_onnxruntime(flow.download(done, tmp_path), data)
+
+
+def test_a_target_no_worker_can_run_is_cross_compiled_and_says_so(flow, onnx_models):
+    from compiler.target import get_target, list_targets
+    from compiler.target.cpu import host_cannot_run
+
+    foreign = [n for n in list_targets() if n.startswith("cpu:") and host_cannot_run(get_target(n))]
+    if not foreign:
+        pytest.skip("this host runs every named CPU model")
+    done = flow.wait(flow.submit(flow.upload(onnx_models.mlp(seed=24))["id"], foreign[0])["id"])
+    assert done["status"] == "succeeded", done
+    assert done["validation"]["passed"] is None
+    assert done["validation"]["skipped"].startswith("not validated on this ISA"), done["validation"]

@@ -15,10 +15,24 @@ def test_reliability_settings(tmp_path):
     assert conf.worker_prefetch_multiplier == 1
 
 
-def test_each_target_kind_has_its_own_queue_and_exchange(tmp_path):
+def test_each_target_kind_and_cpu_model_has_its_own_queue_and_exchange(tmp_path):
+    from compiler.target.cpu_models import CPU_MODELS
+
     queues: list[Queue] = create_celery(Settings(home=tmp_path, queue_prefix="p")).conf.task_queues
-    assert [(q.name, q.exchange.name, q.routing_key) for q in queues] == \
-        [("p.cpu", "p.cpu", "p.cpu"), ("p.cuda", "p.cuda", "p.cuda")]
+    names = ["p.cpu", "p.cuda", *(f"p.cpu.{m}" for m in CPU_MODELS)]
+    assert [(q.name, q.exchange.name, q.routing_key) for q in queues] == [(n, n, n) for n in names]
+
+
+def test_a_cpu_worker_takes_the_queues_of_the_models_its_host_runs(tmp_path):
+    import platform
+
+    from worker.capabilities import runnable_cpu_models, worker_queues
+
+    if platform.machine() == "x86_64":
+        assert "x86-64-v2" in runnable_cpu_models()  # every x86-64 host of this decade
+    cpu = worker_queues(Settings(home=tmp_path, queue_prefix="p", worker_queues="cpu"))
+    assert cpu == ["p.cpu", *(f"p.cpu.{m}" for m in runnable_cpu_models())]
+    assert worker_queues(Settings(home=tmp_path, queue_prefix="p", worker_queues="cuda")) == ["p.cuda"]
 
 
 def test_compile_task_retries_only_transient_faults():

@@ -19,6 +19,7 @@ from server.api.schemas import CompilationIn, CompilationOut, Page
 from server.db.models import TERMINAL, Artifact, Job, JobStatus, Model, new_id
 from server.db.types import utcnow
 from server.jobs import state
+from server.jobs.routing import queue_key
 
 router = APIRouter(prefix="/compilations", tags=["compilations"])
 
@@ -49,7 +50,8 @@ def create_compilation(body: CompilationIn, session: SessionDep, queue: JobQueue
     session.add(job)
     session.commit()
     try:
-        queue.enqueue(job.id, job.target_kind, job.task_id)
+        key = queue_key(session, job.target, job.target_kind, queue.settings.worker_fresh_seconds)
+        queue.enqueue(job.id, key, job.task_id)
     except Exception as e:
         job.status, job.error, job.finished_at = JobStatus.failed, f"could not queue the job: {e}", utcnow()
         session.commit()

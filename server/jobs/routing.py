@@ -1,0 +1,42 @@
+"""Which queue a job goes to: a named CPU model's own queue while a live worker's host runs
+that model (so the job is validated there), else its target kind's queue, where any worker
+compiles it and one that cannot run it says so in the report."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.db.models import WorkerHost
+from server.db.types import utcnow
+
+
+def cpu_model_of(target: str) -> str | None:
+    """The CPU model a target name asks for (`cpu:x86-64-v3` -> `x86-64-v3`), else None."""
+    kind, _, model = target.strip().lower().partition(":")
+    return model if kind == "cpu" and model else None
+
+
+def model_queue_key(model: str) -> str:
+    """The queue key (the part after the prefix) of the jobs of one named CPU model."""
+    return f"cpu.{model}"
+
+
+def queue_key(session: Session, target: str, kind: str, fresh_seconds: float) -> str:
+    """The queue key for a job of `target` (of `kind`): its CPU model's queue if a worker
+    seen in the last `fresh_seconds` runs that model, else `kind`."""
+    model = cpu_model_of(target) if kind == "cpu" else None
+    if model is None:
+        return kind
+    since = utcnow() - timedelta(seconds=fresh_seconds)
+    for models in session.scalars(select(WorkerHost.cpu_models).where(WorkerHost.last_seen >= since)):
+        if model in (models or []):
+            return model_queue_key(model)
+    return kind
+
+
+def record_worker(session: Session, name: str, cpu_models: list[str], now: datetime | None = None) -> None:
+    """Say that worker `name` is alive and which named CPU models its host runs."""
+    session.merge(WorkerHost(name=name, cpu_models=sorted(cpu_models), last_seen=now or utcnow()))
