@@ -42,4 +42,4 @@ class ArtifactError(TileforgeError):
 
 
 class HostMismatchError(ArtifactError):
-    """An artifact built for hardware this host does not have (another ISA, no GPU)."""
+    """An artifact built for a processor this host is not (another machine or ISA)."""

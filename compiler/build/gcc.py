@@ -45,13 +45,16 @@ def c_flags(target: Target | None = None) -> tuple[str, ...]:
     tanh / ... (`-DTF_LIBMVEC`, and `link_shared` then links it).
     """
     extras = target.extras if target is not None else {}
-    model = cpu_model(str(extras["isa"])) if "isa" in extras else None
-    if "isa" in extras and model is None:
-        raise BuildError(f"unknown CPU model {extras['isa']!r} in target")
-    march = str(extras.get("march", "native"))
-    if not _MARCH.fullmatch(march):
-        raise BuildError(f"bad -march value {march!r} in target")
-    isa = model.gcc_flags if model is not None else (f"-march={march}",)
+    if "isa" in extras:
+        model = cpu_model(str(extras["isa"]))
+        if model is None:
+            raise BuildError(f"unknown CPU model {extras['isa']!r} in target")
+        isa = model.gcc_flags
+    else:
+        march = str(extras.get("march", "native"))
+        if not _MARCH.fullmatch(march):
+            raise BuildError(f"bad -march value {march!r} in target")
+        isa = (f"-march={march}",)
     vector_math = (LIBMVEC_FLAG,) if has_libmvec() else ()
     tuning = X86_TUNING if platform.machine() in {"x86_64", "AMD64", "i686"} else ()
     return (*BASE_FLAGS, *isa, *tuning, *vector_math)

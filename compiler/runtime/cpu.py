@@ -27,6 +27,7 @@ from compiler.runtime.executable import (
     specs_from_manifest,
 )
 from compiler.runtime.outputs import OutputBuffers
+from compiler.target.cpu import CpuFacts, host_lacks
 
 LIBRARY = "model.so"
 WEIGHTS = "weights.bin"
@@ -97,29 +98,21 @@ def _read_weights(path: Path, nbytes: int) -> np.ndarray:
     return blob
 
 
-def check_host(manifest: Mapping[str, Any], host: tuple[str, frozenset[str]] | None = None) -> None:
+def check_host(manifest: Mapping[str, Any], host: CpuFacts | None = None) -> None:
     """Refuse, naming what is missing, an artifact built for a machine or ISA features that
-    this host (or `host`: machine, features) lacks."""
-    from compiler.target.cpu import read_cpu_facts
-
-    if host is None:
-        facts = read_cpu_facts()
-        host = (facts.machine, frozenset(facts.features))
+    this host (or `host`) lacks."""
     machine, features = manifest.get(MACHINE_KEY), manifest.get(FEATURES_KEY)
     if machine is None and features is None:
         return  # written before artifacts recorded their ISA
     if not isinstance(machine, str) or not isinstance(features, list) \
             or not all(isinstance(f, str) for f in features):
         raise ArtifactError(f"artifact manifest has a bad {MACHINE_KEY} / {FEATURES_KEY}")
-    target = manifest.get("target", "?")
-    if machine != host[0]:
-        raise HostMismatchError(f"this artifact was built for {machine} processors (target {target}); "
-                                f"this host is {host[0]}")
-    missing = sorted(set(features) - host[1])
+    missing = host_lacks(machine, features, host)
     if missing:
-        raise HostMismatchError(f"this artifact was built for target {target}, whose instructions this "
-                                f"host's CPU lacks: {', '.join(missing)}; compile it for a target this "
-                                f"host runs (`tileforge targets` marks them) or run it on such a machine")
+        raise HostMismatchError(f"this artifact was built for target {manifest.get('target', '?')}, whose "
+                                f"instructions this host's CPU lacks: {', '.join(missing)}; compile it for a "
+                                f"target this host runs (`tileforge targets` marks them) or run it on such "
+                                f"a machine")
 
 
 def _open_library(path: Path) -> ctypes.CDLL:

@@ -12,11 +12,12 @@ import functools
 import os
 import platform
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from compiler.target.base import MemoryLevel, Target
-from compiler.target.cpu_models import CPU_MODELS, CpuModel, cpu_model, missing_features
+from compiler.target.cpu_models import CPU_MODELS, CpuModel, model_of_target
 from compiler.target.measure import load_cpu_measurements
 from compiler.target.toolchain import gcc_version
 
@@ -180,18 +181,22 @@ def model_target(model: CpuModel, facts: CpuFacts, toolchain: str) -> Target:
 
 def named_cpu_target(name: str) -> Target | None:
     """`cpu:x86-64-v3`, `cpu:sapphirerapids`, ... as a Target, or None for other names."""
-    kind, _, model_name = name.partition(":")
-    model = cpu_model(model_name) if kind.strip().lower() == "cpu" and model_name else None
+    model = model_of_target(name)
     return model_target(model, read_cpu_facts(), gcc_version()) if model else None
 
 
+def host_lacks(machine: str, features: Collection[str], host: CpuFacts | None = None) -> list[str]:
+    """What code built for `machine` with ISA `features` needs that this host (or `host`)
+    lacks, sorted: empty when it runs here."""
+    host = host or read_cpu_facts()
+    if machine != host.machine:
+        return [f"the instructions of {machine} processors (this host is {host.machine})"]
+    return sorted(set(features) - set(host.features))
+
+
 def host_cannot_run(target: Target) -> list[str]:
-    """Why code built for CPU `target` cannot run on this host (empty when it can): a
-    different machine, or the ISA features the host lacks."""
-    facts = read_cpu_facts()
-    if target.arch != facts.machine:
-        return [f"a {target.arch} processor (this host is {facts.machine})"]
-    return missing_features(target.features, set(facts.features))
+    """Why code built for CPU `target` cannot run on this host (empty when it can)."""
+    return host_lacks(target.arch, target.features)
 
 
 def host_description() -> str:

@@ -72,6 +72,7 @@ def cpu_model(name: str) -> CpuModel | None:
     return CPU_MODELS.get(name.strip().lower())
 
 
-def missing_features(required: tuple[str, ...] | list[str], host: set[str] | frozenset[str]) -> list[str]:
-    """The features of `required` that `host` lacks, sorted."""
-    return sorted(set(required) - set(host))
+def model_of_target(target: str) -> CpuModel | None:
+    """The CPU model a target name asks for (`cpu:x86-64-v3`, any case), else None."""
+    kind, _, name = target.partition(":")
+    return cpu_model(name) if kind.strip().lower() == "cpu" and name else None

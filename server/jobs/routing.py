@@ -9,14 +9,15 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from compiler.target.cpu_models import model_of_target
 from server.db.models import WorkerHost
 from server.db.types import utcnow
 
 
 def cpu_model_of(target: str) -> str | None:
     """The CPU model a target name asks for (`cpu:x86-64-v3` -> `x86-64-v3`), else None."""
-    kind, _, model = target.strip().lower().partition(":")
-    return model if kind == "cpu" and model else None
+    model = model_of_target(target)
+    return model.name if model else None
 
 
 def model_queue_key(model: str) -> str:

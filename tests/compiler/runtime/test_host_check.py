@@ -54,9 +54,9 @@ def test_an_avx512_artifact_on_an_avx2_host_is_refused_by_name(tmp_path: Path, m
 def test_another_machine_is_refused() -> None:
     manifest = {"target": "cpu:neoverse", "cpu_machine": "aarch64", "cpu_features": ["neon"]}
     with pytest.raises(HostMismatchError, match=r"aarch64 processors.*this host is x86_64"):
-        cpu_runtime.check_host(manifest, ("x86_64", frozenset({"sse2"})))
+        cpu_runtime.check_host(manifest, replace(cpu_target.read_cpu_facts(), machine="x86_64", features=("sse2",)))
     with pytest.raises(ArtifactError, match="bad cpu_machine"):
-        cpu_runtime.check_host({"cpu_machine": 3, "cpu_features": "avx"}, ("x86_64", frozenset()))
+        cpu_runtime.check_host({"cpu_machine": 3, "cpu_features": "avx"}, cpu_target.read_cpu_facts())
 
 
 def test_a_target_this_host_cannot_run_is_cross_compiled_and_not_validated(tmp_path: Path) -> None:
