@@ -1,7 +1,9 @@
 """tileforge as an `onnx.backend.base.Backend`, so onnx's node test suite can run against it.
 
-Each prepared model is compiled for the CPU target into an artifact and run
-from it, exactly as a user's model would be. Validation against onnxruntime
+Each prepared model is compiled into an artifact and run from it, exactly as a
+user's model would be: for device "CPU" for this host's CPU target, for device
+"CUDA" for this machine's GPU (its `cuda:` preset), which is supported where a
+GPU, pycuda and nvcc are present. Validation against onnxruntime
 is off here (the suite's expected outputs are the reference), and so is the
 timing of tile candidates (the suite checks numbers, not speed). Inputs that decide
 shapes (Reshape's shape, a Reduce's axes...) are specialized: the model is
@@ -10,6 +12,7 @@ compiled on first use with them frozen, once per distinct set of their values.
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import unittest
 from collections.abc import Sequence
@@ -27,6 +30,7 @@ from compiler.frontend.loader import all_nodes
 from compiler.frontend.registry import DataDependentShapeError
 from compiler.frontend.specialize import element_types, specialize
 from compiler.runtime.executable import Executable
+from compiler.target.toolchain import find_tool
 
 _CACHE: KernelCache = MemoryKernelCache()
 
@@ -84,8 +88,31 @@ class TileforgeRep(BackendRep):
         return tuple(outs[n] for n in self._outputs)
 
 
+@functools.cache
+def _gpu_target() -> str | None:
+    """This machine's `cuda:` target when it can build and run CUDA artifacts, else None."""
+    if find_tool("nvcc") is None:
+        return None
+    from compiler.errors import ArtifactError
+    from compiler.runtime.cuda import device_target
+
+    try:
+        return device_target()
+    except ArtifactError:
+        return None
+
+
+def _target_for(device: str) -> str:
+    if device.upper().startswith("CUDA"):
+        target = _gpu_target()
+        if target is None:
+            raise unittest.SkipTest("device CUDA needs a GPU, pycuda and nvcc")
+        return target
+    return TileforgeBackend.target
+
+
 class TileforgeBackend(Backend):
-    """The CPU target behind onnx's backend interface."""
+    """tileforge behind onnx's backend interface: device "CPU" (this host) or "CUDA"."""
 
     target = "cpu"
 
@@ -112,7 +139,7 @@ class TileforgeBackend(Backend):
         missing = cls.unsupported(model)
         if missing:
             raise unittest.SkipTest(f"not supported by tileforge: {', '.join(missing)}")
-        return TileforgeRep(model, cls.target)
+        return TileforgeRep(model, _target_for(device))
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU",
@@ -127,7 +154,8 @@ class TileforgeBackend(Backend):
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
-        return device.upper().startswith("CPU")
+        return device.upper().startswith("CPU") or (device.upper().startswith("CUDA")
+                                                    and _gpu_target() is not None)
 
 
 prepare = TileforgeBackend.prepare

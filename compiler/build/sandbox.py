@@ -11,7 +11,6 @@ the tool's own (truncated) complaint, never a Python traceback.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -20,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.errors import BuildError
+from compiler.target.toolchain import TOOL_PATH, find_tool
 
-TOOL_PATH = "/usr/local/bin:/usr/bin:/bin"
 MAX_MESSAGE = 4000
 
 
@@ -45,7 +44,7 @@ class ToolRun:
 
 def resolve_tool(name: str) -> str:
     """Absolute path of a toolchain executable on the sandbox's PATH (BuildError if absent)."""
-    path = shutil.which(name, path=TOOL_PATH)
+    path = find_tool(name)
     if path is None:
         raise BuildError(f"toolchain program {name!r} not found on {TOOL_PATH}")
     return path

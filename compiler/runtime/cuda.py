@@ -16,6 +16,7 @@ it, or without a GPU, loading raises ArtifactError saying what is missing.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +26,7 @@ import numpy as np
 
 from compiler.codegen.cuda import MANIFEST_LAUNCHES
 from compiler.errors import ArtifactError
+from compiler.runtime.cuda_graph import CudaGraph, GraphError
 from compiler.runtime.executable import (
     LoadedArtifact,
     aligned_empty,
@@ -66,6 +68,22 @@ def cuda_driver() -> Any:
     if count == 0:
         raise ArtifactError("running a CUDA artifact needs an NVIDIA GPU; the driver finds none")
     return drv
+
+
+def device_target(device: int = 0) -> str:
+    """The `cuda:` target name for this machine's GPU `device`: its preset when the name
+    matches one (an "NVIDIA H100 80GB HBM3" is `cuda:h100`), else its arch (`cuda:sm_89`).
+    ArtifactError when there is no usable GPU."""
+    from compiler.target.cuda import cuda_presets
+
+    drv = cuda_driver()
+    dev = drv.Device(device)
+    name = dev.name().lower().replace(" ", "")
+    for preset in sorted(cuda_presets(), key=len, reverse=True):
+        if preset.removeprefix("cuda:") in name:
+            return preset
+    major, minor = dev.compute_capability()
+    return f"cuda:sm_{major}{minor}"
 
 
 class CudaExecutable(LoadedArtifact):
@@ -111,9 +129,22 @@ class CudaExecutable(LoadedArtifact):
             width = max((len(w) for w in waves), default=1)
             self._streams = [drv.Stream() for _ in range(width)]
             self._events = [drv.Event(drv.event_flags.DISABLE_TIMING) for _ in range(width)]
+            self._fork = drv.Event(drv.event_flags.DISABLE_TIMING)
+            self._joins = [drv.Event(drv.event_flags.DISABLE_TIMING) for _ in range(width)]
+            self._graph, self.graph_note = self._capture()
         finally:
             drv.Context.pop()
         self._lock = threading.Lock()  # one arena: runs of one executable take turns
+        if self._graph is not None:
+            weakref.finalize(self, _release_graph, self._context, self._graph)
+
+    def _capture(self) -> tuple[CudaGraph | None, str]:
+        """The launch table recorded as a CUDA graph, or (None, why not): the runtime then
+        launches kernel by kernel, which computes the same, only with more launch latency."""
+        try:
+            return CudaGraph(self._streams[0].handle, self._enqueue_launches), ""
+        except (GraphError, OSError, self._drv.Error) as e:
+            return None, f"launching kernel by kernel: {e}"
 
     def set_threads(self, n: int) -> None:
         """Accepted for interface parity with the CPU runtime; the GPU ignores it."""
@@ -127,10 +158,8 @@ class CudaExecutable(LoadedArtifact):
         with self._lock:
             self._context.push()
             try:
-                for b, a in zip(self._input_ids, arrays, strict=True):
-                    if a.nbytes:
-                        drv.memcpy_htod(self._pointers[b], a)
-                self._launch_waves()
+                self._upload(arrays)
+                self._execute()
                 drv.Context.synchronize()
                 for b, out in zip(self._output_ids, outputs, strict=True):
                     if out.nbytes:
@@ -141,18 +170,92 @@ class CudaExecutable(LoadedArtifact):
                 drv.Context.pop()
         return {s.name: a for s, a in zip(self._outputs, outputs, strict=True)}
 
-    def _launch_waves(self) -> None:
-        """Each wave's kernels on their own streams, each wave after the previous one."""
-        done: list[Any] = []  # events recorded at the end of the previous wave
+    def device_times(self, inputs: Mapping[str, Any], runs: int = 50, warmup: int = 5) -> list[float]:
+        """Milliseconds of each of `runs` executions after `warmup` ones, the inputs already
+        on the device: CUDA events around one execution as `run` launches it (the graph,
+        or kernel by kernel), without the copies in and out."""
+        return self._timed(inputs, runs, warmup, per_kernel=False)[""]
+
+    def kernel_times(self, inputs: Mapping[str, Any], runs: int = 20, warmup: int = 2) -> dict[str, list[float]]:
+        """Milliseconds of each kernel, launched one at a time between CUDA events:
+        `{symbol: [ms of each run]}` (a profile; kernels of a wave do not overlap here)."""
+        return self._timed(inputs, runs, warmup, per_kernel=True)
+
+    def _timed(self, inputs: Mapping[str, Any], runs: int, warmup: int,
+               per_kernel: bool) -> dict[str, list[float]]:
+        arrays = check_inputs(self._inputs, inputs)
+        drv = self._drv
+        times: dict[str, list[float]] = {}
+        with self._lock:
+            self._context.push()
+            try:
+                self._upload(arrays)
+                stream = self._streams[0]
+                marks = [drv.Event() for _ in range(2)]
+                steps = ([(launch.symbol, [launch]) for wave in self._waves for launch in wave]
+                         if per_kernel else [("", None)])
+                for n in range(warmup + runs):
+                    for name, launches in steps:
+                        marks[0].record(stream)
+                        if launches is None:
+                            self._execute()
+                        else:
+                            self._launch(stream, launches[0])
+                        marks[1].record(stream)
+                        marks[1].synchronize()
+                        if n >= warmup:
+                            times.setdefault(name, []).append(marks[1].time_since(marks[0]))
+            except drv.Error as e:
+                raise ArtifactError(f"a kernel of the CUDA artifact failed: {e}") from e
+            finally:
+                drv.Context.pop()
+        return times
+
+    def _upload(self, arrays: list[np.ndarray]) -> None:
+        for b, a in zip(self._input_ids, arrays, strict=True):
+            if a.nbytes:
+                self._drv.memcpy_htod(self._pointers[b], a)
+
+    def _execute(self) -> None:
+        """Enqueue one execution on stream 0: the graph's replay, or the launches themselves."""
+        if self._graph is not None:
+            self._graph.launch(self._streams[0].handle)
+        else:
+            self._enqueue_launches()
+
+    def _enqueue_launches(self) -> None:
+        """Each wave's kernels on their own streams, each wave after the previous one. The
+        other streams start after an event of stream 0 and stream 0 ends after all of
+        theirs (CUDA's fork/join, which graph capture requires)."""
+        origin = self._streams[0]
+        self._fork.record(origin)
+        done: list[Any] = [self._fork]  # events recorded at the end of the previous wave
         for wave in self._waves:
             for stream, launch in zip(self._streams, wave, strict=False):
                 for event in done:
                     stream.wait_for_event(event)
-                ptrs = [np.uintp(self._pointers[b]) for b in launch.args]
-                launch.function.prepared_async_call(launch.grid, launch.block, stream, *ptrs)
+                self._launch(stream, launch)
             done = self._events[:len(wave)]
             for event, stream in zip(done, self._streams, strict=False):
                 event.record(stream)
+        for event, stream in zip(self._joins[1:], self._streams[1:], strict=True):
+            event.record(stream)
+            origin.wait_for_event(event)
+
+    def _launch(self, stream: Any, launch: _Launch) -> None:
+        ptrs = [np.uintp(self._pointers[b]) for b in launch.args]
+        launch.function.prepared_async_call(launch.grid, launch.block, stream, *ptrs)
+
+
+def _release_graph(context: Any, graph: CudaGraph) -> None:
+    try:
+        context.push()
+    except Exception:  # the context is gone (interpreter shutdown): so is the graph
+        return
+    try:
+        graph.release()
+    finally:
+        context.pop()
 
 
 def _prepare(module: Any, drv: Any, launch: _Launch) -> _Launch:

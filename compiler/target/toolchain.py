@@ -8,12 +8,22 @@ layer, rather than from compiler.build, which sits above it.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 
 # Where toolchains are looked up: fixed, not the caller's PATH, so the version in the
 # fingerprint is that of the program compiler.build runs (build's sandbox uses this path).
-TOOL_PATH = "/usr/local/bin:/usr/bin:/bin"
+# /usr/local/cuda/bin is where NVIDIA's installers put nvcc (with a link from
+# /usr/local/bin on some machines, not on others); CUDA_HOME, the variable CUDA tools
+# agree on, names another toolkit. Read once, at import: one path for the process.
+TOOL_PATH = ":".join(["/usr/local/bin", "/usr/bin", "/bin", "/usr/local/cuda/bin",
+                      *([os.path.join(os.environ["CUDA_HOME"], "bin")] if os.environ.get("CUDA_HOME") else [])])
+
+
+def find_tool(program: str) -> str | None:
+    """Where `program` is on TOOL_PATH (the path builds run with), or None."""
+    return shutil.which(program, path=TOOL_PATH)
 
 
 @functools.cache
@@ -23,7 +33,7 @@ def version_lines(program: str) -> tuple[str, ...]:
     Runs without a shell, with a time limit, so a broken toolchain cannot hang
     target detection.
     """
-    path = shutil.which(program, path=TOOL_PATH)
+    path = find_tool(program)
     if path is None:
         return ()
     try:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from compiler.build.nvcc import compile_cubin, nvcc_version
 from compiler.errors import BuildError
+from compiler.target.toolchain import find_tool
 
 pytestmark = pytest.mark.nvcc
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc", path="/usr/local/bin:/usr/bin:/bin") is None,
+needs_nvcc = pytest.mark.skipif(find_tool("nvcc") is None,
                                 reason="nvcc is not installed")
 
 

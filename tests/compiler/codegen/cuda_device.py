@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+from compiler.target.toolchain import find_tool
 
 
 def device_arch() -> tuple[str | None, str]:
@@ -18,6 +18,6 @@ def device_arch() -> tuple[str | None, str]:
         major, minor = drv.Device(0).compute_capability()
     except drv.Error as e:
         return None, f"no GPU/pycuda: {e}"
-    if shutil.which("nvcc") is None:
+    if find_tool("nvcc") is None:
         return None, "no nvcc to build the kernels"
     return f"sm_{major}{minor}", ""

@@ -5,7 +5,6 @@ at once, keeps nvcc's start-up cost to two runs."""
 
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -18,10 +17,11 @@ from compiler.codegen.cuda import render_kernel
 from compiler.ir.te import Compute
 from compiler.schedule.fuse import fuse
 from compiler.schedule.rtile import construct
+from compiler.target.toolchain import find_tool
 
 pytestmark = [
     pytest.mark.nvcc,
-    pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA toolkit) is not installed"),
+    pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc (the CUDA toolkit) is not installed"),
 ]
 ARCHS = ("sm_80", "sm_90")
 

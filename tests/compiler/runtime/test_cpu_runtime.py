@@ -1,7 +1,6 @@
 """Loading and running a CPU artifact: results, input checks, threads, device routing."""
 
 import importlib.util
-import shutil
 import threading
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from compiler.runtime import TensorSpec, load
 from compiler.runtime.artifact import write_artifact
 from compiler.runtime.executable import ALIGNMENT
 from compiler.schedule.planner import build_plan, weights_blob
+from compiler.target.toolchain import find_tool
 
 
 def x(seed: int = 0) -> np.ndarray:
@@ -151,7 +151,7 @@ def test_unknown_device_kind_is_refused(tmp_path: Path):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None, reason="pycuda is installed here")
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc not installed")
 def test_cuda_artifact_without_pycuda_names_what_is_missing(tmp_path: Path):
     from compiler.bench.models import mlp_gelu
     from compiler.pipeline import compile_model
