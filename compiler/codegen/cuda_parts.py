@@ -72,9 +72,11 @@ def identity(c: Compute) -> str:
 
 
 def combine(c: Compute, acc: str, value: str) -> str:
-    """C text of the accumulator after folding in `value` (rounded to the accumulator's dtype)."""
+    """C text of the accumulator after folding in `value`. A float16 accumulator stays a
+    float until the epilogue rounds it once, as in the C backend and numpy's float16 sums
+    (rounding after every fold would make the result depend on the summation order)."""
     assert c.reduce_op is not None
-    return round_value(c.acc_dtype, cexpr.combine(c.reduce_op, c.acc_dtype, acc, value))
+    return cexpr.combine(c.reduce_op, c.acc_dtype, acc, value)
 
 
 def epilogue(c: Compute, acc: str | None, axis_values: Mapping[str, str], offset: str,
@@ -87,6 +89,7 @@ def epilogue(c: Compute, acc: str | None, axis_values: Mapping[str, str], offset
     lines: list[str] = []
     names = dict(axis_values)
     if acc is not None:
+        acc = round_value(c.acc_dtype, acc)  # the accumulator's dtype, once (see `combine`)
         names[ACC] = acc
     if acc is None:
         expr = c.body
