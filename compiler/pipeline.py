@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -44,7 +45,8 @@ STAGES = ("load", "lower", "partition", "schedule", "codegen", "build", "package
 
 # Kernels the model predicts faster than this are not worth timing on the device:
 # measurement noise and the extra toolchain run cost more than any difference found.
-MEASURE_THRESHOLD_US = 20.0
+# A GPU times a kernel in microseconds, where the CPU timer needs tens of them.
+MEASURE_THRESHOLD_US = {"cpu": 20.0, "cuda": 2.0}
 
 Progress = Callable[[str, float], None]
 
@@ -202,8 +204,13 @@ class _Compilation:
         return self.opts.top_k if self.opts.measure and self._device_present() else 1
 
     def _device_present(self) -> bool:
-        # A CPU target this host runs; GPU kernels are timed by GPU workers (not here yet).
-        return self.target.kind == "cpu" and not host_cannot_run(self.target)
+        """Whether this machine runs the target's kernels: a CPU target this host runs, or
+        a CUDA target whose cubins this machine's GPU runs."""
+        if self.cuda:
+            from compiler.runtime.cuda import gpu_runs
+
+            return gpu_runs(self.target.arch)
+        return not host_cannot_run(self.target)
 
     def schedule(self, graph: Graph) -> None:
         self.plan = build_plan(graph, self.fingerprint, self.tile_of, self.key_of)
@@ -233,15 +240,19 @@ class _Compilation:
 
     def _measure_candidates(self) -> None:
         """Compile and time the top-k tilings of every heavy miss; the fastest is kept."""
+        threshold = MEASURE_THRESHOLD_US[self.target.kind]
+        todo = {key: cands for key, cands in self.candidates.items()
+                if len(cands) > 1 and max(c.estimate.time_us for c in cands) >= threshold}
+        if not todo:
+            return
+        kernels = {k.key: k for k in self.plan.kernels}
+        if self.cuda:
+            self._measure_on_gpu(todo, kernels)
+            return
         from compiler.build.gcc import c_flags, compile_objects, link_shared
         from compiler.codegen.c import prepacked_inputs, render_kernel
         from compiler.runtime.kernel_timer import time_kernels
 
-        todo = {key: cands for key, cands in self.candidates.items()
-                if len(cands) > 1 and max(c.estimate.time_us for c in cands) >= MEASURE_THRESHOLD_US}
-        if not todo:
-            return
-        kernels = {k.key: k for k in self.plan.kernels}
         sources = {f"tf_cand_{key[:16]}_{i}": render_kernel(kernels[key].compute, c.tile, f"tf_cand_{key[:16]}_{i}",
                                                             self.target, kernels[key].constant_inputs)
                    for key, cands in todo.items() for i, c in enumerate(cands)}
@@ -259,6 +270,32 @@ class _Compilation:
                     packed[pos] = max(packed.get(pos, 0), nbytes)
             times = time_kernels(library, symbols, k.compute, self.opts.threads, packed)
             self.measured[key] = [round(times[s], 3) for s in symbols]
+
+    def _measure_on_gpu(self, todo: dict[str, list[Candidate]], kernels: dict[str, Kernel]) -> None:
+        """The CUDA side of `_measure_candidates`: each kernel's candidates in one cubin
+        (built side by side, one nvcc per kernel), timed one after another on the GPU."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from compiler.build.nvcc import compile_cubin
+        from compiler.codegen.cuda import launch_dims, render_kernel
+        from compiler.runtime.cuda_timer import time_cuda_kernels
+
+        def symbols(key: str) -> list[str]:
+            return [f"tf_cand_{key[:16]}_{i}" for i in range(len(todo[key]))]
+
+        def build(key: str) -> bytes:
+            c = kernels[key].compute
+            return compile_cubin("\n".join(render_kernel(c, cand.tile, sym)
+                                           for cand, sym in zip(todo[key], symbols(key), strict=True)),
+                                 self.target.arch)
+
+        with ThreadPoolExecutor(max(1, min(len(todo), os.cpu_count() or 1))) as pool:
+            cubins = dict(zip(todo, pool.map(build, todo), strict=True))
+        for key, cands in todo.items():
+            c = kernels[key].compute
+            launches = [(sym, *launch_dims(c, cand.tile)) for cand, sym in zip(cands, symbols(key), strict=True)]
+            times = time_cuda_kernels(cubins[key], launches, c)
+            self.measured[key] = [round(times[s], 3) for s in symbols(key)]
 
     # -- codegen and build --------------------------------------------------------------------
 

@@ -196,6 +196,7 @@ def hot_kernels(times: dict[str, list[float]], kernels: list[dict[str, Any]],
     total = sum(ms for ms, _ in ranked) or 1.0
     return [{"symbol": s, "ops": info.get(s, {}).get("op_pattern", "?"), "us": round(ms * 1e3, 1),
              "share": round(ms / total, 3), "estimated_us": info.get(s, {}).get("estimated_us"),
+             "measured_us": info.get(s, {}).get("measured_us"),
              "tile": info.get(s, {}).get("tile")} for ms, s in ranked[:top]]
 
 
@@ -315,11 +316,12 @@ def table(report: Report) -> list[str]:
               "torch.compile (> 1: tileforge faster)."]
     notes = [f"- {r.model}: {r.note.strip()}" for r in report.models if r.note.strip()]
     hot = ["", "Hottest kernels (each launched alone between CUDA events; estimated = the cost model):", "",
-           "| model | kernel | ops | us | share | estimated us | tile |", "| --- | --- | --- | --- | --- | --- | --- |"]
+           "| model | kernel | ops | us | share | estimated us | top-k measured us | tile |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in report.models:
         for k in r.hot_kernels[:3]:
             hot.append(f"| {r.model} | {k['symbol']} | {k['ops']} | {k['us']} | {k['share']:.0%} | "
-                       f"{k['estimated_us']} | {json.dumps(k['tile'], separators=(',', ':'))} |")
+                       f"{k['estimated_us']} | {k['measured_us']} | {json.dumps(k['tile'], separators=(',', ':'))} |")
     return lines + (["", "Notes:", *notes] if notes else []) + hot
 
 

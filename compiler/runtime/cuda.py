@@ -271,13 +271,33 @@ def _check_arch(fingerprint: str, capability: tuple[int, int]) -> None:
     """A cubin for sm_XY runs on compute capability X.Z with Z >= Y (same major)."""
     parts = fingerprint.split(":")
     arch = parts[1] if len(parts) >= 2 and parts[0] == "cuda" else ""
-    digits = arch.removeprefix("sm_").rstrip("a")
-    if not digits.isdigit() or len(digits) < 2:
+    if _arch_digits(arch) is None:
         raise ArtifactError(f"artifact's target fingerprint {fingerprint!r} names no CUDA arch")
-    major, minor = int(digits[:-1]), int(digits[-1])
-    if capability[0] != major or capability[1] < minor:
+    if not _arch_runs(arch, capability):
         raise ArtifactError(f"artifact is built for {arch}; this GPU is compute capability "
                             f"{capability[0]}.{capability[1]}")
+
+
+def _arch_digits(arch: str) -> tuple[int, int] | None:
+    digits = arch.removeprefix("sm_").rstrip("a")
+    if not digits.isdigit() or len(digits) < 2:
+        return None
+    return int(digits[:-1]), int(digits[-1])
+
+
+def _arch_runs(arch: str, capability: tuple[int, int]) -> bool:
+    need = _arch_digits(arch)
+    return need is not None and capability[0] == need[0] and capability[1] >= need[1]
+
+
+def gpu_runs(arch: str, device: int = 0) -> bool:
+    """Whether this machine's GPU `device` runs cubins built for `arch` (False without a
+    GPU or pycuda)."""
+    try:
+        capability = cuda_driver().Device(device).compute_capability()
+    except ArtifactError:
+        return False
+    return _arch_runs(arch, capability)
 
 
 def _byte_count(manifest: Mapping[str, Any], key: str) -> int:
