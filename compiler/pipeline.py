@@ -35,7 +35,7 @@ from compiler.options import CompileOptions
 from compiler.schedule.fuse import fuse
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
-from compiler.schedule.rowfuse import fuse_rows
+from compiler.schedule.rowfuse import fuse_rows, stages_fit
 from compiler.schedule.rtile import Candidate, construct
 from compiler.target import get_target
 from compiler.target.base import Target
@@ -123,8 +123,12 @@ def compile_model(
     with st.stage("partition"):
         if opts.fuse:
             fuse(graph)
-            if tgt.kind == "cpu":  # the CUDA renderer has no row groups (yet)
+            if tgt.kind == "cpu":
                 fuse_rows(graph, min_rows=tgt.units)
+            else:  # a row per thread block, its stages in shared memory
+                from compiler.codegen.cuda_rows import ROW_STAGE_BYTES
+
+                fuse_rows(graph, fits=stages_fit(ROW_STAGE_BYTES))
     with st.stage("schedule"):
         c.schedule(graph)
     with st.stage("codegen"):

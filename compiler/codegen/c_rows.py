@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from compiler.codegen.c_team import kernel_params, mark_used, shared_tasks
 from compiler.codegen.csource import CSource
 from compiler.ir.dtypes import dtype
-from compiler.ir.rows import RowSharing, group_sharing
-from compiler.ir.te import Axis, Compute, TensorType
+from compiler.ir.rows import RowSharing, cut_to_rows, group_sharing, row_elems
+from compiler.ir.te import Compute, TensorType
 from compiler.schedule.plan import TileConfig
 
 # Writes one member as `static void <name>(<params>)` running on the calling thread;
@@ -43,7 +42,7 @@ def render_row_group(c: Compute, tile: TileConfig, symbol: str, src: CSource, pa
     checked = False
     for n in sizes:
         for k, m in enumerate(members):
-            cut = _cut(m, g, n, sharing)
+            cut = cut_to_rows(m, g, n, sharing)
             checked |= write_member(src, cut, f"{symbol}_m{k}_{n}", kernel_params(cut))
 
     blocks = -(-extent // block)
@@ -55,19 +54,15 @@ def render_row_group(c: Compute, tile: TileConfig, symbol: str, src: CSource, pa
             src.line(f"const int64_t first = t / {blocks}L * {extent}L + t % {blocks}L * {block}L;")
             src.line(f"const int64_t n = {extent}L - t % {blocks}L * {block}L;")
             for k, s in enumerate(c.stages):
-                src.line(f"{dtype(s.dtype).c_type} s{k}[{block * _row_elems(s, g)}] __attribute__((aligned(64)));")
+                src.line(f"{dtype(s.dtype).c_type} s{k}[{block * row_elems(s, g)}] __attribute__((aligned(64)));")
             for j, n in enumerate(sizes):
                 test = f"if (n >= {block}L)" if j == 0 and len(sizes) > 1 else "else" if j else ""
                 with src.block(test):
                     for k, m in enumerate(members):
-                        out = f"s{k}" if k < len(c.stages) else f"out + first * {_row_elems(c, g)}L"
+                        out = f"s{k}" if k < len(c.stages) else f"out + first * {row_elems(c, g)}L"
                         args = [out] + [_pointer(p, t, g, len(c.inputs), sharing) for p, t in enumerate(m.inputs)]
                         src.line(f"{symbol}_m{k}_{n}({', '.join(args)});")
     return parallel, checked
-
-
-def _row_elems(t: Compute | TensorType, g: int) -> int:
-    return math.prod(t.shape[g:])
 
 
 def _pointer(p: int, t: TensorType, g: int, inputs: int, sharing: RowSharing) -> str:
@@ -75,14 +70,4 @@ def _pointer(p: int, t: TensorType, g: int, inputs: int, sharing: RowSharing) ->
     block's first row (read by rows) or whole."""
     if p >= inputs:
         return f"s{p - inputs}"
-    return f"in{p} + first * {_row_elems(t, g)}L" if sharing.by_rows[p] else f"in{p}"
-
-
-def _cut(m: Compute, g: int, n: int, sharing: RowSharing) -> Compute:
-    """Member `m` over one block of `n` rows: row extents (1, ..., 1, n), and so the
-    leading dimensions of every input it reads by rows."""
-    rows = (1,) * (g - 1) + (n,)
-    axes = tuple(Axis(a.name, rows[d]) if d < g else a for d, a in enumerate(m.axes))
-    inputs = tuple(TensorType((*rows, *t.shape[g:]), t.dtype) if sharing.by_rows[p] else t
-                   for p, t in enumerate(m.inputs))
-    return replace(m, axes=axes, inputs=inputs)
+    return f"in{p} + first * {row_elems(t, g)}L" if sharing.by_rows[p] else f"in{p}"

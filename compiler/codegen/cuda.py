@@ -11,6 +11,8 @@ so `render_kernel` and `launch_dims` always agree:
 - long reduction over a contiguous innermost axis (softmax / layer-norm
   stages, reduce ops): a thread team per row with warp shuffles
   (`cuda_rowreduce`);
+- a fused row group (a Compute with stages: softmax, layer norm): one block per
+  row, the stages in shared memory (`cuda_rows`);
 - everything else (element-wise, pooling, depthwise, gather, short or strided
   reductions): one register tile of outputs per thread (`cuda_general`).
 
@@ -33,6 +35,7 @@ from compiler.codegen.cuda_rowreduce import (
     row_geometry,
     row_launch,
 )
+from compiler.codegen.cuda_rows import RowGroupGeometry, render_row_group, row_group_geometry
 from compiler.ir.contraction import Contraction, match_contraction
 from compiler.ir.te import Compute
 from compiler.schedule.plan import ExecutionPlan, TileConfig
@@ -49,14 +52,16 @@ _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 class KernelShape:
     """The kernel shape chosen for one Compute under one TileConfig."""
 
-    kind: str  # "gemm" | "rowreduce" | "general"
-    geometry: GemmGeometry | RowGeometry | GeneralGeometry
+    kind: str  # "gemm" | "rowgroup" | "rowreduce" | "general"
+    geometry: GemmGeometry | RowGroupGeometry | RowGeometry | GeneralGeometry
     contraction: Contraction | None = None
 
 
 def kernel_shape(compute: Compute, tile: TileConfig) -> KernelShape:
     """Pick the kernel shape for `compute` and make `tile` legal for it."""
     _check_tile(compute, tile)
+    if compute.stages:
+        return KernelShape("rowgroup", row_group_geometry(compute))
     m = match_contraction(compute)
     if m is not None:
         return KernelShape("gemm", gemm_geometry(compute, m, tile), m)
@@ -78,6 +83,8 @@ def render_kernel(compute: Compute, tile: TileConfig, symbol: str) -> str:
     if isinstance(g, GemmGeometry):
         assert shape.contraction is not None
         body = render_gemm(compute, shape.contraction, g, symbol)
+    elif isinstance(g, RowGroupGeometry):
+        body = render_row_group(compute, g, symbol)
     elif isinstance(g, RowGeometry):
         body = render_rowreduce(compute, g, symbol)
     else:
@@ -94,6 +101,8 @@ def launch_dims(compute: Compute, tile: TileConfig) -> tuple[Dim3, Dim3]:
         return gemm_launch(compute, shape.contraction, g)
     if isinstance(g, RowGeometry):
         return row_launch(compute, g)
+    if isinstance(g, RowGroupGeometry):
+        return g.launch()
     return g.launch(compute)
 
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 
 from compiler.codegen import cexpr
-from compiler.codegen.cuda_expr import emit, literal, round_value, storage_ctype
+from compiler.codegen.cuda_expr import emit, literal, round_value, storage_ctype, value_ctype
 from compiler.ir.te import ACC, INIT, Compute
 
 # Blocks in a 1-D grid: far below the hardware's 2^31-1, enough to fill any GPU
@@ -25,10 +25,12 @@ WARP = 32
 INT_INDEX_LIMIT = 1 << 30
 
 
-def signature(c: Compute, symbol: str, threads: int) -> str:
-    """`extern "C" __global__` entry point with the plan's ABI: output first, then inputs."""
-    params = [f"{storage_ctype(c.dtype)}* __restrict__ out"]
-    params += [f"const {storage_ctype(t.dtype)}* __restrict__ in{i}"
+def signature(c: Compute, symbol: str, threads: int, out: str = "out", prefix: str = "in") -> str:
+    """`extern "C" __global__` entry point with the plan's ABI: output first, then inputs
+    (parameters `out`, `in0`.. unless a kernel that re-points those names per part asks
+    for others)."""
+    params = [f"{storage_ctype(c.dtype)}* __restrict__ {out}"]
+    params += [f"const {storage_ctype(t.dtype)}* __restrict__ {prefix}{i}"
                for i, t in enumerate(c.inputs)]
     return (f'extern "C" __global__ void __launch_bounds__({threads}) '
             f"{symbol}({', '.join(params)})")
@@ -77,6 +79,21 @@ def combine(c: Compute, acc: str, value: str) -> str:
     (rounding after every fold would make the result depend on the summation order)."""
     assert c.reduce_op is not None
     return cexpr.combine(c.reduce_op, c.acc_dtype, acc, value)
+
+
+def butterfly(c: Compute, width: int, ind: str) -> list[str]:
+    """Combine `acc` across `width` lanes with xor shuffles; every lane gets the result."""
+    if width <= 1:
+        return []
+    # The shuffle goes to a temporary first: the combine may name its operand
+    # twice, or behind a short-circuit, and every lane must shuffle exactly once.
+    return [
+        f"{ind}#pragma unroll",
+        f"{ind}for (int o = {width // 2}; o > 0; o >>= 1) {{",
+        f"{ind}  const {value_ctype(c.acc_dtype)} other = tf_shfl_xor(acc, o);",
+        f"{ind}  acc = {combine(c, 'acc', 'other')};",
+        f"{ind}}}",
+    ]
 
 
 def epilogue(c: Compute, acc: str | None, axis_values: Mapping[str, str], offset: str,

@@ -20,6 +20,7 @@ from compiler.codegen.cuda_parts import (
     MAX_GRID,
     MAX_THREADS,
     WARP,
+    butterfly,
     ceil_div,
     combine,
     decompose,
@@ -111,31 +112,16 @@ def render_rowreduce(c: Compute, g: RowGeometry, symbol: str) -> str:
     names |= {a.name: k for a, k in zip(c.reduce_axes, reduce_names, strict=True)}
     value = emit(c.inputs, names, counter, c.body, lines, inner)
     lines += [f"{inner}acc = {combine(c, 'acc', value)};", f"{ind}  }}", f"{ind}}}"]
-    lines += _butterfly(c, WARP, ind)
+    lines += butterfly(c, WARP, ind)
     if warps > 1:
         lines += [
             f"{ind}if (lane == 0) part[rib][tr / 32] = acc;",
             f"{ind}__syncthreads();",
             f"{ind}acc = lane < {warps} ? part[rib][lane] : {identity(c)};",
         ]
-        lines += _butterfly(c, warps, ind)
+        lines += butterfly(c, warps, ind)
         lines.append(f"{ind}__syncthreads();")
     lines.append(f"{ind}if (tr == 0 && row < {rows_out}LL) {{")
     lines += epilogue(c, "acc", names, linear(spatial, c.shape), counter, ind + "  ")
     lines += [f"{ind}}}", "  }", "}", ""]
     return "\n".join(lines)
-
-
-def _butterfly(c: Compute, width: int, ind: str) -> list[str]:
-    """Combine `acc` across `width` lanes with xor shuffles; every lane gets the result."""
-    if width <= 1:
-        return []
-    # The shuffle goes to a temporary first: the combine may name its operand
-    # twice, or behind a short-circuit, and every lane must shuffle exactly once.
-    return [
-        f"{ind}#pragma unroll",
-        f"{ind}for (int o = {width // 2}; o > 0; o >>= 1) {{",
-        f"{ind}  const {value_ctype(c.acc_dtype)} other = tf_shfl_xor(acc, o);",
-        f"{ind}  acc = {combine(c, 'acc', 'other')};",
-        f"{ind}}}",
-    ]

@@ -40,7 +40,7 @@ from compiler.cost.tiling import Tiling
 from compiler.ir.dtypes import dtype
 from compiler.ir.rows import RowSharing, row_bytes
 from compiler.ir.te import Compute, loads_of
-from compiler.target.base import Target
+from compiler.target.base import MemoryLevel, Target
 
 # Independent FMA streams a unit needs in flight to keep its pipes busy:
 # 4 CUDA sub-partitions x ~4 cycles latency; 2 CPU FMA pipes x 4 cycles.
@@ -108,12 +108,21 @@ def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target:
         read = {ld.input for ld in loads_of(m)}
         inner += sum(math.prod(m.inputs[p].shape) * dtype(m.inputs[p].dtype).nbytes for p in read)
         inner += math.prod(m.shape) * dtype(m.dtype).nbytes
-    l1, l2 = target.level("l1"), target.level("l2")
-    level = l1 if block_rows * row_bytes(c, sharing) <= l1.capacity else l2
+    level = _row_level(target, block_rows * row_bytes(c, sharing))
     stages[level.name] = inner / (level.bandwidth * util)
     waves = -(-tasks // units)
     stages["compute"] = c.flops() / (_peak(target, c) * util) + waves * TASK_OVERHEAD_CYCLES / _clock_hz(target)
     return _finish(stages, tasks, waves, ())
+
+
+def _row_level(target: Target, working_set: int) -> MemoryLevel:
+    """Where a row group's members meet: shared memory on a GPU (its stages live there),
+    on a CPU L1 when a block's working set fits, else L2."""
+    names = {lv.name for lv in target.levels}
+    if "smem" in names:
+        return target.level("smem")
+    l1 = target.level("l1")
+    return l1 if working_set <= l1.capacity else target.level("l2")
 
 
 def _finish(stages_s: dict[str, float], tiles: int, waves: int,

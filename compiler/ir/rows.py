@@ -12,11 +12,11 @@ c_rows.py) both ask `row_sharing`, so they always agree on the rows.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import Compute, Var, loads_of
+from compiler.ir.te import Axis, Compute, TensorType, Var, loads_of
 
 
 @dataclass(frozen=True)
@@ -73,3 +73,23 @@ def row_bytes(group: Compute, sharing: RowSharing) -> int:
     g = sharing.rows
     tensors = [t for t, by in zip(group.member_inputs(), sharing.by_rows, strict=True) if by]
     return sum(math.prod(t.shape[g:]) * dtype(t.dtype).nbytes for t in (*tensors, group))
+
+
+def row_elems(t: Compute | TensorType, g: int) -> int:
+    """Elements of one row of `t` (its dimensions after the `g` row axes)."""
+    return math.prod(t.shape[g:])
+
+
+def stage_row_bytes(group: Compute, sharing: RowSharing) -> int:
+    """Bytes of one row of the group's stages (what a kernel keeps on chip per row)."""
+    return sum(row_elems(s, sharing.rows) * dtype(s.dtype).nbytes for s in group.stages)
+
+
+def cut_to_rows(m: Compute, g: int, n: int, sharing: RowSharing) -> Compute:
+    """Member `m` over one block of `n` rows: row extents (1, ..., 1, n), and so the
+    leading dimensions of every input it reads by rows."""
+    rows = (1,) * (g - 1) + (n,)
+    axes = tuple(Axis(a.name, rows[d]) if d < g else a for d, a in enumerate(m.axes))
+    inputs = tuple(TensorType((*rows, *t.shape[g:]), t.dtype) if sharing.by_rows[p] else t
+                   for p, t in enumerate(m.inputs))
+    return replace(m, axes=axes, inputs=inputs)

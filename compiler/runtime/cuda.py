@@ -178,7 +178,8 @@ class CudaExecutable(LoadedArtifact):
 
     def kernel_times(self, inputs: Mapping[str, Any], runs: int = 20, warmup: int = 2) -> dict[str, list[float]]:
         """Milliseconds of each kernel, launched one at a time between CUDA events:
-        `{symbol: [ms of each run]}` (a profile; kernels of a wave do not overlap here)."""
+        `{symbol: [ms of each launch of it in each run]}` (a kernel that computes several
+        identical nodes is launched once per node; kernels of a wave do not overlap here)."""
         return self._timed(inputs, runs, warmup, per_kernel=True)
 
     def _timed(self, inputs: Mapping[str, Any], runs: int, warmup: int,

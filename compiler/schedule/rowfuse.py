@@ -22,29 +22,46 @@ and a row of everything it reads and writes by rows within `ROW_BYTES` of cache.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
-from compiler.ir.rows import row_bytes, row_sharing
+from compiler.ir.rows import RowSharing, row_bytes, row_sharing, stage_row_bytes
 from compiler.ir.te import Compute, Load, TensorType, remap_loads, walk
 
 ROW_BYTES = 64 << 10  # one row's intermediates, kept in L1 / L2 while its block runs
 _MAX_INPUTS = 16
 
 
-def fuse_rows(graph: Graph, min_rows: int = 1) -> Graph:
+RowFit = Callable[[Compute, RowSharing], bool]
+
+
+def fits_cache(group: Compute, sharing: RowSharing) -> bool:
+    """The CPU's rule: a row of everything the group reads and writes by rows within
+    `ROW_BYTES` of cache."""
+    return row_bytes(group, sharing) <= ROW_BYTES
+
+
+def stages_fit(limit: int) -> RowFit:
+    """A GPU's rule: a row of the group's stages within `limit` bytes of shared memory
+    (its inputs stream from device memory and its output goes there)."""
+    return lambda group, sharing: stage_row_bytes(group, sharing) <= limit
+
+
+def fuse_rows(graph: Graph, min_rows: int = 1, fits: RowFit = fits_cache) -> Graph:
     """Merge chains of row-sharing nodes into fused groups (Computes with stages), in place.
 
     Groups have at least `min_rows` rows (the CPU's cores: blocks of rows are the tasks,
-    so fewer rows than cores would leave cores idle that separate kernels use)."""
+    so fewer rows than cores would leave cores idle that separate kernels use), and a row
+    of them passes `fits`."""
     protected = {graph.storage_of(t) for t in graph.outputs}
     grouped: set[int] = set()
     uses = _Uses(graph)
     for sink in reversed(list(graph.nodes)):
         if id(sink) in grouped:
             continue
-        members = _grow(graph, uses, sink, protected, min_rows)
+        members = _grow(graph, uses, sink, protected, min_rows, fits)
         if members is None:
             continue
         grouped.update(id(m) for m in members)
@@ -74,7 +91,8 @@ class _Uses:
         self.order = {id(n): k for k, n in enumerate(graph.nodes)}
 
 
-def _grow(graph: Graph, uses: _Uses, sink: Node, protected: set[int], min_rows: int) -> list[Node] | None:
+def _grow(graph: Graph, uses: _Uses, sink: Node, protected: set[int], min_rows: int,
+          fits: RowFit) -> list[Node] | None:
     """The members of the largest group ending at `sink` (topological order), or None."""
     members = [sink]
     changed = True
@@ -88,15 +106,15 @@ def _grow(graph: Graph, uses: _Uses, sink: Node, protected: set[int], min_rows: 
                         or not uses.readers[t] <= {id(x) for x in members}):
                     continue
                 trial = sorted([*members, p], key=lambda n: uses.order[id(n)])
-                if _groupable(graph, trial, min_rows):
+                if _groupable(graph, trial, min_rows, fits):
                     members, changed = trial, True
     if len(members) < 2 or not any(m.compute.is_reduction for m in members):
         return None
     return members
 
 
-def _groupable(graph: Graph, members: list[Node], min_rows: int) -> bool:
-    """Whether the members share rows whose intermediates fit `ROW_BYTES`."""
+def _groupable(graph: Graph, members: list[Node], min_rows: int, fits: RowFit) -> bool:
+    """Whether the members share rows that pass `fits`."""
     if any(m.compute.stages or match_contraction(m.compute) is not None or _reads_padded(m.compute)
            for m in members):
         return False
@@ -106,7 +124,7 @@ def _groupable(graph: Graph, members: list[Node], min_rows: int) -> bool:
     sharing = row_sharing(group)
     if sharing is None or math.prod(group.shape[:sharing.rows]) < min_rows:
         return False
-    return row_bytes(group, sharing) <= ROW_BYTES
+    return fits(group, sharing)
 
 
 def _reads_padded(c: Compute) -> bool:

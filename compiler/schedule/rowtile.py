@@ -28,8 +28,9 @@ def row_group_tilings(c: Compute, target: Target, top_k: int) -> list[tuple[Tile
     g, extent = sharing.rows, c.shape[sharing.rows - 1]
     budget = target.level("l2").capacity // 2
     per_row = row_bytes(c, sharing)
-    sizes = sorted({min(extent, 1 << k) for k in range(MAX_ROW_BLOCK.bit_length())})
-    vector = simd_lanes(target, dtype(c.dtype).nbytes)
+    # A GPU runs a group one row per thread block (compiler/codegen/cuda_rows.py).
+    sizes = [1] if target.kind == "cuda" else sorted({min(extent, 1 << k) for k in range(MAX_ROW_BLOCK.bit_length())})
+    vector = 1 if target.kind == "cuda" else simd_lanes(target, dtype(c.dtype).nbytes)
     ranked = []
     for b in (b for b in sizes if b == 1 or b * per_row <= budget):
         tile = TileConfig((1,) * (g - 1) + (b,) + c.shape[g:], (1,) * len(c.axes), (1,) * len(c.reduce_axes), vector)

@@ -276,7 +276,13 @@ class _Builder:
         ext = self.an.extents
 
         def successors(b: Sizes) -> Iterator[tuple[int, Sizes]]:
-            for d in range(len(b)):
+            # CUDA: whole transactions on the innermost dim come first (a block short of
+            # them is never aligned, so growing other dims before would leave no aligned
+            # block on the path when those dims fill the budget).
+            dims = range(len(b))
+            if self.cuda and b and b[-1] < ext[-1] and b[-1] % self.inner_align:
+                dims = range(len(b) - 1, len(b))
+            for d in dims:
                 if b[d] < ext[d]:  # the last step may take the axis whole instead of doubling
                     yield d, (*b[:d], min(b[d] * 2, ext[d]), *b[d + 1:])
 

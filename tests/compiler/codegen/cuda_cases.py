@@ -11,10 +11,12 @@ from collections.abc import Callable
 import numpy as np
 from test_c_kernels import CASES as C_CASES
 from test_c_kernels import Case, axes, i0, i1, i2, i3, matmul, r0, r1, r2, rand
+from test_c_rows import layer_norm, softmax
 
 from compiler.ir import te
 from compiler.ir.te import Compute, Load, TensorType, Var, call
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.rowtile import row_group_tilings
 from compiler.schedule.tiling import default_tile
 from compiler.target.registry import get_target
 
@@ -83,6 +85,11 @@ def _layernorm_apply_inputs() -> list[np.ndarray]:
     return [x, x.mean(axis=1), 1 / np.sqrt(x.var(axis=1) + 1e-5), rand((768,)), rand((768,))]
 
 
+def _row_group(c: Compute) -> Case:
+    """A fused group with the one tiling a GPU gives groups (a row per block)."""
+    return _plain(c, row_group_tilings(c, GPU, 1)[0][0])
+
+
 def _plain(c: Compute, tile: TileConfig | None = None,
            inputs: Callable[[], list[np.ndarray]] | None = None) -> Case:
     return c, tile, inputs or (lambda: [rand(t.shape, t.dtype) for t in c.inputs])
@@ -102,6 +109,12 @@ CUDA_CASES: dict[str, Case] = {
                                        (TensorType((5, 1000), "float32"),), "float32",
                                        axes(1000, prefix="r"), "max")),
     "int64_row_sum": _plain(int64_row_sum(5, 100)),
+    # fused row groups (cuda_rows.py): one block per row, stages in shared memory
+    "row_group_softmax": _row_group(softmax([6, 40])),
+    "row_group_softmax_long_row": _row_group(softmax([3, 5000])),
+    "row_group_softmax_middle_axis": _row_group(softmax([3, 6, 5], axis=1)),
+    "row_group_layer_norm_two_row_axes": _row_group(layer_norm([3, 10, 24])),
+    "row_group_layer_norm_768": _row_group(layer_norm([4, 768])),
 }
 
 ALL_CASES: dict[str, Case] = {**C_CASES, **CUDA_CASES}

@@ -1,5 +1,6 @@
 """Every generated CUDA kernel compiles with nvcc to a cubin for sm_80 and sm_90: the
-hand-built cases (float16 included) and every kernel of the zoo models, tiled by Roller's
+hand-built cases (float16 included) and every kernel of the zoo models (partitioned as
+the pipeline does for CUDA, row groups included), tiled by Roller's
 construction for the H100 preset. One translation unit per architecture, both compiled
 at once, keeps nvcc's start-up cost to two runs."""
 
@@ -14,8 +15,10 @@ from compiler import frontend
 from compiler.bench.models import ZOO
 from compiler.build.nvcc import compile_cubin
 from compiler.codegen.cuda import render_kernel
+from compiler.codegen.cuda_rows import ROW_STAGE_BYTES
 from compiler.ir.te import Compute
 from compiler.schedule.fuse import fuse
+from compiler.schedule.rowfuse import fuse_rows, stages_fit
 from compiler.schedule.rtile import construct
 from compiler.target.toolchain import find_tool
 
@@ -30,7 +33,8 @@ def _zoo_computes() -> list[Compute]:
     """The distinct fused Computes of every zoo model."""
     seen: dict[str, Compute] = {}
     for name in sorted(ZOO):
-        graph = fuse(frontend.import_model(ZOO[name]().SerializeToString()))
+        graph = fuse_rows(fuse(frontend.import_model(ZOO[name]().SerializeToString())),
+                          fits=stages_fit(ROW_STAGE_BYTES))  # the pipeline's CUDA partition
         for node in graph.nodes:
             seen.setdefault(node.compute.canonical(), node.compute)
     return list(seen.values())
@@ -67,3 +71,4 @@ def test_zoo_kernels_use_every_kernel_kind(translation_unit: dict[str, str]) -> 
     assert any("__shared__" in s and "sa[" in s for s in zoo)  # tiled GEMM
     assert any("tf_shfl_xor(acc" in s for s in zoo)  # row reduction
     assert any("__shared__" not in s for s in zoo)  # general
+    assert any("dst + row *" in s for s in zoo)  # fused row group
