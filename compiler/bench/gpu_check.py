@@ -293,7 +293,8 @@ def _print_row(r: ModelRow) -> None:
 def table(report: Report) -> list[str]:
     """The markdown table of the report (and its summary lines)."""
     d = report.device
-    lines = [f"Device: {d.get('name')} (sm {d.get('compute_capability')}, {d.get('sms')} SMs, "
+    lines = [f"Produced by `scripts/gpu_check.sh` on {time.strftime('%Y-%m-%d')}.",
+             f"Device: {d.get('name')} (sm {d.get('compute_capability')}, {d.get('sms')} SMs, "
              f"L2 {d.get('l2_bytes', 0) >> 20} MiB), target `{d.get('target')}`; "
              f"device-to-device copy {_fmt(report.copy_gbps, '.0f')} GB/s.", ""]
     for name, s in report.suites.items():

@@ -35,6 +35,18 @@ def _machine() -> str:
             f"load average {load} when it started")
 
 
+# The GPU check's table (scripts/gpu_check.sh, run on a machine with a GPU), kept beside
+# this file so that a CPU-only `make bench` carries the last GPU numbers forward.
+GPU_CHECK_FILE = "gpu_check.md"
+
+
+def gpu_section(path: Path) -> list[str]:
+    """The GPU section of BENCHMARKS.md: the last GPU check's table, when one is recorded."""
+    if not path.exists():
+        return ["", "## GPU", "", "No GPU check recorded (`scripts/gpu_check.sh` on a machine with a GPU)."]
+    return ["", "## GPU (CUDA backend, `scripts/gpu_check.sh`)", "", *path.read_text().splitlines()]
+
+
 def model_table(results: list[BenchResult]) -> list[str]:
     rows = ["| model | threads | kernels | compile s | rel L2 error | tileforge ms | onnxruntime ms | speedup |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -85,7 +97,8 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
         "same inputs with the same thread count (intra-op threads = N, sequential execution),",
         "the two timed in alternating phases of 0.1 s (20 ms apart, so that neither's spinning pool",
         "threads take the other's cores) so that a change in the machine's load hits both.",
-        "Speedup > 1 means tileforge is faster. CPU only: no GPU was available to this run.",
+        "Speedup > 1 means tileforge is faster. The sections up to the GPU one are CPU numbers of",
+        "this run; the GPU section is the last recorded GPU check (its own date and device).",
         "Compile times are cold: kernels are scheduled for the thread count, which is part of their cache key.",
         "",
         "## Models",
@@ -99,6 +112,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
         f"{cold:.2f} s; warm (every kernel a cache hit) {warm:.2f} s.",
         "",
         *ops_lines,
+        *gpu_section(out.parent / GPU_CHECK_FILE),
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")

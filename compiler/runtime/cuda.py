@@ -71,19 +71,12 @@ def cuda_driver() -> Any:
 
 
 def device_target(device: int = 0) -> str:
-    """The `cuda:` target name for this machine's GPU `device`: its preset when the name
-    matches one (an "NVIDIA H100 80GB HBM3" is `cuda:h100`), else its arch (`cuda:sm_89`).
+    """The `cuda:` target name for this machine's GPU `device` (`preset_for_device`).
     ArtifactError when there is no usable GPU."""
-    from compiler.target.cuda import cuda_presets
+    from compiler.target.cuda import preset_for_device
 
-    drv = cuda_driver()
-    dev = drv.Device(device)
-    name = dev.name().lower().replace(" ", "")
-    for preset in sorted(cuda_presets(), key=len, reverse=True):
-        if preset.removeprefix("cuda:") in name:
-            return preset
-    major, minor = dev.compute_capability()
-    return f"cuda:sm_{major}{minor}"
+    dev = cuda_driver().Device(device)
+    return preset_for_device(dev.name(), dev.compute_capability())
 
 
 class CudaExecutable(LoadedArtifact):

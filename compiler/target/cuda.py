@@ -10,6 +10,8 @@ clock.
 
 from __future__ import annotations
 
+import itertools
+import re
 from dataclasses import dataclass
 
 from compiler.target.base import MemoryLevel, Target
@@ -116,6 +118,20 @@ def gpu_target(spec: GpuSpec, toolchain: str) -> Target:
 def cuda_presets() -> dict[str, GpuSpec]:
     """Preset name (`cuda:h100`) -> spec."""
     return {f"cuda:{s.key}": s for s in SPECS}
+
+
+def preset_for_device(device_name: str, capability: tuple[int, int]) -> str:
+    """The `cuda:` target for a GPU the driver names `device_name`: the preset whose key is
+    one of the name's words, or two adjacent ones ("NVIDIA H100 80GB HBM3" is `cuda:h100`,
+    "NVIDIA GeForce RTX 4090" `cuda:rtx4090`) and whose arch is the device's; otherwise
+    the device's arch (`cuda:sm_89`)."""
+    words = re.findall(r"[a-z0-9]+", device_name.lower())
+    names = {*words, *(a + b for a, b in itertools.pairwise(words))}
+    arch = f"sm_{capability[0]}{capability[1]}"
+    for spec in SPECS:
+        if spec.key in names and spec.arch == arch:
+            return f"cuda:{spec.key}"
+    return f"cuda:{arch}"
 
 
 def cuda_target(name: str) -> Target | None:

@@ -3,7 +3,7 @@
 import pytest
 
 from compiler.target import get_target
-from compiler.target.cuda import SPECS, compute_capability
+from compiler.target.cuda import SPECS, compute_capability, preset_for_device
 
 ARCHS = {"v100": "sm_70", "t4": "sm_75", "a100": "sm_80", "a10": "sm_86", "l4": "sm_89",
          "rtx3090": "sm_86", "rtx4090": "sm_89", "h100": "sm_90", "h200": "sm_90"}
@@ -49,3 +49,18 @@ def test_compute_capability():
     assert compute_capability("sm_90") == "9.0"
     assert compute_capability("sm_86") == "8.6"
     assert compute_capability("sm_90a") == "9.0"
+
+
+@pytest.mark.parametrize(("name", "capability", "target"), [
+    ("NVIDIA H100 80GB HBM3", (9, 0), "cuda:h100"),
+    ("NVIDIA H200", (9, 0), "cuda:h200"),
+    ("NVIDIA A100-SXM4-80GB", (8, 0), "cuda:a100"),
+    ("NVIDIA A10", (8, 6), "cuda:a10"),
+    ("NVIDIA GeForce RTX 4090", (8, 9), "cuda:rtx4090"),
+    ("NVIDIA L40S", (8, 9), "cuda:sm_89"),  # not the L4: no preset, its arch
+    ("Tesla P100-PCIE-16GB", (6, 0), "cuda:sm_60"),
+    ("NVIDIA H100 PCIe", (8, 0), "cuda:sm_80"),  # a name that disagrees with its arch
+])
+def test_device_names_map_to_their_preset_or_their_arch(name: str, capability: tuple[int, int],
+                                                        target: str) -> None:
+    assert preset_for_device(name, capability) == target
