@@ -37,11 +37,10 @@ from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
 from compiler.schedule.rowfuse import fuse_rows, stages_fit
 from compiler.schedule.rtile import Candidate, construct
+from compiler.stages import STAGES
 from compiler.target import get_target
 from compiler.target.base import Target
 from compiler.target.cpu import host_cannot_run, host_description
-
-STAGES = ("load", "lower", "partition", "schedule", "codegen", "build", "package", "validate")
 
 # Kernels the model predicts faster than this are not worth timing on the device:
 # measurement noise and the extra toolchain run cost more than any difference found.
@@ -410,13 +409,14 @@ class _Compilation:
         return files
 
     def package(self, out: Path, files: dict[str, bytes], model_sha: str, report: dict) -> str:
-        from compiler.runtime.artifact import write_artifact
+        from compiler.package import write_artifact
 
         extra: dict = {"target": self.target.name, "target_fingerprint": self.fingerprint,
                        "toolchain": self.target.toolchain, "model_sha256": model_sha,
                        "target_kind": self.target.kind}
         if self.cuda:
-            from compiler.codegen.cuda import MANIFEST_LAUNCHES, launch_table
+            from compiler.abi import MANIFEST_LAUNCHES
+            from compiler.codegen.cuda import launch_table
 
             extra[MANIFEST_LAUNCHES] = launch_table(self.plan)
         else:

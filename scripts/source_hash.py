@@ -10,6 +10,8 @@ is timed or validated, so the tiles are the cost model's first choice everywhere
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import sys
 import tarfile
 import tempfile
@@ -17,19 +19,31 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compiler.bench.models import ZOO  # noqa: E402
-from compiler.pipeline import compile_model  # noqa: E402
+from compiler.bench.models import ZOO
+from compiler.pipeline import compile_model
 
 TARGETS = ("cpu:x86-64-v3", "cuda:h100")
 
 
 def source_digest(artifact: Path) -> str:
-    """sha256 over the artifact's generated sources (names and bytes, in name order)."""
-    h = hashlib.sha256()
+    """sha256 over the artifact's generated sources (names and bytes, in name order), with
+    each kernel symbol replaced by its position in the plan: symbols come from cache keys,
+    which hash the compiler's own source, so any edit renames them all."""
     with tarfile.open(artifact) as tar:
-        for member in sorted((m for m in tar.getmembers() if m.name.startswith("src/")), key=lambda m: m.name):
-            data = tar.extractfile(member)
-            h.update(member.name.encode() + b"\0" + (data.read() if data else b""))
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    manifest = json.loads(files["manifest.json"])
+    positions: dict[str, str] = {}
+    for k in manifest["kernels"]:
+        positions.setdefault(k["symbol"], f"kernel{len(positions)}")
+    pattern = re.compile("|".join(map(re.escape, sorted(positions, key=len, reverse=True))) or "$^")
+
+    def normal(text: str) -> str:
+        return pattern.sub(lambda m: positions[m.group(0)], text)
+
+    h = hashlib.sha256()
+    sources = {normal(n): normal(d.decode()) for n, d in files.items() if n.startswith("src/")}
+    for name in sorted(sources):
+        h.update(name.encode() + b"\0" + sources[name].encode())
     return h.hexdigest()
 
 

@@ -10,7 +10,7 @@ runtime allocates once per loaded artifact.
 from __future__ import annotations
 
 from compiler.codegen.c import prepacked_inputs
-from compiler.codegen.memory import align_up
+from compiler.schedule.arena import align_up
 from compiler.schedule.plan import ExecutionPlan, Prepack
 from compiler.target.base import Target
 

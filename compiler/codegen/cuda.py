@@ -42,8 +42,6 @@ from compiler.schedule.plan import ExecutionPlan, TileConfig
 
 Dim3 = tuple[int, int, int]
 
-# The manifest key under which a CUDA artifact lists its launches (see `launch_table`).
-MANIFEST_LAUNCHES = "cuda_launches"
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.codegen.c_entry import ABI_VERSION, RUN_NULL_POINTER
+from compiler.abi import ABI_VERSION, RUN_NULL_POINTER
 from compiler.errors import ArtifactError, HostMismatchError
 from compiler.runtime.executable import (
     LoadedArtifact,

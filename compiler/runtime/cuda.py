@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.codegen.cuda import MANIFEST_LAUNCHES
+from compiler.abi import MANIFEST_LAUNCHES
 from compiler.errors import ArtifactError
 from compiler.runtime.cuda_graph import CudaGraph, GraphError
 from compiler.runtime.executable import (

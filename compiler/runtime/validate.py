@@ -19,7 +19,7 @@ import onnx
 import onnxruntime as ort
 
 from compiler.errors import ModelError
-from compiler.frontend.loader import infer_shapes
+from compiler.onnx_shapes import infer_shapes
 from compiler.runtime.executable import Executable, TensorSpec
 
 INT_HIGH = 4  # integer inputs are drawn from [0, INT_HIGH) unless an index bound is smaller

@@ -14,10 +14,10 @@ from collections.abc import Callable
 import numpy as np
 
 from compiler.cache import signature_of
-from compiler.codegen.memory import Lifetime, align_up, place
 from compiler.ir.dtypes import dtype
 from compiler.ir.graph import Graph, TensorKind
 from compiler.ir.te import Compute
+from compiler.schedule.arena import Lifetime, align_up, place
 from compiler.schedule.plan import Buffer, BufferKind, ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.waves import wavefronts
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
-from compiler.pipeline import STAGES
+from compiler.stages import STAGES
 from server.api.deps import JobQueueDep, SessionDep, StorageDep
 from server.api.routes.artifacts import download_artifact
 from server.api.routes.compilations import cancel_compilation, compilation_events

@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.frontend.loader import SHAPE_DATA_ELEMENTS, infer_shapes
+from compiler.onnx_shapes import SHAPE_DATA_ELEMENTS, infer_shapes
 
 
 def _model() -> onnx.ModelProto:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from handbuilt import EXTRA, artifact_files, graph, whole
 
-from compiler.runtime.artifact import write_artifact
+from compiler.package import write_artifact
 from compiler.schedule.planner import build_plan
 
 

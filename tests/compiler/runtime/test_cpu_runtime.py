@@ -9,8 +9,8 @@ import pytest
 from handbuilt import EXTRA, X_NAME, Y_NAME, Z_NAME, graph, reference, whole
 
 from compiler.errors import ArtifactError
+from compiler.package import write_artifact
 from compiler.runtime import TensorSpec, load
-from compiler.runtime.artifact import write_artifact
 from compiler.runtime.executable import ALIGNMENT
 from compiler.schedule.planner import build_plan, weights_blob
 from compiler.target.toolchain import find_tool

@@ -20,14 +20,15 @@ import pytest
 from handbuilt import X_NAME, graph, reference
 
 from compiler import frontend
+from compiler.abi import MANIFEST_LAUNCHES
 from compiler.bench.measure import ort_session
 from compiler.bench.models import ZOO, transformer_encoder
 from compiler.build.nvcc import compile_cubin
-from compiler.codegen.cuda import MANIFEST_LAUNCHES, launch_table, render_module
+from compiler.codegen.cuda import launch_table, render_module
 from compiler.errors import ArtifactError
 from compiler.ir.graph import Graph
+from compiler.package import write_artifact
 from compiler.runtime import load
-from compiler.runtime.artifact import write_artifact
 from compiler.runtime.cuda import _check_arch
 from compiler.runtime.executable import aligned_empty
 from compiler.schedule.fuse import fuse

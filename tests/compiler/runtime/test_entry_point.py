@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 from handbuilt import artifact_files, graph, whole
 
-from compiler.codegen.c_entry import ABI_VERSION, RUN_NULL_POINTER, render_entry
+from compiler.abi import ABI_VERSION, RUN_NULL_POINTER
+from compiler.codegen.c_entry import render_entry
 from compiler.schedule.planner import build_plan
 
 

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from compiler.codegen.memory import ALIGNMENT, Lifetime, align_up, place
+from compiler.schedule.arena import ALIGNMENT, Lifetime, align_up, place
 
 
 def assert_valid(lifetimes: dict[int, Lifetime], layout) -> None:
