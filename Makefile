@@ -19,9 +19,11 @@ serve: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check compiler server worker migrations tests scripts
+	$(BIN)/lint-imports
 
 test: $(STAMP)
 	$(BIN)/ruff check compiler server worker migrations tests scripts
+	$(BIN)/lint-imports
 	bash tests/run.sh
 
 bench: $(STAMP)

@@ -45,30 +45,23 @@ def new_token(settings: Settings, tenant: str) -> str:
 
 
 def cmd_worker(a: argparse.Namespace) -> int:
-    settings = get_settings()
+    env = dict(os.environ)
     if a.queues:
-        os.environ["TILEFORGE_WORKER_QUEUES"] = a.queues
-        get_settings.cache_clear()
-        settings = get_settings()
-    from worker.capabilities import worker_queues
-    from worker.celery_app import app
-
-    argv = ["worker", "--loglevel", a.loglevel, "--concurrency", str(a.concurrency),
-            "--queues", ",".join(worker_queues(settings))]
+        env["TILEFORGE_WORKER_QUEUES"] = a.queues
+    argv = [sys.executable, "-m", "worker", "--loglevel", a.loglevel, "--concurrency", str(a.concurrency)]
     if a.hostname:
         argv += ["--hostname", a.hostname]
-    if settings.is_embedded_broker:
-        argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
-    app.worker_main(argv)
-    return 0
+    # The worker by name, in this process's place (same pid: signals reach it directly).
+    os.execve(sys.executable, argv, env)
+    return 0  # not reached
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
     from server.db.migrate import upgrade
+    from server.jobs.queue import create_celery
     from server.main import create_app
-    from worker.celery_app import create_celery
 
     settings = get_settings()
     settings.home.mkdir(parents=True, exist_ok=True)

@@ -20,10 +20,9 @@ from server.api.upload_limit import UploadLimitMiddleware
 from server.core.config import Settings, get_settings
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import make_engine, make_sessionmaker, transaction
+from server.jobs.queue import JobQueue, create_celery
 from server.jobs.reaper import reap_expired_jobs
 from server.storage import LocalStorage
-from worker.celery_app import create_celery
-from worker.queue import JobQueue
 
 log = logging.getLogger(__name__)
 

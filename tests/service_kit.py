@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,3 +221,11 @@ class ServiceFlow:
         for name, want in expected.items():
             np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4)
 
+
+def loaded_modules(statement: str) -> list[str]:
+    """The `compiler`, `server` and `worker` modules a fresh interpreter holds after `statement`."""
+    code = (f"import json, sys\n{statement}\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('compiler', 'server', 'worker'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    return json.loads(out.splitlines()[-1])

@@ -14,12 +14,12 @@ from server.core.config import get_settings
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import transaction
 from server.jobs import state
+from server.jobs.queue import JobQueue
 from server.jobs.reaper import reap_expired_jobs
 from server.jobs.routing import record_worker
 from worker.capabilities import announced_cpu_models
 from worker.celery_app import COMPILE_TASK, app
 from worker.context import worker_context
-from worker.queue import JobQueue
 from worker.runner import run_job
 from worker.transient import TRANSIENT_ERRORS
 

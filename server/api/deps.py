@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 from server.core.config import Settings
 from server.core.security import tenant_of_token
 from server.db.models import Tenant
+from server.jobs.queue import JobQueue
 from server.storage import Storage
-from worker.queue import JobQueue
 
 bearer = HTTPBearer(auto_error=False, description="a token from `tileforge token create --tenant NAME`")
 

@@ -3,7 +3,7 @@
 from kombu import Queue
 
 from server.core.config import Settings
-from worker.celery_app import COMPILE_TASK, create_celery
+from server.jobs.queue import COMPILE_TASK, create_celery
 from worker.transient import TRANSIENT_ERRORS
 
 

@@ -28,8 +28,8 @@ from server.dashboard.queries import jobs as job_queries
 from server.dashboard.queries import models as q
 from server.dashboard.templating import render
 from server.db.models import Tenant
+from server.jobs.queue import JobQueue
 from server.storage import Storage
-from worker.queue import JobQueue
 
 router = APIRouter()
 
