@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import onnx
 
 from compiler import frontend
+from compiler.backends import Backend, Timing, backend_for
 from compiler.cache import (
     KernelCache,
     KernelEntry,
@@ -35,17 +35,11 @@ from compiler.options import CompileOptions
 from compiler.schedule.fuse import fuse
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
-from compiler.schedule.rowfuse import fuse_rows, stages_fit
 from compiler.schedule.rtile import Candidate, construct
 from compiler.stages import STAGES
 from compiler.target import get_target
 from compiler.target.base import Target
-from compiler.target.cpu import host_cannot_run, host_description
-
-# Kernels the model predicts faster than this are not worth timing on the device:
-# measurement noise and the extra toolchain run cost more than any difference found.
-# A GPU times a kernel in microseconds, where the CPU timer needs tens of them.
-MEASURE_THRESHOLD_US = {"cpu": 20.0, "cuda": 2.0}
+from compiler.target.cpu import host_description
 
 Progress = Callable[[str, float], None]
 
@@ -109,9 +103,9 @@ def compile_model(
     """
     opts = CompileOptions.from_dict(options) if not isinstance(options, CompileOptions) else options
     tgt = get_target(target) if isinstance(target, str) else target
-    if tgt.kind == "cpu" and opts.threads:  # scheduled, modelled and timed for the cores it runs on
-        tgt = tgt.with_units(opts.threads)
-    c = _Compilation(tgt, opts, cache if cache is not None else MemoryKernelCache())
+    backend = backend_for(tgt)
+    tgt = backend.target_for(tgt, opts)
+    c = _Compilation(tgt, backend, opts, cache if cache is not None else MemoryKernelCache())
     st = _Stages(progress)
 
     with st.stage("load"):
@@ -122,12 +116,7 @@ def compile_model(
     with st.stage("partition"):
         if opts.fuse:
             fuse(graph)
-            if tgt.kind == "cpu":
-                fuse_rows(graph, min_rows=tgt.units)
-            else:  # a row per thread block, its stages in shared memory
-                from compiler.codegen.cuda_rows import ROW_STAGE_BYTES
-
-                fuse_rows(graph, fits=stages_fit(ROW_STAGE_BYTES))
+            backend.partition(graph, tgt)
     with st.stage("schedule"):
         c.schedule(graph)
     with st.stage("codegen"):
@@ -142,7 +131,7 @@ def compile_model(
             sha = c.package(out, files, model_sha, report)
         if opts.validate:
             with st.stage("validate"):
-                report["validation"] = _validate(data, out, opts, tgt)
+                report["validation"] = _validate(data, out, opts, tgt, backend)
                 report["stage_seconds"] = dict(st.seconds)
                 sha = c.package(out, files, model_sha, report)
             if report["validation"]["passed"] is False:
@@ -171,8 +160,8 @@ def compile_model(
 class _Compilation:
     """The state of one compilation between stages: plan, cache entries, candidates."""
 
-    def __init__(self, target: Target, opts: CompileOptions, cache: KernelCache) -> None:
-        self.target, self.opts, self.cache = target, opts, cache
+    def __init__(self, target: Target, backend: Backend, opts: CompileOptions, cache: KernelCache) -> None:
+        self.target, self.backend, self.opts, self.cache = target, backend, opts, cache
         self.fingerprint = target.fingerprint()
         self.entries: dict[str, KernelEntry] = {}  # key -> cached or newly built kernel
         self.signatures: dict[str, KernelSignature] = {}
@@ -204,16 +193,7 @@ class _Compilation:
         return self.candidates[key][0].tile
 
     def _top_k(self) -> int:
-        return self.opts.top_k if self.opts.measure and self._device_present() else 1
-
-    def _device_present(self) -> bool:
-        """Whether this machine runs the target's kernels: a CPU target this host runs, or
-        a CUDA target whose cubins this machine's GPU runs."""
-        if self.cuda:
-            from compiler.runtime.cuda import gpu_runs
-
-            return gpu_runs(self.target.arch)
-        return not host_cannot_run(self.target)
+        return self.opts.top_k if self.opts.measure and self.backend.device_present(self.target) else 1
 
     def schedule(self, graph: Graph) -> None:
         self.plan = build_plan(graph, self.fingerprint, self.tile_of, self.key_of)
@@ -230,10 +210,7 @@ class _Compilation:
             k.estimated_us = round(cand.estimate.time_us, 3)
             times = self.measured.get(k.key)
             k.measured_us = None if times is None else times[best]
-        if not self.cuda:
-            from compiler.codegen.c_prepack import place_prepacked
-
-            place_prepacked(self.plan, self.target)
+        self.backend.place(self.plan, self.target)
 
     def _best(self, key: str) -> int:
         times = self.measured.get(key)
@@ -242,63 +219,14 @@ class _Compilation:
         return min(range(len(times)), key=lambda i: times[i] if times[i] is not None else float("inf"))
 
     def _measure_candidates(self) -> None:
-        """Compile and time the top-k tilings of every heavy miss; the fastest is kept."""
-        threshold = MEASURE_THRESHOLD_US[self.target.kind]
-        todo = {key: cands for key, cands in self.candidates.items()
-                if len(cands) > 1 and max(c.estimate.time_us for c in cands) >= threshold}
-        if not todo:
-            return
+        """Time the top-k tilings of every heavy miss on the device; the fastest is kept."""
+        threshold = self.backend.measure_threshold_us
         kernels = {k.key: k for k in self.plan.kernels}
-        if self.cuda:
-            self._measure_on_gpu(todo, kernels)
-            return
-        from compiler.build.gcc import c_flags, compile_objects, link_shared
-        from compiler.codegen.c import prepacked_inputs, render_kernel
-        from compiler.runtime.kernel_timer import time_kernels
-
-        sources = {f"tf_cand_{key[:16]}_{i}": render_kernel(kernels[key].compute, c.tile, f"tf_cand_{key[:16]}_{i}",
-                                                            self.target, kernels[key].constant_inputs)
-                   for key, cands in todo.items() for i, c in enumerate(cands)}
-        flags = c_flags(self.target)
-        objects = compile_objects(sources, flags)
-        library = link_shared(list(objects.values()), {}, flags)
-        for key, cands in todo.items():
-            symbols = [f"tf_cand_{key[:16]}_{i}" for i in range(len(cands))]
-            k = kernels[key]
-            # Candidates read their packed operands as laid out for their own tiles: the
-            # timer passes each such input as much memory as the largest layout needs.
-            packed: dict[int, int] = {}
-            for c in cands:
-                for pos, nbytes in prepacked_inputs(k.compute, c.tile, self.target, k.constant_inputs).items():
-                    packed[pos] = max(packed.get(pos, 0), nbytes)
-            times = time_kernels(library, symbols, k.compute, self.opts.threads, packed)
-            self.measured[key] = [round(times[s], 3) for s in symbols]
-
-    def _measure_on_gpu(self, todo: dict[str, list[Candidate]], kernels: dict[str, Kernel]) -> None:
-        """The CUDA side of `_measure_candidates`: each kernel's candidates in one cubin
-        (built side by side, one nvcc per kernel), timed one after another on the GPU."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from compiler.build.nvcc import compile_cubin
-        from compiler.codegen.cuda import launch_dims, render_kernel
-        from compiler.runtime.cuda_timer import time_cuda_kernels
-
-        def symbols(key: str) -> list[str]:
-            return [f"tf_cand_{key[:16]}_{i}" for i in range(len(todo[key]))]
-
-        def build(key: str) -> bytes:
-            c = kernels[key].compute
-            return compile_cubin("\n".join(render_kernel(c, cand.tile, sym)
-                                           for cand, sym in zip(todo[key], symbols(key), strict=True)),
-                                 self.target.arch)
-
-        with ThreadPoolExecutor(max(1, min(len(todo), os.cpu_count() or 1))) as pool:
-            cubins = dict(zip(todo, pool.map(build, todo), strict=True))
-        for key, cands in todo.items():
-            c = kernels[key].compute
-            launches = [(sym, *launch_dims(c, cand.tile)) for cand, sym in zip(cands, symbols(key), strict=True)]
-            times = time_cuda_kernels(cubins[key], launches, c)
-            self.measured[key] = [round(times[s], 3) for s in symbols(key)]
+        timings = [Timing(key, kernels[key], [c.tile for c in cands]) for key, cands in self.candidates.items()
+                   if len(cands) > 1 and max(c.estimate.time_us for c in cands) >= threshold]
+        if timings:
+            times = self.backend.time_candidates(timings, self.target, self.opts)
+            self.measured.update({key: [round(t, 3) for t in ts] for key, ts in times.items()})
 
     # -- codegen and build --------------------------------------------------------------------
 
@@ -309,33 +237,15 @@ class _Compilation:
                 out[k.key] = k
         return out
 
-    @property
-    def cuda(self) -> bool:
-        return self.target.kind == "cuda"
-
     def render_misses(self) -> dict[str, str]:
         """Generated source of every kernel not in the cache (symbol -> source)."""
-        if self.cuda:
-            from compiler.codegen.cuda import render_kernel
-
-            return {k.symbol: render_kernel(k.compute, k.tile, k.symbol) for k in self._misses().values()}
-        from compiler.codegen.c import render_kernel
-
-        return {k.symbol: render_kernel(k.compute, k.tile, k.symbol, self.target, k.constant_inputs)
-                for k in self._misses().values()}
+        return {k.symbol: self.backend.render_kernel(k, self.target) for k in self._misses().values()}
 
     def build(self, sources: dict[str, str]) -> bytes:
-        """Compile the misses (kept for `store`); returns the model's binary.
-
-        CPU: one object per kernel (cached), linked with the entry point into model.so.
-        CUDA: kernels are cached as tiling + source; the model's kernels are compiled
-        together into one module (model.cubin) for the target's architecture.
-        """
-        objects: dict[str, bytes] = {}
-        if sources and not self.cuda:
-            from compiler.build.gcc import c_flags, compile_objects
-
-            objects = compile_objects(sources, c_flags(self.target))
+        """Compile the misses (kept for `store`); returns the model's binary (the backend
+        links the kernels: CPU objects with the entry point into model.so; CUDA sources
+        into one module, model.cubin)."""
+        objects = self.backend.compile_kernels(sources, self.target)
         for key, k in self._misses().items():
             entry = KernelEntry(
                 signature=self.signatures[key], tile_config=k.tile.to_json(),
@@ -345,17 +255,8 @@ class _Compilation:
             )
             self.new_entries.append(entry)
             self.entries[key] = entry
-        if self.cuda:
-            from compiler.build.nvcc import compile_cubin
-            from compiler.codegen.cuda import render_module
-
-            return compile_cubin(render_module(self.plan), self.target.arch)
-        from compiler.build.gcc import c_flags, link_shared
-        from compiler.codegen.c_entry import render_entry
-
-        keys = sorted({k.symbol: k.key for k in self.plan.kernels}.items())
-        return link_shared([self.entries[key].binary for _, key in keys],
-                           {"entry": render_entry(self.plan)}, c_flags(self.target))
+        binaries = {k.symbol: self.entries[k.key].binary for k in self.plan.kernels}
+        return self.backend.link(self.plan, binaries, self.target)
 
     def store(self, validation: dict) -> None:
         """Cache the kernels built here, now that the model they belong to is accepted.
@@ -396,15 +297,9 @@ class _Compilation:
         }
 
     def artifact_files(self, graph: Graph, binary: bytes) -> dict[str, bytes]:
-        ext = "cu" if self.cuda else "c"
+        ext = self.backend.source_suffix
         files = {f"src/{k.symbol}.{ext}": self.entries[k.key].source.encode() for k in self.plan.kernels}
-        if self.cuda:
-            files["model.cubin"] = binary
-        else:
-            from compiler.codegen.c_entry import render_entry
-
-            files["src/entry.c"] = render_entry(self.plan).encode()
-            files["model.so"] = binary
+        files.update(self.backend.artifact_files(self.plan, binary))
         files["weights.bin"] = weights_blob(graph, self.plan)
         return files
 
@@ -413,20 +308,11 @@ class _Compilation:
 
         extra: dict = {"target": self.target.name, "target_fingerprint": self.fingerprint,
                        "toolchain": self.target.toolchain, "model_sha256": model_sha,
-                       "target_kind": self.target.kind}
-        if self.cuda:
-            from compiler.abi import MANIFEST_LAUNCHES
-            from compiler.codegen.cuda import launch_table
-
-            extra[MANIFEST_LAUNCHES] = launch_table(self.plan)
-        else:
-            from compiler.runtime.cpu import FEATURES_KEY, MACHINE_KEY
-
-            extra[MACHINE_KEY], extra[FEATURES_KEY] = self.target.arch, sorted(self.target.features)
+                       "target_kind": self.target.kind, **self.backend.manifest_extra(self.plan, self.target)}
         return write_artifact(out, self.plan, files, extra, json.loads(json.dumps(report, default=str)))
 
 
-def _validate(data: bytes, artifact: Path, opts: CompileOptions, target: Target) -> dict:
+def _validate(data: bytes, artifact: Path, opts: CompileOptions, target: Target, backend: Backend) -> dict:
     """Run the artifact against onnxruntime on this host, and say where. An artifact this
     host cannot run (a CPU target's ISA it lacks, a GPU where none is present) is recorded
     as not validated (passed None, with the reason), never as passed."""
@@ -435,14 +321,13 @@ def _validate(data: bytes, artifact: Path, opts: CompileOptions, target: Target)
     from compiler.runtime.validate import validate
 
     not_run = {"passed": None, "max_abs_error": None, "rel_l2_error": None, "tolerance": opts.tolerance}
-    missing = host_cannot_run(target) if target.kind == "cpu" else []
-    if missing:
-        return {**not_run, "skipped": f"not validated on this ISA: this host ({host_description()}) "
-                                      f"lacks {', '.join(missing)}"}
+    reason = backend.unrunnable(target)
+    if reason is not None:
+        return {**not_run, "skipped": reason}
     try:
         exe = load(artifact)
     except ArtifactError as e:
-        if target.kind != "cuda":
+        if not backend.load_failure_means_absent:
             raise
         return {**not_run, "skipped": f"not run: {e}"}
     if opts.threads:

@@ -1,0 +1,90 @@
+"""The interface between the pipeline and one kind of target (tinygrad's `Compiled`
+device, Hidet's backend): everything the pipeline does differently for C on a CPU and
+CUDA C on a GPU, so that `compiler/pipeline.py` asks the target for its backend and
+branches on nothing.
+
+A backend sits above codegen, build and runtime (it pairs a renderer with its
+toolchain, its artifact files and the loader that runs them) and below the pipeline.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compiler.ir.graph import Graph
+from compiler.options import CompileOptions
+from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
+from compiler.target.base import Target
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One kernel's candidate tilings to time on the device (Roller's top-k)."""
+
+    key: str
+    kernel: Kernel
+    tiles: Sequence[TileConfig]
+
+    def symbols(self) -> list[str]:
+        """Generated names of the candidates (never a model's string)."""
+        return [f"tf_cand_{self.key[:16]}_{i}" for i in range(len(self.tiles))]
+
+
+class Backend(ABC):
+    """Renders, builds, packages and times the kernels of one target kind."""
+
+    kind: str
+    source_suffix: str  # of each kernel's file under src/ in the artifact
+    # Kernels the model predicts faster than this are not worth timing on the device:
+    # measurement noise and the extra toolchain run cost more than any difference found.
+    measure_threshold_us: float
+
+    def target_for(self, target: Target, opts: CompileOptions) -> Target:
+        """The target the compilation plans for (the CPU narrows to `threads` cores)."""
+        return target
+
+    @abstractmethod
+    def partition(self, graph: Graph, target: Target) -> None:
+        """Fuse what this backend fuses beyond register-level fusion (row groups), in place."""
+
+    @abstractmethod
+    def device_present(self, target: Target) -> bool:
+        """Whether this machine runs the target's kernels (so top-k candidates are timed)."""
+
+    @abstractmethod
+    def unrunnable(self, target: Target) -> str | None:
+        """Why this machine cannot validate the target's artifacts before loading one, or None."""
+
+    load_failure_means_absent: bool = False  # a load error says the device is absent, not a bug
+
+    @abstractmethod
+    def time_candidates(self, timings: Sequence[Timing], target: Target,
+                        opts: CompileOptions) -> dict[str, list[float]]:
+        """Microseconds of each candidate of each kernel (key -> per-candidate times)."""
+
+    def place(self, plan: ExecutionPlan, target: Target) -> None:  # noqa: B027 (optional step)
+        """Backend decisions recorded in the plan once tiles are final (CPU: prepacking);
+        none by default."""
+
+    @abstractmethod
+    def render_kernel(self, kernel: Kernel, target: Target) -> str:
+        """The kernel's source, from its Compute and tile in the plan."""
+
+    def compile_kernels(self, sources: Mapping[str, str], target: Target) -> dict[str, bytes]:
+        """Per-kernel binaries cached beside the source (symbol -> bytes; none by default)."""
+        return {}
+
+    @abstractmethod
+    def link(self, plan: ExecutionPlan, binaries: Mapping[str, bytes], target: Target) -> bytes:
+        """The model's binary from the plan and every kernel's cached binary (by key)."""
+
+    @abstractmethod
+    def artifact_files(self, plan: ExecutionPlan, binary: bytes) -> dict[str, bytes]:
+        """What the artifact holds besides kernel sources, weights, manifest and report."""
+
+    @abstractmethod
+    def manifest_extra(self, plan: ExecutionPlan, target: Target) -> dict[str, Any]:
+        """The backend's part of the manifest (what its runtime loader reads)."""

@@ -1,0 +1,85 @@
+"""The C backend: C kernels for a CPU, built with gcc into one shared library (model.so)
+with the OpenMP entry point, run through ctypes (compiler/runtime/cpu.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from compiler.backends.base import Backend, Timing
+from compiler.build.gcc import c_flags, compile_objects, link_shared
+from compiler.codegen.c import prepacked_inputs
+from compiler.codegen.c import render_kernel as render_c
+from compiler.codegen.c_entry import render_entry
+from compiler.codegen.c_prepack import place_prepacked
+from compiler.ir.graph import Graph
+from compiler.options import CompileOptions
+from compiler.runtime.cpu import FEATURES_KEY, MACHINE_KEY
+from compiler.runtime.kernel_timer import time_kernels
+from compiler.schedule.plan import ExecutionPlan, Kernel
+from compiler.schedule.rowfuse import fuse_rows
+from compiler.target.base import Target
+from compiler.target.cpu import host_cannot_run, host_description
+
+
+class CBackend(Backend):
+    kind = "cpu"
+    source_suffix = "c"
+    measure_threshold_us = 20.0
+
+    def target_for(self, target: Target, opts: CompileOptions) -> Target:
+        # scheduled, modelled and timed for the cores it runs on
+        return target.with_units(opts.threads) if opts.threads else target
+
+    def partition(self, graph: Graph, target: Target) -> None:
+        # blocks of rows are the tasks: fewer rows than cores would leave cores idle
+        fuse_rows(graph, min_rows=target.units)
+
+    def device_present(self, target: Target) -> bool:
+        return not host_cannot_run(target)
+
+    def unrunnable(self, target: Target) -> str | None:
+        missing = host_cannot_run(target)
+        if not missing:
+            return None
+        return f"not validated on this ISA: this host ({host_description()}) lacks {', '.join(missing)}"
+
+    def time_candidates(self, timings: Sequence[Timing], target: Target,
+                        opts: CompileOptions) -> dict[str, list[float]]:
+        sources = {sym: render_c(t.kernel.compute, tile, sym, target, t.kernel.constant_inputs)
+                   for t in timings for tile, sym in zip(t.tiles, t.symbols(), strict=True)}
+        flags = c_flags(target)
+        library = link_shared(list(compile_objects(sources, flags).values()), {}, flags)
+        out = {}
+        for t in timings:
+            k = t.kernel
+            # Candidates read their packed operands as laid out for their own tiles: the
+            # timer passes each such input as much memory as the largest layout needs.
+            packed: dict[int, int] = {}
+            for tile in t.tiles:
+                for pos, nbytes in prepacked_inputs(k.compute, tile, target, k.constant_inputs).items():
+                    packed[pos] = max(packed.get(pos, 0), nbytes)
+            times = time_kernels(library, t.symbols(), k.compute, opts.threads, packed)
+            out[t.key] = [times[s] for s in t.symbols()]
+        return out
+
+    def place(self, plan: ExecutionPlan, target: Target) -> None:
+        place_prepacked(plan, target)
+
+    def render_kernel(self, kernel: Kernel, target: Target) -> str:
+        return render_c(kernel.compute, kernel.tile, kernel.symbol, target, kernel.constant_inputs)
+
+    def compile_kernels(self, sources: Mapping[str, str], target: Target) -> dict[str, bytes]:
+        """One object per kernel (cached with it), so a cache hit needs no compiler."""
+        return compile_objects(sources, c_flags(target)) if sources else {}
+
+    def link(self, plan: ExecutionPlan, binaries: Mapping[str, bytes], target: Target) -> bytes:
+        return link_shared([binaries[s] for s in sorted(binaries)], {"entry": render_entry(plan)},
+                           c_flags(target))
+
+    def artifact_files(self, plan: ExecutionPlan, binary: bytes) -> dict[str, bytes]:
+        return {"src/entry.c": render_entry(plan).encode(), "model.so": binary}
+
+    def manifest_extra(self, plan: ExecutionPlan, target: Target) -> dict[str, Any]:
+        # the loader checks these against the host before it opens the library
+        return {MACHINE_KEY: target.arch, FEATURES_KEY: sorted(target.features)}

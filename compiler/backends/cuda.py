@@ -1,0 +1,76 @@
+"""The CUDA backend: CUDA C kernels for an NVIDIA GPU, built with nvcc into one module
+(model.cubin) with a launch table in the manifest, run through pycuda
+(compiler/runtime/cuda.py) as one CUDA graph."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from compiler.abi import MANIFEST_LAUNCHES
+from compiler.backends.base import Backend, Timing
+from compiler.build.nvcc import compile_cubin
+from compiler.codegen.cuda import launch_dims, launch_table, render_module
+from compiler.codegen.cuda import render_kernel as render_cuda
+from compiler.codegen.cuda_rows import ROW_STAGE_BYTES
+from compiler.ir.graph import Graph
+from compiler.options import CompileOptions
+from compiler.runtime.cuda import gpu_runs
+from compiler.schedule.plan import ExecutionPlan, Kernel
+from compiler.schedule.rowfuse import fuse_rows, stages_fit
+from compiler.target.base import Target
+
+
+class CudaBackend(Backend):
+    kind = "cuda"
+    source_suffix = "cu"
+    measure_threshold_us = 2.0  # a GPU times a kernel in microseconds
+    load_failure_means_absent = True  # no GPU, no pycuda, or another architecture
+
+    def partition(self, graph: Graph, target: Target) -> None:
+        # a row per thread block, its stages in shared memory
+        fuse_rows(graph, fits=stages_fit(ROW_STAGE_BYTES))
+
+    def device_present(self, target: Target) -> bool:
+        return gpu_runs(target.arch)
+
+    def unrunnable(self, target: Target) -> str | None:
+        return None  # loading says why when it cannot run here (load_failure_means_absent)
+
+    def time_candidates(self, timings: Sequence[Timing], target: Target,
+                        opts: CompileOptions) -> dict[str, list[float]]:
+        """Each kernel's candidates in one cubin (built side by side, one nvcc per kernel),
+        timed one after another on the GPU."""
+        from compiler.runtime.cuda_timer import time_cuda_kernels
+
+        def build(t: Timing) -> bytes:
+            c = t.kernel.compute
+            return compile_cubin("\n".join(render_cuda(c, tile, sym)
+                                           for tile, sym in zip(t.tiles, t.symbols(), strict=True)),
+                                 target.arch)
+
+        with ThreadPoolExecutor(max(1, min(len(timings), os.cpu_count() or 1))) as pool:
+            cubins = list(pool.map(build, timings))
+        out = {}
+        for t, cubin in zip(timings, cubins, strict=True):
+            c = t.kernel.compute
+            launches = [(sym, *launch_dims(c, tile)) for tile, sym in zip(t.tiles, t.symbols(), strict=True)]
+            times = time_cuda_kernels(cubin, launches, c)
+            out[t.key] = [times[s] for s in t.symbols()]
+        return out
+
+    def render_kernel(self, kernel: Kernel, target: Target) -> str:
+        return render_cuda(kernel.compute, kernel.tile, kernel.symbol)
+
+    def link(self, plan: ExecutionPlan, binaries: Mapping[str, bytes], target: Target) -> bytes:
+        """Kernels are cached as tiling + source; a model's kernels compile together into one
+        module for the target's architecture."""
+        return compile_cubin(render_module(plan), target.arch)
+
+    def artifact_files(self, plan: ExecutionPlan, binary: bytes) -> dict[str, bytes]:
+        return {"model.cubin": binary}
+
+    def manifest_extra(self, plan: ExecutionPlan, target: Target) -> dict[str, Any]:
+        return {MANIFEST_LAUNCHES: launch_table(plan)}
