@@ -2,7 +2,7 @@
 entry point's ABI version and return codes, and the manifest key of a CUDA artifact's
 launch table. (Loading an artifact must not import the code generators.)"""
 
-# The C entry point (compiler/codegen/c_entry.py; checked by compiler/runtime/cpu.py).
+# The C entry point (compiler/codegen/c/entry.py; checked by compiler/runtime/cpu.py).
 ABI_VERSION = 2  # 2: tf_prepare
 RUN_NULL_POINTER = 1  # tf_run / tf_prepare: a pointer it needs is null
 

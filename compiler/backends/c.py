@@ -8,10 +8,10 @@ from typing import Any
 
 from compiler.backends.base import Backend, Timing
 from compiler.build.gcc import c_flags, compile_objects, link_shared
-from compiler.codegen.c import prepacked_inputs
-from compiler.codegen.c import render_kernel as render_c
-from compiler.codegen.c_entry import render_entry
-from compiler.codegen.c_prepack import place_prepacked
+from compiler.codegen.c.entry import render_entry
+from compiler.codegen.c.kernel import prepacked_inputs
+from compiler.codegen.c.kernel import render_kernel as render_c
+from compiler.codegen.c.prepack import place_prepacked
 from compiler.ir.graph import Graph
 from compiler.options import CompileOptions
 from compiler.runtime.cpu import FEATURES_KEY, MACHINE_KEY

@@ -12,9 +12,9 @@ from typing import Any
 from compiler.abi import MANIFEST_LAUNCHES
 from compiler.backends.base import Backend, Timing
 from compiler.build.nvcc import compile_cubin
-from compiler.codegen.cuda import launch_dims, launch_table, render_module
-from compiler.codegen.cuda import render_kernel as render_cuda
-from compiler.codegen.cuda_rows import ROW_STAGE_BYTES
+from compiler.codegen.cuda.kernel import launch_dims, launch_table, render_module
+from compiler.codegen.cuda.kernel import render_kernel as render_cuda
+from compiler.codegen.cuda.rows import ROW_STAGE_BYTES
 from compiler.ir.graph import Graph
 from compiler.options import CompileOptions
 from compiler.runtime.cuda import gpu_runs

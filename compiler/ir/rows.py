@@ -6,7 +6,7 @@ stage's output or of a row-indexed input reads its leading dimensions at exactly
 the reader's own row axes (the other indices free of them), and every other
 input is read independently of the rows (whole, by every block). The fusion
 pass (compiler/schedule/rowfuse.py) and the CPU renderer (compiler/codegen/
-c_rows.py) both ask `row_sharing`, so they always agree on the rows.
+c/rows.py) both ask `row_sharing`, so they always agree on the rows.
 """
 
 from __future__ import annotations

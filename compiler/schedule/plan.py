@@ -6,7 +6,7 @@ Kernel ABI (CPU and CUDA alike): one function per kernel named by its cache key,
 output first, then the Compute's inputs in order, each a typed pointer to a
 dense row-major buffer (an input the kernel reads packed: the packed region,
 see `Prepack`). A CPU kernel also defines `tf_<key[:20]>_team` with the same
-parameters, for callers inside an OpenMP team (compiler/codegen/c_team.py).
+parameters, for callers inside an OpenMP team (compiler/codegen/c/team.py).
 """
 
 from __future__ import annotations

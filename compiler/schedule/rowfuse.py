@@ -5,7 +5,7 @@ exp, row sum, scale) and a layer norm three, each streaming the whole tensor
 through memory. They share their leading axes, the rows: every member reads
 the others only at its own row. Such a chain becomes one kernel that walks the
 rows in blocks and runs every member on the block, its intermediates in a
-scratch that stays in cache (compiler/codegen/c_rows.py). Welder's tile
+scratch that stays in cache (compiler/codegen/c/rows.py). Welder's tile
 propagation is trivial here: a block of rows of the output needs exactly the
 same block of rows of every member.
 
@@ -129,7 +129,7 @@ def _groupable(graph: Graph, members: list[Node], min_rows: int, fits: RowFit) -
 
 def _reads_padded(c: Compute) -> bool:
     """Whether `c` reads through padding (a pooling or convolution window): a kernel of its
-    own copies such windows into padded scratch and runs them on vectors (c_stage.py),
+    own copies such windows into padded scratch and runs them on vectors (c/stage.py),
     which a group member does not (YOLO's 5x5 max-pool chain ran scalar in a group,
     69% of the model's time)."""
     return any(isinstance(x, Load) and x.pad is not None for x in walk(c.body))

@@ -28,7 +28,7 @@ def row_group_tilings(c: Compute, target: Target, top_k: int) -> list[tuple[Tile
     g, extent = sharing.rows, c.shape[sharing.rows - 1]
     budget = target.level("l2").capacity // 2
     per_row = row_bytes(c, sharing)
-    # A GPU runs a group one row per thread block (compiler/codegen/cuda_rows.py).
+    # A GPU runs a group one row per thread block (compiler/codegen/cuda/rows.py).
     sizes = [1] if target.kind == "cuda" else sorted({min(extent, 1 << k) for k in range(MAX_ROW_BLOCK.bit_length())})
     vector = 1 if target.kind == "cuda" else simd_lanes(target, dtype(c.dtype).nbytes)
     ranked = []

@@ -24,7 +24,7 @@ def test_zero_size_integer_weight_compiles_and_runs(tmp_path: Path):
 
 @pytest.mark.parametrize("count_include_pad", [0, 1])
 def test_padded_average_pool_borders_match_onnxruntime(count_include_pad: int, tmp_path: Path):
-    """Regression: gcc 12 miscompiled these border sums (compiler/codegen/c_workarounds.py)."""
+    """Regression: gcc 12 miscompiled these border sums (compiler/codegen/c/workarounds.py)."""
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[5, 5], pads=[2, 2, 2, 2],
                             count_include_pad=count_include_pad)
     g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])],

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.build.gcc import c_flags, compile_objects, link_shared
-from compiler.codegen.c import prepacked_inputs, render_kernel
+from compiler.codegen.c.kernel import prepacked_inputs, render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.runtime.executable import aligned_empty

@@ -109,7 +109,7 @@ CUDA_CASES: dict[str, Case] = {
                                        (TensorType((5, 1000), "float32"),), "float32",
                                        axes(1000, prefix="r"), "max")),
     "int64_row_sum": _plain(int64_row_sum(5, 100)),
-    # fused row groups (cuda_rows.py): one block per row, stages in shared memory
+    # fused row groups (cuda/rows.py): one block per row, stages in shared memory
     "row_group_softmax": _row_group(softmax([6, 40])),
     "row_group_softmax_long_row": _row_group(softmax([3, 5000])),
     "row_group_softmax_middle_axis": _row_group(softmax([3, 6, 5], axis=1)),

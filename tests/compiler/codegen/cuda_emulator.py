@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.codegen.cuda import launch_dims, render_kernel
-from compiler.codegen.cuda_expr import storage_ctype
+from compiler.codegen.cuda.expr import storage_ctype
+from compiler.codegen.cuda.kernel import launch_dims, render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig

@@ -1,4 +1,4 @@
-"""The packed SIMD contraction path (compiler/codegen/c_gemm.py): which Computes take it,
+"""The packed SIMD contraction path (compiler/codegen/c/gemm.py): which Computes take it,
 how tiles round to micro-kernels, and that its kernels agree with the interpreter
 (remainders in M, N and K, several K blocks, batches, epilogues, padded convolutions,
 every supported SIMD width)."""
@@ -29,15 +29,15 @@ from test_c_kernels import (
     rand,
 )
 
-from compiler.codegen.c import prepacked_inputs, render_kernel
-from compiler.codegen.c_gemm import (
+from compiler.codegen.c.gemm import (
     gemm_contraction,
     gemm_shape,
     micro_kernel,
     micro_name,
     micro_tails,
 )
-from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
+from compiler.codegen.c.kernel import prepacked_inputs, render_kernel
+from compiler.codegen.c.merge_axes import merge_axes, merge_reduce_axes
 from compiler.ir import te
 from compiler.ir.contraction import match_contraction
 from compiler.ir.interp import evaluate
@@ -221,7 +221,7 @@ def test_blocks_are_whole_micro_kernels_and_keep_cores_busy() -> None:
 def test_prepacked_weights_let_row_blocks_fill_l2_so_patches_are_gathered_once() -> None:
     """A convolution packs its input patches (B) again for every row block; with its
     weights (A) packed at load, rows may take all of L2 instead of half of it. (Its
-    width read mirrored: patches that cannot be read in place, c_direct.py.)"""
+    width read mirrored: patches that cannot be read in place, c/direct.py.)"""
     x = Load(0, (i0, r0, i2 + r1 - 1, te.const(14, "int64") - i3 - r2), "float32", pad=0.0)
     c = Compute(axes(1, 256, 14, 14), x * Load(1, (i1, r0, r1, r2), "float32"),
                 (TensorType((1, 256, 14, 14), "float32"), TensorType((256, 256, 3, 3), "float32")),
@@ -329,7 +329,7 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
 ])
 def test_patches_are_read_in_place_where_the_model_says_it_pays(compute: Compute, lanes: int,
                                                                    way: str | None) -> None:
-    """Gathered, or read in place as B or A (c_direct.py), as measured fastest on these
+    """Gathered, or read in place as B or A (c/direct.py), as measured fastest on these
     (ResNet's 3x3 convolutions: A in place 858 / 860 / 863 / 869 us against 926 / 956 / 982
     / 1131 as B and 1090 / 1036 / 1112 / 1331 gathered; the stem 951 against 1254)."""
     c, tile = merge_axes(compute, default_tile(compute, cpu(lanes)))

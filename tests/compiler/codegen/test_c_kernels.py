@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from c_harness import KernelLibrary
 
-from compiler.codegen.c import render_kernel
-from compiler.codegen.c_stage import stage_padded_loads, staging_block
-from compiler.codegen.c_vector_math import exp_function
-from compiler.codegen.c_workarounds import NO_IF_CONVERT
+from compiler.codegen.c.kernel import render_kernel
+from compiler.codegen.c.stage import stage_padded_loads, staging_block
+from compiler.codegen.c.vector_math import exp_function
+from compiler.codegen.c.workarounds import NO_IF_CONVERT
 from compiler.ir import te
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call, cast, select
@@ -92,7 +92,7 @@ def depthwise() -> Compute:
 
 
 def depthwise_wide(channels: int = 8, side: int = 64) -> Compute:
-    """A depthwise conv whose whole-map block is too big to stage in one task (c_stage.py)."""
+    """A depthwise conv whose whole-map block is too big to stage in one task (c/stage.py)."""
     x = Load(0, (i0, i1, i2 + r0 - 1, i3 + r1 - 1), "float32", pad=0.0)
     return Compute(axes(1, channels, side, side), x * Load(1, (i1, te.const(0, "int64"), r0, r1), "float32"),
                    (TensorType((1, channels, side, side), "float32"), TensorType((channels, 1, 3, 3), "float32")),

@@ -1,6 +1,6 @@
 """C kernels of fused row groups agree with the TE interpreter: blocks that divide the rows
 and blocks that leave a shorter last one, one and two row axes, inputs read whole (the
-last-axis softmax cases take c_softmax.py's row kernel; the middle-axis one the members)."""
+last-axis softmax cases take c/softmax.py's row kernel; the middle-axis one the members)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from c_harness import KernelLibrary
 from onnx import helper
 
-from compiler.codegen.c import render_kernel
+from compiler.codegen.c.kernel import render_kernel
 from compiler.frontend import import_model
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute
@@ -70,7 +70,7 @@ def test_group_kernel_matches_interpreter(library: KernelLibrary, name: str) -> 
 
 
 def test_members_run_on_the_block_and_stages_live_in_scratch() -> None:
-    c = layer_norm([7, 67])  # (a last-axis softmax has a kernel of its own: c_softmax.py)
+    c = layer_norm([7, 67])  # (a last-axis softmax has a kernel of its own: c/softmax.py)
     src = render_kernel(c, rows_tile(c, 1, 3), "k")
     # one copy of every member per block size (3 rows, then the last 1), stages on the stack
     assert all(f"k_m{m}_{n}(" in src for m in range(len(c.stages) + 1) for n in (3, 1))

@@ -1,4 +1,4 @@
-"""The row softmax kernel (c_softmax.py): which groups take it, and that it agrees with the
+"""The row softmax kernel (c/softmax.py): which groups take it, and that it agrees with the
 TE interpreter on every row length (whole vectors, vector tails, rows shorter than a
 vector), on NaN / inf rows, and that its exp for x <= 0 is within 1 ulp of exp."""
 
@@ -11,9 +11,9 @@ import pytest
 from c_harness import KernelLibrary
 from onnx import helper
 
-from compiler.codegen.c import render_kernel
-from compiler.codegen.c_softmax import is_row_softmax
-from compiler.codegen.c_vector_math import exp_function
+from compiler.codegen.c.kernel import render_kernel
+from compiler.codegen.c.softmax import is_row_softmax
+from compiler.codegen.c.vector_math import exp_function
 from compiler.ir.interp import evaluate
 from compiler.target.cpu import detect_cpu
 from tests.compiler.codegen.test_c_rows import group, layer_norm, rows_tile, softmax

@@ -14,8 +14,8 @@ from cuda_cases import ALL_CASES, GPU, tile_for
 from compiler import frontend
 from compiler.bench.models import ZOO
 from compiler.build.nvcc import compile_cubin
-from compiler.codegen.cuda import render_kernel
-from compiler.codegen.cuda_rows import ROW_STAGE_BYTES
+from compiler.codegen.cuda.kernel import render_kernel
+from compiler.codegen.cuda.rows import ROW_STAGE_BYTES
 from compiler.ir.te import Compute
 from compiler.schedule.fuse import fuse
 from compiler.schedule.rowfuse import fuse_rows, stages_fit

@@ -9,7 +9,7 @@ from cuda_cases import ALL_CASES, check_close, tile_for
 from cuda_device import device_arch
 
 from compiler.build.nvcc import compile_cubin
-from compiler.codegen.cuda import launch_dims, render_kernel
+from compiler.codegen.cuda.kernel import launch_dims, render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.interp import evaluate
 

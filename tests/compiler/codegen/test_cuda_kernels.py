@@ -12,9 +12,9 @@ from cuda_cases import ALL_CASES, GPU, check_close, tile_for
 from cuda_emulator import EmulatedKernels
 from test_c_kernels import conv2d, depthwise, matmul, maxpool, row_reduce
 
-from compiler.codegen.cuda import kernel_shape, launch_dims, render_kernel
-from compiler.codegen.cuda_contraction import SMEM_LIMIT, GemmGeometry
-from compiler.codegen.cuda_parts import MAX_GRID, MAX_THREADS, decompose
+from compiler.codegen.cuda.contraction import SMEM_LIMIT, GemmGeometry
+from compiler.codegen.cuda.kernel import kernel_shape, launch_dims, render_kernel
+from compiler.codegen.cuda.parts import MAX_GRID, MAX_THREADS, decompose
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var
 from compiler.schedule.plan import TileConfig

@@ -10,7 +10,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.build.gcc import c_flags, link_shared
-from compiler.codegen.c_entry import render_entry
+from compiler.codegen.c.entry import render_entry
 from compiler.ir.graph import Graph, TensorKind
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call
 from compiler.schedule.plan import ExecutionPlan, TileConfig
@@ -22,7 +22,7 @@ B = RNG.standard_normal(4).astype(np.float32)
 X_NAME, Y_NAME, Z_NAME = "x", "y:relu", "z/exp"
 
 # One hand-written kernel per Compute label; SYMBOL is replaced by the generated name.
-# The entry point calls each kernel's team function (compiler/codegen/c_team.py).
+# The entry point calls each kernel's team function (compiler/codegen/c/team.py).
 KERNELS = {
     "MatMul": """
 void SYMBOL_team(float* restrict out, const float* restrict a, const float* restrict w) {

@@ -24,7 +24,7 @@ from compiler.abi import MANIFEST_LAUNCHES
 from compiler.bench.measure import ort_session
 from compiler.bench.models import ZOO, transformer_encoder
 from compiler.build.nvcc import compile_cubin
-from compiler.codegen.cuda import launch_table, render_module
+from compiler.codegen.cuda.kernel import launch_table, render_module
 from compiler.errors import ArtifactError
 from compiler.ir.graph import Graph
 from compiler.package import write_artifact

@@ -7,7 +7,7 @@ import numpy as np
 from handbuilt import artifact_files, graph, whole
 
 from compiler.abi import ABI_VERSION, RUN_NULL_POINTER
-from compiler.codegen.c_entry import render_entry
+from compiler.codegen.c.entry import render_entry
 from compiler.schedule.planner import build_plan
 
 

@@ -1,11 +1,11 @@
 """The model's C entry point: `tf_run` calls every kernel, wave by wave, on typed pointers,
-inside one OpenMP parallel region (each kernel's team function, see c_team.py), or
+inside one OpenMP parallel region (each kernel's team function, see c/team.py), or
 without one when the run has one thread.
 
 Exported symbols (the contract with the runtimes):
 - `int tf_abi_version(void)`: `ABI_VERSION`, checked by the loader.
 - `int tf_prepare(const void* weights, void* arena)`: packs the weights that kernels
-  read packed into their arena regions (compiler/codegen/c_prepack.py). Called once
+  read packed into their arena regions (compiler/codegen/c/prepack.py). Called once
   per arena, before any `tf_run` on it; returns 0 or `RUN_NULL_POINTER`.
 - `int tf_set_num_threads(int n)`: OpenMP threads used by later `tf_run` calls
   (0 = the OpenMP default, e.g. from OMP_NUM_THREADS); returns 1 when built
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from compiler.abi import ABI_VERSION, RUN_NULL_POINTER
-from compiler.codegen.c_team import team_symbol
+from compiler.codegen.c.team import team_symbol
 from compiler.ir.dtypes import dtype
 from compiler.schedule.plan import Buffer, BufferKind, ExecutionPlan, Kernel
 
@@ -65,7 +65,7 @@ def render_entry(plan: ExecutionPlan) -> str:
     lines.append(f"  if ({_null_checks(plan)}) return {RUN_NULL_POINTER};")
     lines += ["#ifdef _OPENMP", "  if (tf_threads > 0) omp_set_num_threads(tf_threads);",
               # Rammer on the CPU: one parallel region for the whole run; every thread walks
-              # the waves, takes its static share of each kernel (c_team.py) and waits at the
+              # the waves, takes its static share of each kernel (c/team.py) and waits at the
               # end of each wave only, so the kernels of a wave run side by side.
               "  if (omp_get_max_threads() > 1 || omp_in_parallel()) {",
               "    #pragma omp parallel",
@@ -137,7 +137,7 @@ def _waves(plan: ExecutionPlan, kernels: Mapping[int, Kernel]) -> list[str]:
 
 
 def _call(plan: ExecutionPlan, kernel: Kernel) -> str:
-    """The call of the kernel's team function (c_team.py) on its buffers."""
+    """The call of the kernel's team function (c/team.py) on its buffers."""
     args = [_pointer(plan, b, writable=pos == 0) for pos, b in enumerate(kernel.args)]
     for pos in range(1, len(args)):
         packed = plan.prepack_of(kernel.id, pos - 1)

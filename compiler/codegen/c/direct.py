@@ -1,6 +1,6 @@
 """Convolution patches read in place: a GEMM operand straight from a padded input.
 
-The packed GEMM path (c_gemm.py) gathers a convolution's input patches into
+The packed GEMM path (c/gemm.py) gathers a convolution's input patches into
 panels on every call (im2col): K x N elements written and read back, each feeding
 only M multiply-adds. With few output channels that gather dominates: 41% of a
 32-channel 3x3 convolution on a 32 x 32 map, 22% of a 64-channel one on 56 x 56.
@@ -25,7 +25,7 @@ start are computed and dropped ((W + pads) / W of the work instead of a last pan
 per row: 56-wide rows 58 / 56 instead of 64 / 56; 14-wide rows 16 / 14 instead of
 32 / 14).
 
-Which orientation, and whether to gather instead, is a model (c_gemm.py,
+Which orientation, and whether to gather instead, is a model (c/gemm.py,
 `oriented_gemm`): wasted positions and channels, one copy of the input, PACK_COST
 multiply-adds' worth per gathered element (more when rows are shorter than a
 vector and the gather copies element by element), SCATTER_COST per output stored
@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compiler.codegen.affine import form_bounds, linear_form
-from compiler.codegen.c_stage import write_box_copy
+from compiler.codegen.c.stage import write_box_copy
 from compiler.codegen.cexpr import literal, row_major_strides
 from compiler.codegen.csource import CSource
 from compiler.ir.te import Compute, Load
@@ -171,6 +171,6 @@ def panel_base(d: DirectOperand, panel: str) -> str:
 
 def write_padded_copy(d: DirectOperand, shape: tuple[int, ...], src: CSource) -> None:
     """Statements filling `float* pad` from `in<input>` (`shape`): the box the windows reach
-    (the pad value where it leaves the input, as c_stage.py stages windows), then the slack."""
+    (the pad value where it leaves the input, as c/stage.py stages windows), then the slack."""
     write_box_copy(src, "pad", f"in{d.input}", shape, d.extents, [f"({lo}L)" for lo in d.lo], d.pad_value, "float")
     src.line(f"for (int64_t q = {math.prod(d.extents)}L; q < {d.floats}L; ++q) pad[q] = 0.0f;")

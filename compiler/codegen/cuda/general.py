@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from compiler.codegen import cexpr
-from compiler.codegen.cuda_expr import emit, value_ctype
-from compiler.codegen.cuda_parts import (
+from compiler.codegen.cuda.expr import emit, value_ctype
+from compiler.codegen.cuda.parts import (
     MAX_GRID,
     MAX_THREADS,
     ceil_div,

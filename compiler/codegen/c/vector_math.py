@@ -1,4 +1,4 @@
-"""Math functions on GCC vectors for the explicit-SIMD paths (c_vector.py, c_softmax.py):
+"""Math functions on GCC vectors for the explicit-SIMD paths (c/vector.py, c/softmax.py):
 exp on float32, and a lane-wise max.
 
 Why our own: a vectorized loop calls glibc's libmvec expf through the vector ABI,

@@ -2,7 +2,7 @@
 
 The fused row group of a Softmax (max, exp(x - max), 1 / sum, multiply: see
 compiler/frontend/ops/normalization.py) runs well as members on blocks of rows
-(c_rows.py), but a softmax spends 85% of its time in exp, and the general members
+(c/rows.py), but a softmax spends 85% of its time in exp, and the general members
 pay for what they cannot know: a NaN-propagating max (four operations a vector),
 exp's full range check, and the exponentials kept in scratch and summed in a pass
 of their own. This writer knows the group, so per row it takes
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 
-from compiler.codegen.c_team import mark_used, shared_tasks
-from compiler.codegen.c_vector import VECTOR_TYPE, splat, vector_typedefs
-from compiler.codegen.c_vector_math import (
+from compiler.codegen.c.team import mark_used, shared_tasks
+from compiler.codegen.c.vector import VECTOR_TYPE, splat, vector_typedefs
+from compiler.codegen.c.vector_math import (
     exp_definitions,
     exp_function,
     max_definitions,

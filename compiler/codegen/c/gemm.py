@@ -23,7 +23,7 @@ A constant operand (a weight: `constant_inputs`) is not packed per call: a
 separate function, `<symbol>_pack<input>`, packs the whole of it once, when the
 artifact is loaded, into panels that run over all of K (batch copies only when
 the operand varies with a batch axis), and the kernel reads that instead
-(compiler/codegen/c_prepack.py places it). Per call, packing a weight cost as
+(compiler/codegen/c/prepack.py places it). Per call, packing a weight cost as
 much as a third of a convolution, and most of a small-batch matmul whose
 weight is stored transposed (Gemm transB=1: a strided gather per element).
 """
@@ -36,7 +36,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from compiler.codegen.affine import linear_form
-from compiler.codegen.c_direct import (
+from compiler.codegen.c.direct import (
     KOFF,
     PACK_COST,
     PACK_COST_SCALAR,
@@ -47,8 +47,8 @@ from compiler.codegen.c_direct import (
     panel_base,
     write_padded_copy,
 )
-from compiler.codegen.c_team import mark_used
-from compiler.codegen.c_vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
+from compiler.codegen.c.team import mark_used
+from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
 from compiler.codegen.cexpr import ExprWriter, clip_lines, flat_offset, literal, new_counter
 from compiler.codegen.csource import CSource
 from compiler.ir.contraction import Contraction, expr_vars, match_contraction, side_extent
@@ -98,7 +98,7 @@ class GemmShape:
     nc: int
     kc: int
     contraction: Contraction  # as computed: maybe the matched one with its sides swapped
-    direct: DirectOperand | None = None  # a side read in place (c_direct.py): its extent counts panels
+    direct: DirectOperand | None = None  # a side read in place (c/direct.py): its extent counts panels
 
 
 def gemm_contraction(c: Compute, target: Target) -> Contraction | None:
@@ -209,7 +209,7 @@ def round_up(x: int, q: int) -> int:
 def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: Collection[int] = ()
                   ) -> tuple[Contraction, MicroKernel, DirectOperand | None]:
     """How contraction `m` of `c` is computed: the sides, the micro-kernel, the operand
-    read in place (c_direct.py), by a cost in multiply-adds' worth.
+    read in place (c/direct.py), by a cost in multiply-adds' worth.
 
     Where the rows operand is a constant (a convolution's weights) and the columns
     are patches of an input, three ways compete: gathering the patches into panels
@@ -555,7 +555,7 @@ class _GemmWriter:
         return value
 
     def write(self, header: str, parallel: bool) -> bool:
-        """The team function (c_team.py): each thread packs into scratch of its own;
+        """The team function (c/team.py): each thread packs into scratch of its own;
         returns whether the tasks are split among the team."""
         g, mk, src = self.g, self.g.mk, self.src
         tm, tn = -(-g.m // g.mc), -(-g.n // g.nc)
@@ -613,7 +613,7 @@ class _GemmWriter:
 
     def _padded_input(self, d: DirectOperand) -> None:
         """`float* pad`, shared by the team: the input read in place, copied once, padded
-        (c_direct.py)."""
+        (c/direct.py)."""
         src = self.src
         src.line("float* pad;")
         src.line("#pragma omp single copyprivate(pad)")
@@ -624,7 +624,7 @@ class _GemmWriter:
 
     def _direct_epilogue(self, d: DirectOperand) -> None:
         """post(acc) for the valid part of the tile, one side of which is the panels of
-        output positions read in place (c_direct.py), stored to `out`: along the
+        output positions read in place (c/direct.py), stored to `out`: along the
         positions (B), or for each channel along a panel's positions (A)."""
         src, c, nc = self.src, self.c, self.g.nc
         offset = flat_offset(c.shape, [f"i{a}" for a in range(len(c.axes))])

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from compiler.codegen.c_team import kernel_params, mark_used, shared_tasks
+from compiler.codegen.c.team import kernel_params, mark_used, shared_tasks
 from compiler.codegen.csource import CSource
 from compiler.ir.dtypes import dtype
 from compiler.ir.rows import RowSharing, cut_to_rows, group_sharing, row_elems

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 
 from compiler.codegen import cexpr
-from compiler.codegen.cuda_expr import emit, value_ctype
-from compiler.codegen.cuda_parts import (
+from compiler.codegen.cuda.expr import emit, value_ctype
+from compiler.codegen.cuda.parts import (
     MAX_GRID,
     MAX_THREADS,
     WARP,

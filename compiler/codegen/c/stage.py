@@ -4,7 +4,7 @@ A reduction over padded windows (depthwise convolution, padded pooling, a
 convolution off the GEMM path) checks its loads against the tensor's bounds
 wherever a window may leave it. On a small feature map that is most of the
 map, and a checked load does not vectorize (those kernels are built without
-loop if-conversion: c_workarounds.py). Instead, each task first copies the box
+loop if-conversion: c/workarounds.py). Instead, each task first copies the box
 of the input its tile reads, the halo included, into a scratch array on its
 stack: rows clipped to the part inside the tensor and copied whole, the rest
 filled with the pad value. The micro-tiles then read the scratch without a

@@ -17,18 +17,18 @@ Loop structure (the CPU side of Roller's rTile):
 - a row reduction (softmax / layer-norm style, where the innermost reduce axis
   is the contiguous one in memory and the innermost output axis is not)
   instead folds whole vectors along that axis into up to four named vector
-  accumulators (c_vector.py; an array of partials that gcc vectorizes where the
+  accumulators (c/vector.py; an array of partials that gcc vectorizes where the
   body has no vector form), and folds them at the end (not `omp simd
   reduction`: max / min must propagate NaN like numpy);
 - element-wise bodies with an exp run their innermost loop as explicit vectors
-  with the inlined vector exp (c_vector_math.py); others are `omp simd` loops.
+  with the inlined vector exp (c/vector_math.py); others are `omp simd` loops.
 
 Contractions in float32 (matmul, convolution as implicit GEMM) take the packed,
-explicit-SIMD path of compiler/codegen/c_gemm.py instead.
+explicit-SIMD path of compiler/codegen/c/gemm.py instead.
 
 Kernel ABI: `void sym(T_out* restrict out, const T0* restrict in0, ...)`
 (compiler/schedule/plan.py), and `sym_team` with the same parameters, which
-shares the work among the threads of an enclosing OpenMP team (c_team.py).
+shares the work among the threads of an enclosing OpenMP team (c/team.py).
 Identifiers are generated (`i0`, `r1`, `t17`).
 """
 
@@ -44,20 +44,20 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 
 from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_stride
-from compiler.codegen.c_gemm import gemm_contraction, gemm_shape, packed_operands, render_gemm
-from compiler.codegen.c_merge_axes import merge_axes, merge_reduce_axes
-from compiler.codegen.c_rows import render_row_group
-from compiler.codegen.c_softmax import is_row_softmax, render_row_softmax
-from compiler.codegen.c_stage import StagedInput, stage_padded_loads, staging_block, write_staging
-from compiler.codegen.c_team import (
+from compiler.codegen.c.gemm import gemm_contraction, gemm_shape, packed_operands, render_gemm
+from compiler.codegen.c.merge_axes import merge_axes, merge_reduce_axes
+from compiler.codegen.c.rows import render_row_group
+from compiler.codegen.c.softmax import is_row_softmax, render_row_softmax
+from compiler.codegen.c.stage import StagedInput, stage_padded_loads, staging_block, write_staging
+from compiler.codegen.c.team import (
     kernel_params,
     mark_used,
     shared_tasks,
     team_symbol,
     write_standalone,
 )
-from compiler.codegen.c_vector import VECTOR_TYPE, VectorWriter, splat, vector_typedefs, vectorizes
-from compiler.codegen.c_workarounds import apply_workarounds, has_padded_loads
+from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, splat, vector_typedefs, vectorizes
+from compiler.codegen.c.workarounds import apply_workarounds, has_padded_loads
 from compiler.codegen.cexpr import (
     PRELUDE,
     ExprWriter,
@@ -92,7 +92,7 @@ def render_kernel(compute: Compute, tile: TileConfig, symbol: str, target: Targe
                   constant_inputs: Collection[int] = ()) -> str:
     """The complete C translation unit of one kernel named `symbol`, for `target`'s ISA
     (default: the build machine's, which gcc's default `-march=native` also targets),
-    with the toolchain workarounds it needs (compiler/codegen/c_workarounds.py).
+    with the toolchain workarounds it needs (compiler/codegen/c/workarounds.py).
 
     `constant_inputs` (input positions holding weights) may come packed at load: the
     unit then also defines their packing functions (see `prepacked_inputs`)."""
@@ -119,7 +119,7 @@ def prepacked_inputs(compute: Compute, tile: TileConfig, target: Target | None =
 def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | None,
             constant_inputs: Collection[int]) -> tuple[str, bool]:
     """The translation unit, and whether its loops read padded loads with bounds checks
-    (not on the packed GEMM path, nor where the windows are staged: c_stage.py)."""
+    (not on the packed GEMM path, nor where the windows are staged: c/stage.py)."""
     _check(compute, tile, symbol)
     src = CSource()
     src.lines.extend(PRELUDE.splitlines())
@@ -231,7 +231,7 @@ class _KernelWriter:
     # -- structure -----------------------------------------------------------------
 
     def write(self, team: bool = True) -> bool:
-        """Write the task loop, shared by the team (c_team.py) or, without `team`, all run
+        """Write the task loop, shared by the team (c/team.py) or, without `team`, all run
         by the calling thread; whether it is split among the team."""
         tiles = [-(-e // b) for e, b in zip(self.s.extents, self.s.block, strict=True)]
         total = math.prod(tiles)
@@ -295,7 +295,7 @@ class _KernelWriter:
         nest(0)
 
     def _elementwise_lanes(self) -> int:
-        """Lanes of the explicit-SIMD innermost loop (c_vector.py), or 0 for the `omp simd`
+        """Lanes of the explicit-SIMD innermost loop (c/vector.py), or 0 for the `omp simd`
         loop. Only bodies with an exp take it: gcc vectorizes the rest as well by itself,
         but calls libmvec's expf for a vector, twice the time of our inlined one."""
         c, lanes = self.c, self.s.vector
@@ -345,7 +345,7 @@ class _KernelWriter:
         tiled = [d for d in range(self.n) if u[d] > 1]
         # Cutting pays once a micro-tile row spans a whole vector: the edge micro-tiles
         # run scalar (padded-load kernels are built without if-conversion, see
-        # c_workarounds.py), so a 16-wide row on a 16-wide image would otherwise never
+        # c/workarounds.py), so a 16-wide row on a 16-wide image would otherwise never
         # reach the vectorized interior copy; cutting the rows too keeps a 4-row
         # micro-tile of a small image off the border. Measured: depthwise 3x3 144ch
         # 56x56 0.66x -> 0.94x onnxruntime. Narrower rows leave pieces too small to pay.
@@ -534,7 +534,7 @@ class _KernelWriter:
             self._spatial(order, bounds, lambda: self.src.line(f"{saved} = acc[{flat}];"))
 
     def _vectorizes(self, bounds: Sequence[int], body: Expr) -> bool:
-        """Whether this micro-tile takes the explicit-SIMD path (c_vector.py): a sum, max or
+        """Whether this micro-tile takes the explicit-SIMD path (c/vector.py): a sum, max or
         min whose rows hold a vector and whose body and post the vectors can express."""
         c, lanes = self.c, self.s.vector
         if not self.n or c.reduce_op not in {"sum", "max", "min"} or lanes < 2 or bounds[-1] < lanes:
@@ -692,7 +692,7 @@ class _KernelWriter:
         nest(0)
 
     def _row_vectorizes(self) -> bool:
-        """Whether a row reduction folds whole vectors along its contiguous axis (c_vector.py)."""
+        """Whether a row reduction folds whole vectors along its contiguous axis (c/vector.py)."""
         c = self.c
         var = c.reduce_axes[-1].name
         return (self.s.vector >= 2 and c.body.dtype == c.acc_dtype

@@ -1,4 +1,4 @@
-"""Room in the arena for the weights that CPU kernels read packed (see c_gemm.py).
+"""Room in the arena for the weights that CPU kernels read packed (see c/gemm.py).
 
 A kernel whose constant GEMM operand is packed once, at load, reads it from a
 region placed after the intermediates: the entry point's `tf_prepare` fills
@@ -9,7 +9,7 @@ runtime allocates once per loaded artifact.
 
 from __future__ import annotations
 
-from compiler.codegen.c import prepacked_inputs
+from compiler.codegen.c.kernel import prepacked_inputs
 from compiler.schedule.arena import align_up
 from compiler.schedule.plan import ExecutionPlan, Prepack
 from compiler.target.base import Target

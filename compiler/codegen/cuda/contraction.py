@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from compiler.codegen.cuda_parts import (
+from compiler.codegen.cuda.parts import (
     MAX_GRID,
     MAX_THREADS,
     ceil_div,

@@ -9,7 +9,7 @@ averagepool_2d_precomputed_pads*), while -O2, plain -O3 (SSE2) and
 build costs up to 10x on element-wise kernels (their selects stop vectorizing),
 so only kernels whose loops read padded loads with bounds checks get it; their
 interiors carry no conditionals and vectorize as before. Kernels on the packed GEMM
-path (c_gemm.py) and those whose windows are staged in scratch (c_stage.py) have
+path (c/gemm.py) and those whose windows are staged in scratch (c/stage.py) have
 no such loads left: their copies are clipped runs, their reduce loops unchecked,
 and their epilogues (a ReLU's NaN-propagating select) vectorize only with
 if-conversion.

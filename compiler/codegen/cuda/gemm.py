@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 
 from compiler.codegen import cexpr
-from compiler.codegen.cuda_contraction import GemmGeometry
-from compiler.codegen.cuda_expr import value_ctype
-from compiler.codegen.cuda_gemm_stage import OperandStaging
-from compiler.codegen.cuda_parts import ceil_div, decompose, epilogue, linear, signature
+from compiler.codegen.cuda.contraction import GemmGeometry
+from compiler.codegen.cuda.expr import value_ctype
+from compiler.codegen.cuda.gemm_stage import OperandStaging
+from compiler.codegen.cuda.parts import ceil_div, decompose, epilogue, linear, signature
 from compiler.ir.contraction import Contraction, side_extent
 from compiler.ir.te import Compute
 

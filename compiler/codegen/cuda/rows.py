@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from compiler.codegen import cexpr
-from compiler.codegen.cuda_expr import emit, storage_ctype, value_ctype
-from compiler.codegen.cuda_parts import (
+from compiler.codegen.cuda.expr import emit, storage_ctype, value_ctype
+from compiler.codegen.cuda.parts import (
     INT_INDEX_LIMIT,
     MAX_GRID,
     MAX_THREADS,

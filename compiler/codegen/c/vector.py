@@ -10,9 +10,9 @@ which gcc keeps in registers for the whole reduction, as in the GEMM micro-kerne
 An expression qualifies when every value that varies along the vector axis (or is
 an accumulator) is built from loads that walk memory contiguously along it, or every
 other element (stride 1 or 2, no padding: padded windows are staged first, see
-c_stage.py; a stride-2 vector is two loads and one lane shuffle), by float add, sub,
+c/stage.py; a stride-2 vector is two loads and one lane shuffle), by float add, sub,
 mul, div, neg, max, min, selects on comparisons of such values, and float32 exp
-(inlined, c_vector_math.py). Values that do not vary along it (a depthwise filter
+(inlined, c/vector_math.py). Values that do not vary along it (a depthwise filter
 tap, a bias) are rendered as scalars and broadcast.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from compiler.codegen.affine import load_stride
-from compiler.codegen.c_vector_math import exp_definitions, exp_function
+from compiler.codegen.c.vector_math import exp_definitions, exp_function
 from compiler.codegen.cexpr import ExprWriter, flat_offset, value_ctype
 from compiler.ir.contraction import expr_vars, plain_load
 from compiler.ir.dtypes import dtype

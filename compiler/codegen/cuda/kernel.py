@@ -24,18 +24,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from compiler.codegen.cuda_contraction import GemmGeometry, gemm_geometry, gemm_launch
-from compiler.codegen.cuda_expr import PRELUDE
-from compiler.codegen.cuda_gemm import render_gemm
-from compiler.codegen.cuda_general import GeneralGeometry, general_geometry, render_general
-from compiler.codegen.cuda_rowreduce import (
+from compiler.codegen.cuda.contraction import GemmGeometry, gemm_geometry, gemm_launch
+from compiler.codegen.cuda.expr import PRELUDE
+from compiler.codegen.cuda.gemm import render_gemm
+from compiler.codegen.cuda.general import GeneralGeometry, general_geometry, render_general
+from compiler.codegen.cuda.rowreduce import (
     RowGeometry,
     is_row_reduction,
     render_rowreduce,
     row_geometry,
     row_launch,
 )
-from compiler.codegen.cuda_rows import RowGroupGeometry, render_row_group, row_group_geometry
+from compiler.codegen.cuda.rows import RowGroupGeometry, render_row_group, row_group_geometry
 from compiler.ir.contraction import Contraction, match_contraction
 from compiler.ir.te import Compute
 from compiler.schedule.plan import ExecutionPlan, TileConfig

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 
 from compiler.codegen import cexpr
-from compiler.codegen.cuda_expr import emit, literal, round_value, storage_ctype, value_ctype
+from compiler.codegen.cuda.expr import emit, literal, round_value, storage_ctype, value_ctype
 from compiler.ir.te import ACC, INIT, Compute
 
 # Blocks in a 1-D grid: far below the hardware's 2^31-1, enough to fill any GPU
