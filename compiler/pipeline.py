@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx
 
 from compiler import frontend
-from compiler.backends import Backend, Timing, backend_for
+from compiler.backends import Backend, backend_for
 from compiler.cache import (
     KernelCache,
     KernelEntry,
@@ -32,10 +32,11 @@ from compiler.errors import ModelError, ValidationError
 from compiler.ir.graph import Graph
 from compiler.ir.te import Compute
 from compiler.options import CompileOptions
-from compiler.schedule.fuse import fuse
+from compiler.schedule.measure import fastest, measure_top_k
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
 from compiler.schedule.rtile import Candidate, construct
+from compiler.schedule.tilegraph.registers import fuse
 from compiler.stages import STAGES
 from compiler.target import get_target
 from compiler.target.base import Target
@@ -204,7 +205,7 @@ class _Compilation:
                 e = self.entries[k.key]
                 k.estimated_us, k.measured_us = e.estimated_us, e.measured_us
                 continue
-            best = self._best(k.key)
+            best = fastest(self.measured.get(k.key))
             cand = self.candidates[k.key][best]
             k.tile = cand.tile
             k.estimated_us = round(cand.estimate.time_us, 3)
@@ -212,21 +213,12 @@ class _Compilation:
             k.measured_us = None if times is None else times[best]
         self.backend.place(self.plan, self.target)
 
-    def _best(self, key: str) -> int:
-        times = self.measured.get(key)
-        if not times:
-            return 0
-        return min(range(len(times)), key=lambda i: times[i] if times[i] is not None else float("inf"))
-
     def _measure_candidates(self) -> None:
-        """Time the top-k tilings of every heavy miss on the device; the fastest is kept."""
-        threshold = self.backend.measure_threshold_us
+        """Time the top-k tilings of every heavy miss on the device (the backend's timer)."""
         kernels = {k.key: k for k in self.plan.kernels}
-        timings = [Timing(key, kernels[key], [c.tile for c in cands]) for key, cands in self.candidates.items()
-                   if len(cands) > 1 and max(c.estimate.time_us for c in cands) >= threshold]
-        if timings:
-            times = self.backend.time_candidates(timings, self.target, self.opts)
-            self.measured.update({key: [round(t, 3) for t in ts] for key, ts in times.items()})
+        self.measured.update(measure_top_k(
+            self.candidates, kernels, self.backend.measure_threshold_us,
+            lambda timings: self.backend.time_candidates(timings, self.target, self.opts)))
 
     # -- codegen and build --------------------------------------------------------------------
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compiler.backends.base import Backend, Timing
+from compiler.backends.base import Backend
 from compiler.target.base import Target
 
-__all__ = ["Backend", "Timing", "backend_for"]
+__all__ = ["Backend", "backend_for"]
 
 
 def _c() -> Backend:

@@ -11,26 +11,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from compiler.ir.graph import Graph
 from compiler.options import CompileOptions
-from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
+from compiler.schedule.measure import Timing
+from compiler.schedule.plan import ExecutionPlan, Kernel
 from compiler.target.base import Target
-
-
-@dataclass(frozen=True)
-class Timing:
-    """One kernel's candidate tilings to time on the device (Roller's top-k)."""
-
-    key: str
-    kernel: Kernel
-    tiles: Sequence[TileConfig]
-
-    def symbols(self) -> list[str]:
-        """Generated names of the candidates (never a model's string)."""
-        return [f"tf_cand_{self.key[:16]}_{i}" for i in range(len(self.tiles))]
 
 
 class Backend(ABC):

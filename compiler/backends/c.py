@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compiler.backends.base import Backend, Timing
+from compiler.backends.base import Backend
 from compiler.build.gcc import c_flags, compile_objects, link_shared
 from compiler.codegen.c.entry import render_entry
 from compiler.codegen.c.kernel import prepacked_inputs
@@ -16,8 +16,9 @@ from compiler.ir.graph import Graph
 from compiler.options import CompileOptions
 from compiler.runtime.cpu import FEATURES_KEY, MACHINE_KEY
 from compiler.runtime.kernel_timer import time_kernels
+from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel
-from compiler.schedule.rowfuse import fuse_rows
+from compiler.schedule.tilegraph.rows import fuse_rows
 from compiler.target.base import Target
 from compiler.target.cpu import host_cannot_run, host_description
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from compiler.abi import MANIFEST_LAUNCHES
-from compiler.backends.base import Backend, Timing
+from compiler.backends.base import Backend
 from compiler.build.nvcc import compile_cubin
 from compiler.codegen.cuda.kernel import launch_dims, launch_table, render_module
 from compiler.codegen.cuda.kernel import render_kernel as render_cuda
@@ -18,8 +18,9 @@ from compiler.codegen.cuda.rows import ROW_STAGE_BYTES
 from compiler.ir.graph import Graph
 from compiler.options import CompileOptions
 from compiler.runtime.cuda import gpu_runs
+from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel
-from compiler.schedule.rowfuse import fuse_rows, stages_fit
+from compiler.schedule.tilegraph.rows import fuse_rows, stages_fit
 from compiler.target.base import Target
 
 

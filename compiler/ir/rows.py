@@ -5,7 +5,7 @@ leading axes, the rows: every member's shape starts with them, every load of a
 stage's output or of a row-indexed input reads its leading dimensions at exactly
 the reader's own row axes (the other indices free of them), and every other
 input is read independently of the rows (whole, by every block). The fusion
-pass (compiler/schedule/rowfuse.py) and the CPU renderer (compiler/codegen/
+pass (compiler/schedule/tilegraph/rows.py) and the CPU renderer (compiler/codegen/
 c/rows.py) both ask `row_sharing`, so they always agree on the rows.
 """
 

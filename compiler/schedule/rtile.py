@@ -44,7 +44,7 @@ from compiler.cost.resources import (
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
-from compiler.schedule.rowtile import row_group_tilings
+from compiler.schedule.tilegraph.rowtile import row_group_tilings
 from compiler.target.base import Target
 
 REGISTER_SIZES = (1, 2, 4, 8, 16, 32)

@@ -1,4 +1,4 @@
-"""CPU kernels of fused row groups (compiler/schedule/rowfuse.py): Welder's cache level.
+"""CPU kernels of fused row groups (compiler/schedule/tilegraph/rows.py): Welder's cache level.
 
 A group (a Compute with stages) runs block of rows by block of rows: one task per
 block, `tile.block[rows - 1]` rows of the innermost row axis (a last, shorter

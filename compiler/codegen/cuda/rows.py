@@ -1,4 +1,4 @@
-"""The CUDA kernel of a fused row group (compiler/schedule/rowfuse.py): Welder's
+"""The CUDA kernel of a fused row group (compiler/schedule/tilegraph/rows.py): Welder's
 shared-memory level on the GPU.
 
 A softmax is four kernels and a layer norm three when each member runs alone, each

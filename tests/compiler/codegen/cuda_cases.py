@@ -16,7 +16,7 @@ from test_c_rows import layer_norm, softmax
 from compiler.ir import te
 from compiler.ir.te import Compute, Load, TensorType, Var, call
 from compiler.schedule.plan import TileConfig
-from compiler.schedule.rowtile import row_group_tilings
+from compiler.schedule.tilegraph.rowtile import row_group_tilings
 from compiler.schedule.tiling import default_tile
 from compiler.target.registry import get_target
 

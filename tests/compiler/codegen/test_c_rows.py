@@ -15,10 +15,10 @@ from compiler.codegen.c.kernel import render_kernel
 from compiler.frontend import import_model
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute
-from compiler.schedule.fuse import fuse
 from compiler.schedule.plan import TileConfig
-from compiler.schedule.rowfuse import fuse_rows
-from compiler.schedule.rowtile import row_group_tilings
+from compiler.schedule.tilegraph.registers import fuse
+from compiler.schedule.tilegraph.rows import fuse_rows
+from compiler.schedule.tilegraph.rowtile import row_group_tilings
 from compiler.target.cpu import detect_cpu
 from tests.compiler.schedule.test_fuse import model
 

@@ -17,9 +17,9 @@ from compiler.build.nvcc import compile_cubin
 from compiler.codegen.cuda.kernel import render_kernel
 from compiler.codegen.cuda.rows import ROW_STAGE_BYTES
 from compiler.ir.te import Compute
-from compiler.schedule.fuse import fuse
-from compiler.schedule.rowfuse import fuse_rows, stages_fit
 from compiler.schedule.rtile import construct
+from compiler.schedule.tilegraph.registers import fuse
+from compiler.schedule.tilegraph.rows import fuse_rows, stages_fit
 from compiler.target.toolchain import find_tool
 
 pytestmark = [

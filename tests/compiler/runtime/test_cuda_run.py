@@ -31,10 +31,10 @@ from compiler.package import write_artifact
 from compiler.runtime import load
 from compiler.runtime.cuda import _check_arch
 from compiler.runtime.executable import aligned_empty
-from compiler.schedule.fuse import fuse
 from compiler.schedule.plan import ExecutionPlan
 from compiler.schedule.planner import build_plan, weights_blob
 from compiler.schedule.rtile import construct
+from compiler.schedule.tilegraph.registers import fuse
 from compiler.target.registry import get_target
 
 # The kernel emulator and the device probe live with the codegen tests.

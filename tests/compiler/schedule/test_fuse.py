@@ -10,7 +10,7 @@ from compiler.frontend import import_model
 from compiler.ir.graph import Graph, TensorKind
 from compiler.ir.graph_interp import run_graph
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call
-from compiler.schedule.fuse import fuse
+from compiler.schedule.tilegraph.registers import fuse
 
 
 def model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:

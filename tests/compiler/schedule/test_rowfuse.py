@@ -13,8 +13,8 @@ from compiler.ir.graph import Graph
 from compiler.ir.graph_interp import run_graph
 from compiler.ir.rows import row_sharing
 from compiler.ir.te import from_json, to_json
-from compiler.schedule.fuse import fuse
-from compiler.schedule.rowfuse import fuse_rows
+from compiler.schedule.tilegraph.registers import fuse
+from compiler.schedule.tilegraph.rows import fuse_rows
 from tests.compiler.schedule.test_fuse import model
 
 

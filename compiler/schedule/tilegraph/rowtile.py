@@ -1,4 +1,4 @@
-"""Tiles of fused row groups (compiler/schedule/rowfuse.py): rows per task.
+"""Tiles of fused row groups (compiler/schedule/tilegraph/rows.py): rows per task.
 
 A group's only tiling choice is how many rows of its innermost row axis one task
 takes (`TileConfig.block[rows - 1]`; every other row axis 1, the rest whole):
