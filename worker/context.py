@@ -10,9 +10,9 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.core.config import Settings, get_settings
-from server.db.kernel_cache import DatabaseKernelCache
 from server.db.session import make_engine, make_sessionmaker
 from server.storage import LocalStorage, Storage
+from worker.kernel_cache import DatabaseKernelCache
 
 
 @dataclass

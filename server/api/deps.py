@@ -66,14 +66,6 @@ TenantDep = Annotated[Tenant, Depends(get_current_tenant)]
 Row = TypeVar("Row")
 
 
-def owned_or_404(session: Session, kind: type[Row], row_id: str, tenant: Tenant, noun: str) -> Row:
-    """The tenant's row `row_id`; another tenant's rows are as absent as missing ones."""
-    row = session.get(kind, row_id)
-    if row is None or row.tenant_id != tenant.id:
-        raise HTTPException(404, f"{noun} {row_id[:80]!r} not found")
-    return row
-
-
 @dataclass(frozen=True)
 class PageParams:
     """`limit` and `offset` of a list endpoint."""

@@ -87,8 +87,8 @@ class LiveService:
 def _seed_kernels(settings) -> None:
     """Cache rows on two targets besides the CPU ones the compile will add."""
     from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
-    from server.db.kernel_cache import DatabaseKernelCache
     from server.db.session import make_engine, make_sessionmaker
+    from worker.kernel_cache import DatabaseKernelCache
 
     engine = make_engine(settings.db_url)
     cache = DatabaseKernelCache(make_sessionmaker(engine))

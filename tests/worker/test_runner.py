@@ -7,12 +7,12 @@ from service_kit import make_token
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
-from server.db.kernel_cache import DatabaseKernelCache
 from server.db.models import Artifact, Job, Kernel, Model, Tenant
 from server.db.session import make_engine, make_sessionmaker, transaction
 from server.jobs import state
 from server.storage import LocalStorage
 from worker.context import WorkerContext
+from worker.kernel_cache import DatabaseKernelCache
 from worker.runner import run_job
 
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from server.api.deps import SessionDep, StorageDep, TenantDep, owned_or_404
-from server.db.models import Artifact
+from server.api.deps import SessionDep, StorageDep, TenantDep
+from server.services.artifacts import SHA256_HEADER, artifact_download, get_artifact
 
 router = APIRouter(prefix="/artifacts", tags=["artifacts"])
-
-SHA256_HEADER = "X-Artifact-SHA256"
 
 
 @router.get("/{artifact_id}", response_class=StreamingResponse,
@@ -19,14 +17,10 @@ SHA256_HEADER = "X-Artifact-SHA256"
 def download_artifact(artifact_id: str, session: SessionDep, storage: StorageDep,
                       tenant: TenantDep) -> StreamingResponse:
     """Download an artifact (.tar.gz) for `compiler.runtime.load`."""
-    artifact = owned_or_404(session, Artifact, artifact_id, tenant, "artifact")
-    return StreamingResponse(
-        storage.iter_chunks(artifact.sha256), media_type="application/gzip",
-        headers={SHA256_HEADER: artifact.sha256, "Content-Length": str(artifact.size),
-                 "Content-Disposition": f'attachment; filename="{artifact.id}.tar.gz"'})
+    return artifact_download(storage, get_artifact(session, tenant, artifact_id))
 
 
 @router.get("/{artifact_id}/report")
 def artifact_report(artifact_id: str, session: SessionDep, tenant: TenantDep) -> dict:
     """The artifact's report.json: per kernel config, times, cache hit or miss; validation."""
-    return owned_or_404(session, Artifact, artifact_id, tenant, "artifact").report
+    return get_artifact(session, tenant, artifact_id).report

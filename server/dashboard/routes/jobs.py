@@ -7,18 +7,19 @@ download path.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from compiler.stages import STAGES
 from server.api.deps import JobQueueDep, SessionDep, StorageDep
-from server.api.routes.artifacts import download_artifact
-from server.api.routes.compilations import cancel_compilation, compilation_events
+from server.api.views import event_stream
 from server.dashboard.auth import CookieTenantDep, SameOriginDep
 from server.dashboard.charts.line import rate_over_time
 from server.dashboard.charts.timeline import stage_timeline
 from server.dashboard.queries import jobs as q
 from server.dashboard.templating import render
+from server.services import artifacts, compilations
+from server.services.errors import ServiceError
 
 router = APIRouter()
 
@@ -59,17 +60,17 @@ def job_page(job_id: str, request: Request, session: SessionDep, tenant: CookieT
 
 @router.get("/jobs/{job_id}/events")
 async def job_events(job_id: str, request: Request, session: SessionDep, tenant: CookieTenantDep) -> Response:
-    """Server-sent events of one job: the API's own stream, authorised by the login cookie."""
-    return await compilation_events(job_id, request, session, tenant)
+    """Server-sent events of one job: the API's stream, authorised by the login cookie."""
+    return event_stream(request, session, tenant, job_id)
 
 
 @router.post("/jobs/{job_id}/cancel", dependencies=[SameOriginDep])
 def cancel_job(job_id: str, session: SessionDep, queue: JobQueueDep, tenant: CookieTenantDep) -> Response:
-    """Cancel a job through the API's own cancellation, then show the job."""
+    """Cancel a job (the service the API's route calls too), then show the job."""
     try:
-        cancel_compilation(job_id, session, queue, tenant)
-    except HTTPException as e:
-        if e.status_code != 409:  # 409: it finished meanwhile; its page says how
+        compilations.cancel_compilation(session, queue, tenant, job_id)
+    except ServiceError as e:
+        if e.status != 409:  # 409: it finished meanwhile; its page says how
             raise
     return RedirectResponse(f"/jobs/{job_id}", status_code=303)
 
@@ -77,5 +78,5 @@ def cancel_job(job_id: str, session: SessionDep, queue: JobQueueDep, tenant: Coo
 @router.get("/artifacts/{artifact_id}")
 def artifact_download(artifact_id: str, session: SessionDep, storage: StorageDep,
                       tenant: CookieTenantDep) -> Response:
-    """Download an artifact through the API's own download path."""
-    return download_artifact(artifact_id, session, storage, tenant)
+    """Download an artifact, as the API does."""
+    return artifacts.artifact_download(storage, artifacts.get_artifact(session, tenant, artifact_id))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Form, HTTPException, Request
+from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -17,9 +17,6 @@ from starlette.datastructures import UploadFile
 from compiler.errors import ModelError
 from compiler.target import list_targets
 from server.api.deps import JobQueueDep, SessionDep, SettingsDep, StorageDep
-from server.api.routes.compilations import create_compilation
-from server.api.routes.models import upload_model
-from server.api.schemas import CompilationIn
 from server.api.upload_limit import MULTIPART_OVERHEAD
 from server.core.config import Settings
 from server.dashboard.auth import CookieTenantDep, SameOriginDep
@@ -29,6 +26,8 @@ from server.dashboard.queries import models as q
 from server.dashboard.templating import render
 from server.db.models import Tenant
 from server.jobs.queue import JobQueue
+from server.services import compilations, models
+from server.services.errors import ServiceError
 from server.storage import Storage
 
 router = APIRouter()
@@ -44,12 +43,12 @@ def _models_page(request: Request, session: Session, tenant: Tenant, page: int =
 
 
 def _compile(session: Session, queue: JobQueue, tenant: Tenant, model_id: str, target: str) -> str:
-    """Queue a compilation through the API's route function; returns the job id."""
-    return create_compilation(CompilationIn(model_id=model_id, target=target), session, queue, tenant).id
+    """Queue a compilation (the service the API's route calls too); returns the job id."""
+    return compilations.create_compilation(session, queue, tenant, model_id, target, {}).id
 
 
 def _problem(e: Exception) -> str:
-    return str(e.detail) if isinstance(e, HTTPException) else str(e)
+    return e.detail if isinstance(e, ServiceError) else str(e)
 
 
 @router.get("/models")
@@ -61,11 +60,11 @@ def models_page(request: Request, session: SessionDep, tenant: CookieTenantDep, 
 def _upload_and_compile(request: Request, session: Session, storage: Storage, settings: Settings,
                         queue: JobQueue, tenant: Tenant, file: UploadFile, target: str) -> Response:
     try:
-        model = upload_model(file, Response(), session, storage, settings, tenant)
+        model, _ = models.upload_model(session, storage, settings, tenant, file.file, file.filename or "")
         job_id = _compile(session, queue, tenant, model.id, target)
-    except (HTTPException, ModelError) as e:
+    except (ServiceError, ModelError) as e:
         session.rollback()
-        status = e.status_code if isinstance(e, HTTPException) else 422
+        status = e.status if isinstance(e, ServiceError) else 422
         return _models_page(request, session, tenant, error=_problem(e), status_code=status)
     return RedirectResponse(f"/jobs/{job_id}", status_code=303)
 
@@ -114,7 +113,7 @@ def compile_model_again(model_id: str, request: Request, session: SessionDep, qu
     """Start another compilation of an uploaded model; then show the job."""
     try:
         job_id = _compile(session, queue, tenant, model_id, target)
-    except (HTTPException, ModelError) as e:
+    except (ServiceError, ModelError) as e:
         session.rollback()
         return _model_page(request, session, tenant, model_id, error=_problem(e), status_code=422)
     return RedirectResponse(f"/jobs/{job_id}", status_code=303)

@@ -3,8 +3,8 @@
 from service_kit import auth, make_token
 
 from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
-from server.db.kernel_cache import DatabaseKernelCache
 from server.db.session import make_engine, make_sessionmaker
+from worker.kernel_cache import DatabaseKernelCache
 
 
 def test_health_and_targets(api):

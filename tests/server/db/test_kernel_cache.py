@@ -5,9 +5,10 @@ from concurrent.futures import ThreadPoolExecutor
 from sqlalchemy import func, select
 
 from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
-from server.db.kernel_cache import DatabaseKernelCache, mark_stale_kernels
+from server.db.kernel_cache import mark_stale_kernels
 from server.db.models import Kernel
 from server.db.session import transaction
+from worker.kernel_cache import DatabaseKernelCache
 
 
 def entry(op: str = "MatMul", source: str = "void k0(void) {}", fingerprint: str | None = None) -> KernelEntry:

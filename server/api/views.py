@@ -1,0 +1,41 @@
+"""How a compile job is shown: as JSON (`CompilationOut`), and as a stream of server-sent
+events while it runs. Shared by the API's routes and the dashboard's (which call the
+service layer, never each other)."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
+
+from server.api.schemas import CompilationOut
+from server.db.models import Artifact, Job, Tenant
+from server.services import compilations as service
+
+
+def compilation_out(session: Session, job: Job) -> CompilationOut:
+    """A job as the API shows it, with its artifact once there is one."""
+    return with_artifact(job, service.artifact_of(session, job))
+
+
+def with_artifact(job: Job, artifact: Artifact | None) -> CompilationOut:
+    """`job` as the API shows it, given its artifact (or None)."""
+    out = CompilationOut.model_validate(job)
+    if artifact is not None:
+        out.artifact_id, out.artifact_sha256 = artifact.id, artifact.sha256
+    return out
+
+
+def event_stream(request: Request, session: Session, tenant: Tenant, job_id: str) -> StreamingResponse:
+    """The server-sent events of one of the tenant's compilations (the API's and the dashboard's)."""
+    service.get_compilation(session, tenant, job_id)
+    session.close()  # hand the connection back: the stream may last minutes and polls with its own
+    sessions = request.app.state.sessions
+
+    def snapshot() -> CompilationOut:
+        with sessions() as s:
+            return compilation_out(s, s.get(Job, job_id))
+
+    return StreamingResponse(service.compilation_events(snapshot, request.app.state.settings.sse_poll_seconds),
+                             media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

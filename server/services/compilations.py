@@ -1,0 +1,105 @@
+"""Compile jobs: queue one (routed to a worker that can run its target), list, look up,
+cancel, and follow one as it changes (server-sent events)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from compiler.options import CompileOptions
+from compiler.target import get_target
+from server.db.models import TERMINAL, Artifact, Job, JobStatus, Model, Tenant, new_id
+from server.db.types import utcnow
+from server.jobs import state
+from server.jobs.queue import JobQueue
+from server.jobs.routing import queue_key
+from server.services.errors import ServiceError, owned
+
+KEEPALIVE_SECONDS = 15.0
+
+
+def create_compilation(session: Session, queue: JobQueue, tenant: Tenant, model_id: str, target: str,
+                       options: dict[str, Any]) -> Job:
+    """Queue a compilation of one of the tenant's models (TargetError / OptionsError name an
+    unknown target or option; 503 when the broker is unreachable, the job then failed)."""
+    model = owned(session, Model, model_id, tenant, "model")
+    kind = get_target(target).kind
+    CompileOptions.from_dict(options)
+    job = Job(tenant_id=tenant.id, model_id=model.id, target=target, target_kind=kind,
+              options=options, task_id=new_id())
+    session.add(job)
+    session.commit()
+    try:
+        key = queue_key(session, job.target, job.target_kind, queue.settings.worker_fresh_seconds)
+        queue.enqueue(job.id, key, job.task_id)
+    except Exception as e:
+        job.status, job.error, job.finished_at = JobStatus.failed, f"could not queue the job: {e}", utcnow()
+        session.commit()
+        raise ServiceError(503, f"the job queue (broker) is unreachable: {type(e).__name__}") from None
+    return job
+
+
+def get_compilation(session: Session, tenant: Tenant, job_id: str) -> Job:
+    """One of the tenant's compilations (404 otherwise)."""
+    return owned(session, Job, job_id, tenant, "compilation")
+
+
+def artifact_of(session: Session, job: Job) -> Artifact | None:
+    """The job's artifact, once it has one."""
+    return session.scalar(select(Artifact).where(Artifact.job_id == job.id))
+
+
+def list_compilations(session: Session, tenant: Tenant, limit: int, offset: int,
+                      status: JobStatus | None = None,
+                      model_id: str | None = None) -> tuple[Sequence[tuple[Job, Artifact | None]], int]:
+    """A page of the tenant's compilations with their artifacts, newest first, and the count."""
+    where = [Job.tenant_id == tenant.id]
+    if status is not None:
+        where.append(Job.status == status)
+    if model_id is not None:
+        where.append(Job.model_id == model_id)
+    rows = session.execute(select(Job, Artifact).outerjoin(Artifact, Artifact.job_id == Job.id).where(*where)
+                           .order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)).all()
+    total = session.scalar(select(func.count()).select_from(Job).where(*where)) or 0
+    return [(job, artifact) for job, artifact in rows], total
+
+
+def cancel_compilation(session: Session, queue: JobQueue, tenant: Tenant, job_id: str) -> Job:
+    """Cancel a compilation: at once if queued, between stages if running (409 once finished)."""
+    job = get_compilation(session, tenant, job_id)
+    if not state.request_cancel(session, job):
+        session.rollback()
+        raise ServiceError(409, f"compilation {job_id!r} already {job.status}; nothing to cancel")
+    session.commit()
+    if job.task_id:
+        queue.revoke(job.task_id)
+    session.refresh(job)
+    return job
+
+
+async def compilation_events(snapshot: Callable[[], Any], poll_seconds: float) -> AsyncIterator[str]:
+    """Server-sent events of one compilation: `status` (the JSON `snapshot()` returns, a
+    pydantic model with `status` and `progress`) each time it changes, keep-alive comments
+    while it does not, and `end` once it has finished. `snapshot` opens its own session
+    each time: a stream may last minutes."""
+    last, quiet = None, 0.0
+    while True:
+        current = await run_in_threadpool(snapshot)
+        data = current.model_dump_json()
+        if data != last:
+            last, quiet = data, 0.0
+            yield f"event: status\nid: {current.status}-{current.progress}\ndata: {data}\n\n"
+        if current.status in TERMINAL:
+            yield f"event: end\ndata: {json.dumps({'status': current.status})}\n\n"
+            return
+        if quiet >= KEEPALIVE_SECONDS:
+            quiet = 0.0
+            yield ": keep-alive\n\n"
+        await asyncio.sleep(poll_seconds)
+        quiet += poll_seconds

@@ -1,0 +1,85 @@
+"""Uploaded ONNX models: content-addressed per tenant, checked by the compiler frontend
+before they are accepted, deleted with their finished compilations and artifacts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import BinaryIO
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from compiler.errors import ModelError
+from compiler.frontend import inspect_model
+from server.blobs import delete_unreferenced
+from server.core.config import Settings
+from server.db.models import TERMINAL, Artifact, Job, Model, Tenant
+from server.services.errors import ServiceError, owned
+from server.storage import BlobTooLarge, Storage
+
+
+def upload_model(session: Session, storage: Storage, settings: Settings, tenant: Tenant,
+                 stream: BinaryIO, filename: str) -> tuple[Model, bool]:
+    """Store and check an upload; (the model, whether it is new). The same bytes give the
+    tenant's existing model; a model the frontend refuses raises ModelError and leaves no blob."""
+    try:
+        blob = storage.put(stream, settings.max_upload_bytes)
+    except BlobTooLarge:
+        raise ServiceError(413, f"model is larger than the upload limit of {settings.max_upload_bytes} "
+                                "bytes (TILEFORGE_MAX_UPLOAD_BYTES)") from None
+    existing = _by_sha(session, tenant, blob.sha256)
+    if existing is not None:
+        return existing, False
+    try:
+        with storage.open(blob.sha256) as f:
+            info = inspect_model(f.read())
+    except ModelError:
+        delete_unreferenced(session, storage, [blob.sha256])
+        raise
+    model = Model(tenant_id=tenant.id, sha256=blob.sha256, filename=filename[:255],
+                  size=blob.size, inputs=info.inputs, outputs=info.outputs,
+                  op_histogram=info.op_histogram, parameters=info.parameters, opset=info.opset)
+    session.add(model)
+    try:
+        session.commit()
+    except IntegrityError:  # the same bytes, uploaded concurrently by this tenant
+        session.rollback()
+        found = _by_sha(session, tenant, blob.sha256)
+        assert found is not None
+        return found, False
+    return model, True
+
+
+def _by_sha(session: Session, tenant: Tenant, sha256: str) -> Model | None:
+    return session.scalar(select(Model).where(Model.tenant_id == tenant.id, Model.sha256 == sha256))
+
+
+def list_models(session: Session, tenant: Tenant, limit: int, offset: int) -> tuple[Sequence[Model], int]:
+    """A page of the tenant's models, newest first, and how many there are."""
+    where = Model.tenant_id == tenant.id
+    items = session.scalars(select(Model).where(where).order_by(Model.created_at.desc(), Model.id)
+                            .limit(limit).offset(offset)).all()
+    return items, session.scalar(select(func.count()).select_from(Model).where(where)) or 0
+
+
+def get_model(session: Session, tenant: Tenant, model_id: str) -> Model:
+    """One of the tenant's models (404 otherwise)."""
+    return owned(session, Model, model_id, tenant, "model")
+
+
+def delete_model(session: Session, storage: Storage, tenant: Tenant, model_id: str) -> None:
+    """Delete a model with its finished compilations and their artifacts (409 while one is active)."""
+    model = get_model(session, tenant, model_id)
+    active = session.scalar(select(func.count()).select_from(Job)
+                            .where(Job.model_id == model.id, Job.status.not_in(TERMINAL)))
+    if active:
+        raise ServiceError(409, f"model {model_id!r} has {active} queued or running compilation(s); "
+                                "cancel them first")
+    job_ids = select(Job.id).where(Job.model_id == model.id)
+    blobs = [model.sha256, *session.scalars(select(Artifact.sha256).where(Artifact.job_id.in_(job_ids)))]
+    session.execute(delete(Artifact).where(Artifact.job_id.in_(job_ids)))
+    session.execute(delete(Job).where(Job.model_id == model.id))
+    session.delete(model)
+    session.commit()
+    delete_unreferenced(session, storage, blobs)
