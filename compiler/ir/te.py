@@ -372,6 +372,16 @@ def walk(e: Expr) -> Iterator[Expr]:
         stack.extend(reversed(children(x)))
 
 
+def expr_depth(e: Expr) -> int:
+    """Levels of the expression tree (a leaf is 1), counted without recursion."""
+    deepest, stack = 0, [(e, 1)]
+    while stack:
+        x, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in children(x))
+    return deepest
+
+
 def count_ops(e: Expr) -> int:
     """Number of Calls in an expression, not counting index arithmetic."""
     return sum(1 for x in walk(e) if isinstance(x, Call) and x.dtype != INDEX)

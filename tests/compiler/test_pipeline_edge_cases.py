@@ -73,3 +73,19 @@ def test_one_thread_compiles_are_modelled_for_one_core(tmp_path: Path):
                           output=tmp_path / f"a{threads}.tar.gz")
         est[threads] = sum(k["estimated_us"] for k in r.kernels)
     assert est[1] > 1.5 * est[2]
+
+
+def test_a_chain_of_thousands_of_element_wise_nodes_compiles_in_bounded_kernels(tmp_path: Path):
+    """A hostile 5,000-node chain once overflowed Python's stack (fused into one expression)
+    and took quadratic time; fusion now stops at MAX_EXPR_DEPTH and the result still runs."""
+    from compiler.schedule.tilegraph.registers import MAX_EXPR_DEPTH
+
+    n = 5000
+    names = ["x", *(f"t{i}" for i in range(n - 1)), "y"]
+    nodes = [helper.make_node("Relu" if i % 2 else "Neg", [names[i]], [names[i + 1]]) for i in range(n)]
+    graph = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    r = compile_model(model, "cpu", {"measure": False}, output=tmp_path / "deep.tar.gz")
+    assert r.validation["passed"] is True
+    assert n // MAX_EXPR_DEPTH <= len(r.kernels) <= 2 * n // MAX_EXPR_DEPTH + 2

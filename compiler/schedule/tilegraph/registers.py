@@ -33,6 +33,7 @@ from compiler.ir.te import (
     call,
     cast,
     const,
+    expr_depth,
     remap_loads,
     rename_vars,
     select,
@@ -46,6 +47,10 @@ _EXPENSIVE = {"exp", "log", "tanh", "erf", "pow", "sqrt", "div", "sin", "cos", "
               "reciprocal"}
 
 _MAX_INPUTS = 16  # keep argument lists (and register pressure) sane
+# Fused expressions stay this shallow: every pass over an expression recurses through it
+# (a chain of 20,000 element-wise nodes fused whole overflowed Python's stack), and a
+# kernel this deep has long stopped gaining from one more inlined operator.
+MAX_EXPR_DEPTH = 96
 
 
 def _is_cheap(c: Compute) -> bool:
@@ -128,6 +133,13 @@ def _inline(consumer: Node, slot: int, producer: Node) -> tuple[Compute, tuple[i
                    label=f"{p.label}+{c.label}" if p.label and c.label else c.label or p.label), ids
 
 
+def _depth(c: Compute, known: dict[int, tuple[Compute, int]]) -> int:
+    """The deepest of `c`'s expressions (memoised in `known` for the fusion pass)."""
+    if id(c) not in known:
+        known[id(c)] = (c, max(expr_depth(c.body), expr_depth(c.post) if c.post is not None else 0))
+    return known[id(c)][1]
+
+
 def _reads_at_own_index(c: Compute, slot: int) -> bool:
     """Every load of `slot` in c's body indexes with exactly c's axes, in order
     (an extent-1 axis may be indexed by the constant 0)."""
@@ -164,49 +176,77 @@ def _epilogue(producer: Node, consumer: Node, slot: int) -> tuple[Compute, tuple
 
 
 def fuse(graph: Graph) -> Graph:
-    """Connect injective producers and epilogues at register level, in place; returns graph."""
+    """Connect injective producers and epilogues at register level, in place; returns graph.
+
+    Greedy, in graph order: the first node with an input whose producer connects into it
+    takes it, and the scan goes on from that node (nodes before it cannot have changed:
+    their producers come earlier still), so a long chain costs linear, not quadratic, time."""
     protected = {graph.storage_of(t) for t in graph.outputs}
-    changed = True
-    while changed:
-        changed = False
-        producers = {n.output: n for n in graph.nodes}
-        readers: dict[int, list[Node]] = {}
-        for n in graph.nodes:
-            for t in n.inputs:
-                readers.setdefault(graph.storage_of(t), []).append(n)
-        for n in graph.nodes:
-            if changed:
-                break
-            for slot, tid in enumerate(n.inputs):
-                p = producers.get(tid)
-                if p is None or p is n or tid in protected:
-                    continue
-                if graph.tensors[tid].kind != TensorKind.INTERMEDIATE:
-                    continue
-                # One read in all: a consumer reading the value through a second slot or a
-                # view would still need it after the producer is gone.
-                if len(readers.get(tid, [])) != 1:
-                    continue
-                new = _try_connect(p, n, slot)
-                if new is None:
-                    continue
-                compute, ids = new
-                if len(ids) > _MAX_INPUTS:
-                    continue
-                merged = Node(n.id, f"{p.op}+{n.op}", compute, ids, n.output, n.name or p.name)
-                # the fused node takes the consumer's place: all its inputs are ready there
-                graph.nodes = [merged if x is n else x for x in graph.nodes if x is not p]
-                del graph.tensors[tid]
-                changed = True
-                break
-    for i, node in enumerate(graph.nodes):
-        node.id = i
+    depth: dict[int, tuple[Compute, int]] = {}  # id -> (the Compute, kept alive: ids are not reused), depth
+    producers = {n.output: n for n in graph.nodes}
+    readers: dict[int, list[Node]] = {}
+    for n in graph.nodes:
+        for t in n.inputs:
+            readers.setdefault(graph.storage_of(t), []).append(n)
+    nodes: list[Node | None] = list(graph.nodes)  # a connected producer leaves a hole (None)
+    position = {id(x): k for k, x in enumerate(graph.nodes)}
+    i = 0
+    while i < len(nodes):
+        n = nodes[i]
+        if n is None:
+            i += 1
+            continue
+        merged = None
+        for slot, tid in enumerate(n.inputs):
+            p = producers.get(tid)
+            if p is None or p is n or tid in protected:
+                continue
+            if graph.tensors[tid].kind != TensorKind.INTERMEDIATE:
+                continue
+            # One read in all: a consumer reading the value through a second slot or a
+            # view would still need it after the producer is gone.
+            if len(readers.get(tid, [])) != 1:
+                continue
+            new = _try_connect(p, n, slot, depth)
+            if new is None:
+                continue
+            compute, ids = new
+            if len(ids) > _MAX_INPUTS:
+                continue
+            merged = Node(n.id, f"{p.op}+{n.op}", compute, ids, n.output, n.name or p.name)
+            # the fused node takes the consumer's place: all its inputs are ready there
+            nodes[i], nodes[position[id(p)]] = merged, None
+            position[id(merged)] = i
+            _forget(graph, producers, readers, p, n, merged, tid)
+            break
+        if merged is None:
+            i += 1  # else look at the fused node again, from its first input
+    graph.nodes = [x for x in nodes if x is not None]
+    for k, node in enumerate(graph.nodes):
+        node.id = k
     return graph
 
 
-def _try_connect(p: Node, n: Node, slot: int) -> tuple[Compute, tuple[int, ...]] | None:
+def _forget(graph: Graph, producers: dict[int, Node], readers: dict[int, list[Node]],
+            p: Node, n: Node, merged: Node, tid: int) -> None:
+    """Drop tensor `tid` and keep the producer and reader maps as a rebuild would make them
+    now that `merged` stands for producer `p` and consumer `n`."""
+    del graph.tensors[tid]
+    producers.pop(tid, None)
+    producers[merged.output] = merged
+    for t in {graph.storage_of(x) for x in (*p.inputs, *n.inputs) if x != tid}:
+        readers[t] = [r for r in readers.get(t, []) if r is not p and r is not n]
+    readers.pop(tid, None)
+    for t in merged.inputs:
+        readers.setdefault(graph.storage_of(t), []).append(merged)
+
+
+def _try_connect(p: Node, n: Node, slot: int,
+                 depth: dict[int, tuple[Compute, int]]) -> tuple[Compute, tuple[int, ...]] | None:
     """The fused (Compute, input ids) for edge p -> n through n's input `slot`, or None."""
     pc, nc = p.compute, n.compute
+    if _depth(pc, depth) + _depth(nc, depth) > MAX_EXPR_DEPTH:
+        return None
     if not pc.is_reduction:
         # Into a reduction only cheap producers, and not through padded reads: the pad
         # would become a select around the value that hides the padding-free interior.

@@ -32,6 +32,10 @@ from compiler.ir.te import Compute, Load, TensorType, remap_loads, walk
 
 ROW_BYTES = 64 << 10  # one row's intermediates, kept in L1 / L2 while its block runs
 _MAX_INPUTS = 16
+# Members a group grows to at most: each trial merges the group anew, so an unbounded
+# chain (thousands of element-wise nodes before a softmax) would cost quadratic time;
+# softmax and layer norm are 3 to 4 members after register fusion.
+_MAX_MEMBERS = 32
 
 
 RowFit = Callable[[Compute, RowSharing], bool]
@@ -58,8 +62,11 @@ def fuse_rows(graph: Graph, min_rows: int = 1, fits: RowFit = fits_cache) -> Gra
     protected = {graph.storage_of(t) for t in graph.outputs}
     grouped: set[int] = set()
     uses = _Uses(graph)
+    # A group needs a reduction, and grows only backwards: sinks with none upstream of
+    # them are skipped (long element-wise chains would otherwise be tried in vain).
+    with_reduction = _reduction_upstream(graph)
     for sink in reversed(list(graph.nodes)):
-        if id(sink) in grouped:
+        if id(sink) in grouped or id(sink) not in with_reduction:
             continue
         members = _grow(graph, uses, sink, protected, min_rows, fits)
         if members is None:
@@ -74,6 +81,18 @@ def fuse_rows(graph: Graph, min_rows: int = 1, fits: RowFit = fits_cache) -> Gra
     for i, node in enumerate(graph.nodes):
         node.id = i
     return graph
+
+
+def _reduction_upstream(graph: Graph) -> set[int]:
+    """Ids of the nodes that are reductions or read, directly or not, a reduction's output."""
+    producers = {n.output: n for n in graph.nodes}
+    found: set[int] = set()
+    for n in graph.nodes:  # topological order: producers first
+        if n.compute.is_reduction or any(
+                id(producers[graph.storage_of(t)]) in found
+                for t in n.inputs if graph.storage_of(t) in producers):
+            found.add(id(n))
+    return found
 
 
 class _Uses:
@@ -105,6 +124,8 @@ def _grow(graph: Graph, uses: _Uses, sink: Node, protected: set[int], min_rows: 
                         or graph.tensors[t].kind != TensorKind.INTERMEDIATE
                         or not uses.readers[t] <= {id(x) for x in members}):
                     continue
+                if len(members) >= _MAX_MEMBERS:
+                    break
                 trial = sorted([*members, p], key=lambda n: uses.order[id(n)])
                 if _groupable(graph, trial, min_rows, fits):
                     members, changed = trial, True
