@@ -48,7 +48,11 @@ def validate(
     ours = executable.run(feeds)
     session = reference_session(proto, data)
     names = [s.name for s in executable.output_specs]
-    reference = dict(zip(names, session.run(names, feeds), strict=True))
+    try:
+        reference = dict(zip(names, session.run(names, feeds), strict=True))
+    except Exception as e:  # onnxruntime raises its own exception types
+        why = (str(e).splitlines() or [type(e).__name__])[0][:400]
+        raise ModelError(f"onnxruntime, the reference, cannot run the model: {why}") from None
     per_output = {n: compare(ours[n], np.asarray(reference[n])) for n in names}
     max_abs = max((r["max_abs_error"] for r in per_output.values()), default=0.0)
     rel_l2 = max((r["rel_l2_error"] for r in per_output.values()), default=0.0)

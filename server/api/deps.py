@@ -78,9 +78,13 @@ class PageParams:
         return {"items": list(items), "total": total, "limit": self.limit, "offset": self.offset}
 
 
+# Databases take 64-bit signed offsets; a larger one was an OverflowError (500), not a 422.
+MAX_OFFSET = (1 << 63) - 1
+
+
 def page_params(limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                offset: Annotated[int, Query(ge=0)] = 0) -> PageParams:
-    """Paging from the query string (limit 1..500, offset >= 0)."""
+                offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0) -> PageParams:
+    """Paging from the query string (limit 1..500, 0 <= offset < 2**63)."""
     return PageParams(limit, offset)
 
 

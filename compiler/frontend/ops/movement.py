@@ -207,10 +207,22 @@ def element_index(e: Expr, n: int) -> Expr:
     return clamp(select(call("lt", v, idx(0)), v + idx(n), v), 0, max(n - 1, 0))
 
 
+def _check_constant_indices(cx: OpContext, ind: Value, extent: int, axis: int) -> None:
+    """Constant indices must lie in [-extent, extent): ONNX leaves others undefined, and
+    onnxruntime refuses them at run time (data-dependent ones are clamped, see above)."""
+    if ind.array is None or ind.array.size == 0:
+        return
+    low, high = int(ind.array.min()), int(ind.array.max())
+    if low < -extent or high >= extent:
+        bad = high if high >= extent else low
+        raise cx.error(f"index {bad} is out of range for axis {axis} of extent {extent}")
+
+
 @lowering("Gather")
 def gather(cx: OpContext) -> Outputs:
     x, ind = cx.input(0), cx.input(1)
     axis = cx.axis(cx.attr("axis", 0), x.rank)
+    _check_constant_indices(cx, ind, x.shape[axis], axis)
     shape = (*x.shape[:axis], *ind.shape, *x.shape[axis + 1:])
     i = out_index(len(shape))
     k = ind.rank
@@ -222,6 +234,7 @@ def gather(cx: OpContext) -> Outputs:
 def gather_elements(cx: OpContext) -> Outputs:
     x, ind = cx.input(0), cx.input(1)
     axis = cx.axis(cx.attr("axis", 0), x.rank)
+    _check_constant_indices(cx, ind, x.shape[axis], axis)
     i = out_index(ind.rank)
     at = [*i[:axis], element_index(load(1, ind, i), x.shape[axis]), *i[axis + 1:]]
     return [cx.emit(compute(ind.shape, load(0, x, at), [x, ind]), [x, ind])]

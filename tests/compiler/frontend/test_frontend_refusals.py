@@ -186,3 +186,13 @@ def test_loop_unrolling_is_bounded():
         import_model(model(10**9))
     with pytest.raises(ModelError, match="exceeds 5 kernels"):
         import_model(model(20), limits=Limits(max_kernels=5))
+
+
+@pytest.mark.parametrize(("op", "indices", "bad"), [("Gather", [0, 7], 7), ("Gather", [-4, 1], -4),
+                                                    ("GatherElements", [[0, 3]], 3)])
+def test_constant_indices_out_of_range_are_refused_by_name(op, indices, bad):
+    x = np.zeros((3, 2), np.float32)
+    model = make_model([helper.make_node(op, ["x", "i"], ["y"], axis=0)], {"x": x}, ["y"],
+                       {"i": np.array(indices, np.int64)})
+    with pytest.raises(ModelError, match=f"{op} .*index {bad} is out of range for axis 0 of extent 3"):
+        import_model(model.SerializeToString())

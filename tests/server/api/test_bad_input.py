@@ -121,3 +121,38 @@ def test_another_tenants_ids_are_not_found(api, alice, onnx_models):
         _refused(api, 404, "not found", method=method, url=url, json=body, headers=mallory)
     assert api.get("/v1/models", headers=mallory).json()["total"] == 0
     assert api.get("/v1/compilations", headers=mallory).json()["total"] == 0
+
+
+@pytest.mark.parametrize("path", ["/v1/models", "/v1/compilations", "/v1/kernels"])
+def test_an_offset_past_64_bits_is_a_422_not_a_500(api, alice, path):
+    token, _ = alice
+    _refused(api, 422, "offset", method="GET", url=f"{path}?offset=18446744073709551617",
+             headers=auth(token))
+
+
+def _one_node(node, x_shape, weight) -> bytes:
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph([node], "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.asarray(weight), "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+
+@pytest.mark.parametrize(("case", "words"), [
+    ("matmul", ("MatMul", "inner dimensions differ")),
+    ("gather", ("Gather", "index 7 is out of range")),
+    ("conv", ("negative dimension",)),
+])
+def test_a_model_the_compiler_would_refuse_is_refused_at_upload(api, alice, case, words):
+    import numpy as np
+    from onnx import helper
+
+    models = {
+        "matmul": _one_node(helper.make_node("MatMul", ["x", "w"], ["y"]), [2, 3], np.ones((4, 5), np.float32)),
+        "gather": _one_node(helper.make_node("Gather", ["x", "w"], ["y"], axis=0), [3, 4], np.array([0, 7])),
+        "conv": _one_node(helper.make_node("Conv", ["x", "w"], ["y"]), [1, 1, 3, 3], np.ones((1, 1, 5, 5), np.float32)),
+    }
+    _refused(api, 422, *words, method="POST", url="/v1/models",
+             files={"file": ("bad.onnx", models[case])}, headers=auth(alice[0]))
