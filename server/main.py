@@ -18,6 +18,7 @@ from server.api.main import api_router
 from server.api.routes import health
 from server.api.upload_limit import UploadLimitMiddleware
 from server.core.config import Settings, get_settings
+from server.core.security import bearer_tenant
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import make_engine, make_sessionmaker, transaction
 from server.jobs.queue import JobQueue, create_celery
@@ -60,7 +61,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.celery = celery
     app.state.job_queue = job_queue
     install_error_handlers(app)
-    app.add_middleware(UploadLimitMiddleware, paths=("/v1/models",), max_bytes=settings.max_upload_bytes)
+    async def authorize(header: str | None) -> str | None:
+        def check() -> str | None:
+            with app.state.sessions() as s:
+                tenant = bearer_tenant(s, header)
+            return tenant if isinstance(tenant, str) else None
+        return await run_in_threadpool(check)
+
+    app.add_middleware(UploadLimitMiddleware, paths=("/v1/models",), max_bytes=settings.max_upload_bytes,
+                       authorize=authorize)
     app.include_router(health.router)
     app.include_router(api_router)
     if importlib.util.find_spec(DASHBOARD_MODULE) is not None:

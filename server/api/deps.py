@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from server.core.config import Settings
-from server.core.security import tenant_of_token
+from server.core.security import bearer_tenant
 from server.db.models import Tenant
 from server.jobs.queue import JobQueue
 from server.storage import Storage
@@ -51,19 +51,15 @@ def get_current_tenant(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Tenant:
     """The tenant of the bearer token; 401 naming what is wrong otherwise."""
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise HTTPException(401, "missing bearer token: send 'Authorization: Bearer <token>'",
-                            headers={"WWW-Authenticate": "Bearer"})
-    tenant = tenant_of_token(session, credentials.credentials)
-    if tenant is None:
-        raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
+    header = None if credentials is None else f"{credentials.scheme} {credentials.credentials}"
+    tenant = bearer_tenant(session, header)
+    if isinstance(tenant, str):
+        raise HTTPException(401, tenant, headers={"WWW-Authenticate": "Bearer"})
     return tenant
 
 
 TenantDep = Annotated[Tenant, Depends(get_current_tenant)]
 
-
-Row = TypeVar("Row")
 
 
 @dataclass(frozen=True)

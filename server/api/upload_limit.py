@@ -1,11 +1,16 @@
-"""Refuse oversized uploads while they stream in, before the body is parsed or stored."""
+"""Refuse uploads before their bodies are read: without a valid token (401, after the
+headers alone), or larger than the limit (413, up front or while they stream in)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# The Authorization header's value -> None when it names a live token, else the problem.
+Authorize = Callable[[str | None], Awaitable[str | None]]
 
 MULTIPART_OVERHEAD = 64 * 1024  # boundaries and part headers around the file
 
@@ -14,11 +19,14 @@ class UploadLimitMiddleware:
     """A 413 for POST bodies to `paths` larger than `max_bytes` (plus multipart overhead).
 
     A declared Content-Length is checked up front; a chunked body is counted as it
-    arrives. The route checks the file part itself against the exact limit.
+    arrives. The route checks the file part itself against the exact limit. With
+    `authorize`, a request without a live bearer token gets its 401 before any of its
+    body is read (else anyone could make the server take a whole upload per request).
     """
 
-    def __init__(self, app: ASGIApp, paths: tuple[str, ...], max_bytes: int) -> None:
-        self.app, self.paths, self.max_bytes = app, paths, max_bytes
+    def __init__(self, app: ASGIApp, paths: tuple[str, ...], max_bytes: int,
+                 authorize: Authorize | None = None) -> None:
+        self.app, self.paths, self.max_bytes, self.authorize = app, paths, max_bytes, authorize
 
     def _message(self) -> str:
         return f"upload is larger than the limit of {self.max_bytes} bytes (TILEFORGE_MAX_UPLOAD_BYTES)"
@@ -27,14 +35,17 @@ class UploadLimitMiddleware:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in self.paths:
             await self.app(scope, receive, send)
             return
+        headers = dict(scope["headers"])
+        if self.authorize is not None:
+            header = headers.get(b"authorization")
+            problem = await self.authorize(None if header is None else header.decode("latin-1"))
+            if problem is not None:
+                await _refuse(send, 401, problem, [(b"www-authenticate", b"Bearer")])
+                return
         allowed = self.max_bytes + MULTIPART_OVERHEAD
-        declared = dict(scope["headers"]).get(b"content-length")
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > allowed:
-            body = json.dumps({"detail": self._message()}).encode()
-            await send({"type": "http.response.start", "status": 413,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
+            await _refuse(send, 413, self._message())
             return
         seen = 0
 
@@ -47,3 +58,12 @@ class UploadLimitMiddleware:
             return message
 
         await self.app(scope, counted, send)
+
+
+async def _refuse(send: Send, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Answer `{"detail": detail}` with `status` without reading the request body."""
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), *(extra or [])]})
+    await send({"type": "http.response.body", "body": body})

@@ -34,3 +34,15 @@ def tenant_of_token(session: Session, token: str) -> Tenant | None:
     """The tenant a live token belongs to, or None."""
     return session.scalar(select(Tenant).join(Token, Token.tenant_id == Tenant.id)
                           .where(Token.token_hash == hash_token(token), Token.revoked.is_(False)))
+
+
+MISSING_TOKEN = "missing bearer token: send 'Authorization: Bearer <token>'"
+INVALID_TOKEN = "invalid or revoked token"
+
+
+def bearer_tenant(session: Session, authorization: str | None) -> Tenant | str:
+    """The tenant of an `Authorization: Bearer <token>` header, or what is wrong with it."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return MISSING_TOKEN
+    return tenant_of_token(session, token.strip()) or INVALID_TOKEN

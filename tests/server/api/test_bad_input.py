@@ -156,3 +156,17 @@ def test_a_model_the_compiler_would_refuse_is_refused_at_upload(api, alice, case
     }
     _refused(api, 422, *words, method="POST", url="/v1/models",
              files={"file": ("bad.onnx", models[case])}, headers=auth(alice[0]))
+
+
+def test_an_upload_without_a_live_token_is_refused_before_its_body_is_read(api, alice):
+    read = []
+
+    def body():  # a large streamed body: none of it may be taken before the 401
+        for _ in range(64):
+            read.append(1)
+            yield b"\0" * (1 << 16)
+
+    for headers, words in [({}, ("bearer token",)), (auth("tf_not-a-real-token"), ("invalid",))]:
+        _refused(api, 401, *words, method="POST", url="/v1/models", content=body(),
+                 headers=headers | {"Content-Type": "multipart/form-data; boundary=xyz"})
+    assert read == []
