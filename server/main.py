@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
@@ -63,8 +64,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     async def authorize(header: str | None) -> str | None:
         def check() -> str | None:
-            with app.state.sessions() as s:
-                tenant = bearer_tenant(s, header)
+            try:
+                with app.state.sessions() as s:
+                    tenant = bearer_tenant(s, header)
+            except (OperationalError, InterfaceError):
+                return None  # the route's own token check answers the outage (503)
             return tenant if isinstance(tenant, str) else None
         return await run_in_threadpool(check)
 

@@ -7,12 +7,15 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 from compiler.errors import ModelError
 from server.services.errors import ServiceError
 
 log = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 5  # what a 503 asks the client to wait before trying again
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -36,7 +39,18 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ServiceError)
     async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if exc.status == 503 else None
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=headers)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def database_unreachable(request: Request, exc: DBAPIError) -> JSONResponse:
+        # The database went away (restarting, unreachable): the client should come back,
+        # not be told the server broke. The pool reconnects by itself on a later request.
+        log.warning("database error on %s %s: %s", request.method, request.url.path,
+                    (str(exc.orig) or type(exc.orig).__name__).splitlines()[0][:200])
+        return JSONResponse({"detail": "the database is unreachable; try again shortly"}, status_code=503,
+                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
