@@ -23,7 +23,7 @@ from server.core.security import bearer_tenant
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import make_engine, make_sessionmaker, transaction
 from server.jobs.queue import JobQueue, create_celery
-from server.jobs.reaper import reap_expired_jobs
+from server.jobs.reaper import sweep
 from server.storage import LocalStorage
 
 log = logging.getLogger(__name__)
@@ -82,10 +82,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 async def _reap_forever(settings: Settings, sessions: sessionmaker[Session], job_queue: JobQueue) -> None:
-    """Re-queue or fail jobs whose worker went silent, every reaper interval."""
+    """Re-queue or fail jobs whose worker went silent, and publish again queued jobs whose
+    message may be lost, every reaper interval."""
     while True:
         await asyncio.sleep(settings.reaper_interval_seconds)
         try:
-            await run_in_threadpool(reap_expired_jobs, sessions, job_queue.enqueue, settings.job_max_attempts)
+            await run_in_threadpool(sweep, sessions, job_queue.enqueue, settings)
         except Exception as e:  # keep reaping; the database may come back
             log.warning("reaper pass failed: %s", e)

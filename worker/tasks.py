@@ -15,7 +15,7 @@ from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import transaction
 from server.jobs import state
 from server.jobs.queue import JobQueue
-from server.jobs.reaper import reap_expired_jobs
+from server.jobs.reaper import sweep
 from server.jobs.routing import record_worker
 from worker.capabilities import announced_cpu_models
 from worker.celery_app import COMPILE_TASK, app
@@ -83,8 +83,7 @@ def _start_reaper(sender: object = None, **_: object) -> None:
         while not _reaper_stop.wait(ctx.settings.reaper_interval_seconds):
             announce()
             try:
-                reap_expired_jobs(ctx.sessions, queue.enqueue, ctx.settings.job_max_attempts,
-                                  ctx.settings.worker_fresh_seconds)
+                sweep(ctx.sessions, queue.enqueue, ctx.settings)
             except Exception as e:  # keep reaping; the database may come back
                 log.warning("reaper pass failed: %s", e)
 

@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     job_hard_time_limit: int = Field(1900, gt=0, description="seconds before a compile's process is killed")
     transient_retries: int = Field(3, ge=0, description="retries of a job after a transient fault")
     reaper_interval_seconds: float = Field(15.0, gt=0, description="how often expired leases are looked for")
+    job_republish_seconds: float = Field(
+        120.0, gt=0, description="a job queued this long since its task was sent is sent again (a broker may lose it)")
     sse_poll_seconds: float = Field(0.5, gt=0, description="how often the events stream looks at the job")
 
     @property
@@ -109,7 +111,8 @@ class Settings(BaseSettings):
         }
         for name in ("max_upload_bytes", "queue_prefix", "worker_queues", "job_lease_seconds",
                      "job_max_attempts", "job_soft_time_limit", "job_hard_time_limit",
-                     "transient_retries", "reaper_interval_seconds", "sse_poll_seconds"):
+                     "transient_retries", "reaper_interval_seconds", "job_republish_seconds",
+                     "sse_poll_seconds"):
             env[f"TILEFORGE_{name.upper()}"] = str(getattr(self, name))
         return env
 

@@ -122,6 +122,9 @@ class Job(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # When its task was last sent to the broker: a queued job not picked up long after is
+    # published again (server/jobs/reaper.py), since a broker may lose its messages.
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)

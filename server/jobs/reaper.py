@@ -1,17 +1,21 @@
-"""The reaper: running jobs whose worker went silent are re-queued, or failed with the reason.
+"""The reaper: running jobs whose worker went silent are re-queued, or failed with the
+reason; queued jobs whose broker message may be lost are published again.
 
-Runs in the API process and in every worker, so a job never stays `running`
-forever even when all workers of its queue died.
+Runs in the API process and in every worker (`sweep`, each reaper interval), so a job
+never stays `running` forever even when all workers of its queue died, nor `queued`
+forever when the broker restarted without keeping its messages.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.core.config import Settings
 from server.db.models import Job, JobStatus, new_id
 from server.db.session import transaction
 from server.db.types import utcnow
@@ -43,7 +47,7 @@ def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_att
                       "error": f"{lost} (attempt {attempts} of {max_attempts}); giving up"}
         else:
             values = {"status": JobStatus.queued, "lease_expires_at": None, "task_id": new_id(),
-                      "error": f"{lost}; re-queued (attempt {attempts} of {max_attempts})"}
+                      "published_at": now, "error": f"{lost}; re-queued (attempt {attempts} of {max_attempts})"}
         with transaction(sessions) as s:
             if s.execute(update(Job).where(*where).values(**values)).rowcount != 1:
                 continue  # another reaper or the worker itself got there first
@@ -54,3 +58,41 @@ def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_att
                 key = queue_key(s, target, kind, fresh_seconds)
             enqueue(job_id, key, values["task_id"])
     return handled
+
+
+def republish_lost_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, lost_after_seconds: float,
+                        fresh_seconds: float = 45.0) -> int:
+    """Publish again every queued job whose task was sent more than `lost_after_seconds` ago
+    (a broker restarted without persistence keeps none of its messages); returns how many.
+
+    Fenced: each job is taken by one update conditioned on the publication time it was
+    read with, so two reapers never both publish it. Idempotent: where the first message
+    was not lost after all, the second finds the job claimed (a job is claimed by one
+    atomic update from `queued`) and does nothing.
+    """
+    cutoff = utcnow() - timedelta(seconds=lost_after_seconds)
+    published = func.coalesce(Job.published_at, Job.created_at)
+    with sessions() as s:
+        waiting = s.execute(select(Job.id, Job.target, Job.target_kind, Job.published_at)
+                            .where(Job.status == JobStatus.queued, Job.cancel_requested.is_(False),
+                                   published < cutoff)).all()
+    handled = 0
+    for job_id, target, kind, last in waiting:
+        task_id, now = new_id(), utcnow()
+        same = Job.published_at.is_(None) if last is None else Job.published_at == last
+        with transaction(sessions) as s:
+            if s.execute(update(Job).where(Job.id == job_id, Job.status == JobStatus.queued, same)
+                         .values(published_at=now, task_id=task_id)).rowcount != 1:
+                continue  # claimed, cancelled or published by another reaper meanwhile
+        with sessions() as s:
+            key = queue_key(s, target, kind, fresh_seconds)
+        log.warning("publishing job %s again: queued since its task was sent %s", job_id, last)
+        enqueue(job_id, key, task_id)
+        handled += 1
+    return handled
+
+
+def sweep(sessions: sessionmaker[Session], enqueue: Enqueue, settings: Settings) -> None:
+    """One reaper pass: expired leases first, then queued jobs whose message may be lost."""
+    reap_expired_jobs(sessions, enqueue, settings.job_max_attempts, settings.worker_fresh_seconds)
+    republish_lost_jobs(sessions, enqueue, settings.job_republish_seconds, settings.worker_fresh_seconds)

@@ -111,3 +111,35 @@ def test_cancel_of_running_job_is_seen_on_renewal(db_sessions, job_id):
     _expire(db_sessions, job_id)
     reap_expired_jobs(db_sessions, lambda *a: pytest.fail("a cancelled job is not re-queued"), 3)
     assert _job(db_sessions, job_id).status == "cancelled"
+
+
+def _published(sessions, job_id, ago: float) -> None:
+    with transaction(sessions) as s:
+        s.get(Job, job_id).published_at = utcnow() - timedelta(seconds=ago)
+
+
+def test_a_queued_job_whose_message_may_be_lost_is_published_again_once(db_sessions, job_id):
+    from server.jobs.reaper import republish_lost_jobs
+
+    sent = []
+    enqueue = lambda job, key, task: sent.append((job, key, task))  # noqa: E731
+    _published(db_sessions, job_id, ago=5)
+    assert republish_lost_jobs(db_sessions, enqueue, lost_after_seconds=60) == 0  # not long enough
+    _published(db_sessions, job_id, ago=120)
+    assert republish_lost_jobs(db_sessions, enqueue, lost_after_seconds=60) == 1
+    job = _job(db_sessions, job_id)
+    assert sent == [(job_id, "cpu", job.task_id)] and job.task_id != "t0"
+    assert job.status == JobStatus.queued and utcnow() - job.published_at < timedelta(seconds=30)
+    assert republish_lost_jobs(db_sessions, enqueue, lost_after_seconds=60) == 0  # just published
+    # the first message was not lost after all: whichever arrives first claims, the other finds nothing
+    assert _claim(db_sessions, job_id, "w1") == 1 and _claim(db_sessions, job_id, "w2") is None
+
+
+def test_running_cancelled_or_finished_jobs_are_not_published_again(db_sessions, job_id):
+    from server.jobs.reaper import republish_lost_jobs
+
+    sent = []
+    _claim(db_sessions, job_id)
+    _published(db_sessions, job_id, ago=3600)
+    assert republish_lost_jobs(db_sessions, lambda *a: sent.append(a), lost_after_seconds=60) == 0
+    assert sent == []
