@@ -25,6 +25,10 @@ REDIS_SERVER = os.environ.get("TILEFORGE_TEST_REDIS", "redis://127.0.0.1:6379")
 FAST_JOB_SETTINGS = {
     "job_lease_seconds": 3.0,
     "reaper_interval_seconds": 1.0,
+    # Test modules share one PostgreSQL database: a short republish delay would let one
+    # module's reaper send another's waiting jobs to its own queues (the broker-loss test
+    # sets its own).
+    "job_republish_seconds": 3600.0,
     "sse_poll_seconds": 0.1,
     "job_max_attempts": 3,
 }
