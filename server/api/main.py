@@ -1,9 +1,26 @@
-"""The /v1 API router."""
+"""The /v1 API router, and the errors every one of its operations may answer (documented in
+the OpenAPI schema with the body they really have, `{"detail": "..."}`)."""
 
 from fastapi import APIRouter
 
 from server.api.routes import artifacts, compilations, kernels, models, targets
+from server.api.schemas import ErrorOut
 
-api_router = APIRouter(prefix="/v1")
+
+def _error(description: str) -> dict:
+    return {"model": ErrorOut, "description": description}
+
+
+ERRORS = {
+    400: _error("a malformed request"),
+    401: _error("no bearer token, or one that is invalid or revoked"),
+    404: _error("no such object for this tenant"),
+    409: _error("the object's state forbids it (a finished job, a model with active jobs)"),
+    413: _error("the upload is larger than the limit"),
+    422: _error("invalid input, named: a field, a model the compiler refuses, an unknown target"),
+    503: _error("the database or the broker is unreachable; retry after `Retry-After` seconds"),
+}
+
+api_router = APIRouter(prefix="/v1", responses=ERRORS)
 for module in (models, compilations, artifacts, kernels, targets):
     api_router.include_router(module.router)

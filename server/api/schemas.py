@@ -8,6 +8,12 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class ErrorOut(BaseModel):
+    """Every error response: one message that names the problem."""
+
+    detail: str = Field(description="what is wrong, in words (never a stack trace)")
+
+
 class ModelOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
