@@ -1,6 +1,6 @@
 """ONNX -> Graph of tensor-expression Computes: checks, shape binding, lowering of each op.
 
-Public API: `import_model`, `inspect_model`, `Limits`, `ModelInfo`, `SUPPORTED_OPS`.
+Public API: `import_model`, `inspect_model`, `check_model`, `Limits`, `ModelInfo`, `SUPPORTED_OPS`.
 
 How a model goes through (one module per step):
 - loader: parse, then the cheap refusals (size, external data, unknown ops, missing
@@ -21,9 +21,9 @@ How a model goes through (one module per step):
 No model-supplied string reaches a Compute: names are metadata on tensors and nodes.
 """
 
-from compiler.frontend.importer import import_model
+from compiler.frontend.importer import check_model, import_model
 from compiler.frontend.limits import Limits
 from compiler.frontend.model_info import ModelInfo, inspect_model
 from compiler.frontend.ops import SUPPORTED_OPS
 
-__all__ = ["SUPPORTED_OPS", "Limits", "ModelInfo", "import_model", "inspect_model"]
+__all__ = ["SUPPORTED_OPS", "Limits", "ModelInfo", "check_model", "import_model", "inspect_model"]

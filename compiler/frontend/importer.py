@@ -26,7 +26,7 @@ from compiler.frontend.loader import (
     subgraphs,
     unsupported_reason,
 )
-from compiler.frontend.model_info import screen
+from compiler.frontend.model_info import ModelInfo, Screened, screen, summarize
 from compiler.frontend.names import shorten, shown
 from compiler.frontend.ops import LOWERINGS, SUPPORTED_OPS
 from compiler.frontend.prune import prune
@@ -167,13 +167,32 @@ def import_model(
     """
     limits = limits or Limits()
     proto = read_model(model, limits)
+    return _lower(proto, screen(proto, limits), input_shapes or {}, limits)
+
+
+def check_model(model: ModelSource, limits: Limits | None = None) -> ModelInfo:
+    """`inspect_model`, and where every input shape is known, the lowering too (read and
+    screened once): a model the compiler would refuse (a MatMul whose inner dimensions
+    differ, a constant index out of range) is refused here, by name. Symbolic shapes
+    wait for a compile's `input_shapes`."""
+    limits = limits or Limits()
+    proto = read_model(model, limits)
     screened = screen(proto, limits)
+    info = summarize(proto, screened)
+    if all(i["shape"] is not None and all(isinstance(d, int) for d in i["shape"]) for i in info.inputs):
+        _lower(proto, screened, {}, limits)
+    return info
+
+
+def _lower(proto: onnx.ModelProto, screened: Screened, input_shapes: Mapping[str, Sequence[int]],
+           limits: Limits) -> Graph:
+    """Bind and lower a screened model to a Graph of Computes."""
     g = proto.graph
     if g.sparse_initializer:
         raise ModelError("sparse initializers are not supported")
     b = Builder(limits)
     values: dict[str, AnyValue] = {}
-    for bound in bind_inputs(g, input_shapes or {}):
+    for bound in bind_inputs(g, input_shapes):
         b.check_shape(bound.shape, f"input {shown(bound.name)}")
         t = b.graph.new_tensor(bound.shape, bound.dtype, TensorKind.INPUT, name=bound.name)
         b.graph.inputs.append(t.id)

@@ -70,7 +70,11 @@ def inspect_model(model: ModelSource, limits: Limits | None = None) -> ModelInfo
     """Check a model without lowering it and summarize it (ModelError when refused)."""
     limits = limits or Limits()
     proto = read_model(model, limits)
-    s = screen(proto, limits)
+    return summarize(proto, screen(proto, limits))
+
+
+def summarize(proto: ModelProto, s: Screened) -> ModelInfo:
+    """What the service shows of a screened model."""
     g = proto.graph
     weights = {t.name for t in g.initializer}
     params = sum(math.prod(t.dims) for t in g.initializer)

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from compiler.errors import ModelError
-from compiler.frontend import import_model, inspect_model
+from compiler.frontend import check_model
 from server.blobs import delete_unreferenced
 from server.core.config import Settings
 from server.db.models import TERMINAL, Artifact, Job, Model, Tenant
@@ -33,14 +33,7 @@ def upload_model(session: Session, storage: Storage, settings: Settings, tenant:
         return existing, False
     try:
         with storage.open(blob.sha256) as f:
-            data = f.read()
-        info = inspect_model(data)
-        if all(i["shape"] is not None and all(isinstance(d, int) for d in i["shape"]) for i in info.inputs):
-            # Every shape is known: lower it now, so that a model the compiler would refuse
-            # (a MatMul whose inner dimensions differ, a constant index out of range) is
-            # refused here, by name, instead of stored. Symbolic shapes wait for the
-            # compile's `input_shapes`.
-            import_model(data)
+            info = check_model(f.read())  # lowered too where shapes are known: refused, not stored
     except ModelError:
         delete_unreferenced(session, storage, [blob.sha256])
         raise
