@@ -81,7 +81,7 @@ def combine(c: Compute, acc: str, value: str) -> str:
     return cexpr.combine(c.reduce_op, c.acc_dtype, acc, value)
 
 
-def butterfly(c: Compute, width: int, ind: str) -> list[str]:
+def _butterfly(c: Compute, width: int, ind: str) -> list[str]:
     """Combine `acc` across `width` lanes with xor shuffles; every lane gets the result."""
     if width <= 1:
         return []
@@ -94,6 +94,23 @@ def butterfly(c: Compute, width: int, ind: str) -> list[str]:
         f"{ind}  acc = {combine(c, 'acc', 'other')};",
         f"{ind}}}",
     ]
+
+
+def team_reduce(c: Compute, warps: int, part: str, warp: str, lane: str, ind: str) -> list[str]:
+    """Combine `acc` over a team of `warps` warps: shuffles within each warp, then each
+    warp's lane 0 leaves its value in shared slots `part[warp]` and every warp combines
+    the slots. `warp` / `lane` are the C expressions of the thread's warp in the team and
+    lane in the warp; every lane of the team ends with the result."""
+    lines = _butterfly(c, WARP, ind)
+    if warps > 1:
+        lines += [
+            f"{ind}if ({lane} == 0) {part}[{warp}] = acc;",
+            f"{ind}__syncthreads();",
+            f"{ind}acc = {lane} < {warps} ? {part}[{lane}] : {identity(c)};",
+            *_butterfly(c, warps, ind),
+            f"{ind}__syncthreads();",
+        ]
+    return lines
 
 
 def epilogue(c: Compute, acc: str | None, axis_values: Mapping[str, str], offset: str,

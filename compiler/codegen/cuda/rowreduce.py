@@ -20,7 +20,6 @@ from compiler.codegen.cuda.parts import (
     MAX_GRID,
     MAX_THREADS,
     WARP,
-    butterfly,
     ceil_div,
     combine,
     decompose,
@@ -30,6 +29,7 @@ from compiler.codegen.cuda.parts import (
     pow2_at_least,
     pow2_at_most,
     signature,
+    team_reduce,
 )
 from compiler.ir.te import Compute, Load, Var, walk
 from compiler.schedule.plan import TileConfig
@@ -112,15 +112,7 @@ def render_rowreduce(c: Compute, g: RowGeometry, symbol: str) -> str:
     names |= {a.name: k for a, k in zip(c.reduce_axes, reduce_names, strict=True)}
     value = emit(c.inputs, names, counter, c.body, lines, inner)
     lines += [f"{inner}acc = {combine(c, 'acc', value)};", f"{ind}  }}", f"{ind}}}"]
-    lines += butterfly(c, WARP, ind)
-    if warps > 1:
-        lines += [
-            f"{ind}if (lane == 0) part[rib][tr / 32] = acc;",
-            f"{ind}__syncthreads();",
-            f"{ind}acc = lane < {warps} ? part[rib][lane] : {identity(c)};",
-        ]
-        lines += butterfly(c, warps, ind)
-        lines.append(f"{ind}__syncthreads();")
+    lines += team_reduce(c, warps, "part[rib]", "tr / 32", "lane", ind)
     lines.append(f"{ind}if (tr == 0 && row < {rows_out}LL) {{")
     lines += epilogue(c, "acc", names, linear(spatial, c.shape), counter, ind + "  ")
     lines += [f"{ind}}}", "  }", "}", ""]

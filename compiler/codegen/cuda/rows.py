@@ -35,7 +35,6 @@ from compiler.codegen.cuda.parts import (
     MAX_GRID,
     MAX_THREADS,
     WARP,
-    butterfly,
     ceil_div,
     combine,
     decompose,
@@ -43,6 +42,7 @@ from compiler.codegen.cuda.parts import (
     identity,
     pow2_at_least,
     signature,
+    team_reduce,
 )
 from compiler.ir.rows import RowSharing, cut_to_rows, group_sharing, row_elems
 from compiler.ir.te import Compute, loads_of
@@ -151,16 +151,9 @@ def _block_reduction(m: Compute, names: dict[str, str], threads: int, counter: I
     warps = threads // WARP
     lines = [f"{ind}{acc_t} acc = {identity(m)};"]
     lines += _fold(m, names, "threadIdx.x", str(threads), counter, ind)
-    lines += butterfly(m, WARP, ind)
     if warps > 1:
-        lines += [
-            f"{ind}__shared__ {acc_t} part[{warps}];",
-            f"{ind}if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = acc;",
-            f"{ind}__syncthreads();",
-            f"{ind}acc = threadIdx.x % 32 < {warps} ? part[threadIdx.x % 32] : {identity(m)};",
-        ]
-        lines += butterfly(m, warps, ind)
-        lines.append(f"{ind}__syncthreads();")
+        lines.append(f"{ind}__shared__ {acc_t} part[{warps}];")
+    lines += team_reduce(m, warps, "part", "threadIdx.x / 32", "threadIdx.x % 32", ind)
     lines.append(f"{ind}if (threadIdx.x == 0) {{")
     lines += epilogue(m, "acc", names, "0", counter, ind + "  ")
     return [*lines, f"{ind}}}"]
