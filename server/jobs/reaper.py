@@ -54,9 +54,7 @@ def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_att
         handled += 1
         if values["status"] == JobStatus.queued:
             log.warning("re-queueing job %s: %s", job_id, values["error"])
-            with sessions() as s:
-                key = queue_key(s, target, kind, fresh_seconds)
-            enqueue(job_id, key, values["task_id"])
+            _publish(sessions, enqueue, job_id, target, kind, values["task_id"], fresh_seconds)
     return handled
 
 
@@ -84,12 +82,18 @@ def republish_lost_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, lost_
             if s.execute(update(Job).where(Job.id == job_id, Job.status == JobStatus.queued, same)
                          .values(published_at=now, task_id=task_id)).rowcount != 1:
                 continue  # claimed, cancelled or published by another reaper meanwhile
-        with sessions() as s:
-            key = queue_key(s, target, kind, fresh_seconds)
         log.warning("publishing job %s again: queued since its task was sent %s", job_id, last)
-        enqueue(job_id, key, task_id)
+        _publish(sessions, enqueue, job_id, target, kind, task_id, fresh_seconds)
         handled += 1
     return handled
+
+
+def _publish(sessions: sessionmaker[Session], enqueue: Enqueue, job_id: str, target: str, kind: str,
+             task_id: str, fresh_seconds: float) -> None:
+    """Send the job's task, routed as a new job's would be (`routing.queue_key`)."""
+    with sessions() as s:
+        key = queue_key(s, target, kind, fresh_seconds)
+    enqueue(job_id, key, task_id)
 
 
 def sweep(sessions: sessionmaker[Session], enqueue: Enqueue, settings: Settings) -> None:

@@ -10,6 +10,7 @@ import pytest
 from compiler.backends import backend_for
 from compiler.bench.models import ZOO
 from compiler.pipeline import compile_model
+from compiler.runtime.cuda import gpu_runs
 from compiler.target.registry import get_target
 from compiler.target.toolchain import find_tool
 
@@ -17,19 +18,8 @@ pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(find_tool("nvcc") is None, re
 
 
 def _gpu_runs(target: str) -> bool:
-    """Whether this machine's GPU runs `target`'s cubins (same major compute capability,
-    minor at least the target's)."""
-    try:
-        import pycuda.driver as drv
-
-        drv.init()
-        if drv.Device.count() == 0:
-            return False
-        major, minor = drv.Device(0).compute_capability()
-    except Exception:
-        return False
-    arch = get_target(target).arch.removeprefix("sm_")
-    return major == int(arch[:-1]) and minor >= int(arch[-1])
+    """Whether this machine's GPU runs `target`'s cubins."""
+    return gpu_runs(get_target(target).arch)
 
 
 @pytest.mark.parametrize("target", ["cuda:a100", "cuda:h100"])
