@@ -9,11 +9,13 @@ import importlib.util
 import logging
 from collections.abc import AsyncIterator
 
+import anyio
 from fastapi import FastAPI
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
+from server.api.connection_gate import ConnectionGate
 from server.api.errors import install_error_handlers
 from server.api.main import api_router
 from server.api.routes import health
@@ -21,7 +23,7 @@ from server.api.upload_limit import UploadLimitMiddleware
 from server.core.config import Settings, get_settings
 from server.core.security import bearer_tenant
 from server.db.kernel_cache import mark_stale_kernels
-from server.db.session import make_engine, make_sessionmaker, transaction
+from server.db.session import make_sessionmaker, settings_engine, transaction
 from server.jobs.queue import JobQueue, create_celery
 from server.jobs.reaper import sweep
 from server.storage import LocalStorage
@@ -34,8 +36,9 @@ DASHBOARD_MODULE = "server.dashboard"  # exposes `router`; mounted when present
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API wired to `settings` (default: from the environment)."""
     settings = settings or get_settings()
-    engine = make_engine(settings.db_url)
+    engine = settings_engine(settings)
     sessions = make_sessionmaker(engine)
+    gate = ConnectionGate(sessions, settings.db_connections)
     celery = create_celery(settings)
     job_queue = JobQueue(celery, settings)
 
@@ -45,8 +48,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             with transaction(sessions) as s:
                 mark_stale_kernels(s)
 
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
         await run_in_threadpool(mark_stale)
-        reaper = asyncio.create_task(_reap_forever(settings, sessions, job_queue))
+        reaper = asyncio.create_task(_reap_forever(settings, sessions, gate, job_queue))
         try:
             yield
         finally:
@@ -58,19 +62,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               "target on a worker, download an artifact that runs.")
     app.state.settings = settings
     app.state.sessions = sessions
+    app.state.gate = gate
     app.state.storage = LocalStorage(settings.storage_root)
     app.state.celery = celery
     app.state.job_queue = job_queue
     install_error_handlers(app)
     async def authorize(header: str | None) -> str | None:
-        def check() -> str | None:
-            try:
-                with app.state.sessions() as s:
-                    tenant = bearer_tenant(s, header)
-            except (OperationalError, InterfaceError):
-                return None  # the route's own token check answers the outage (503)
-            return tenant if isinstance(tenant, str) else None
-        return await run_in_threadpool(check)
+        try:
+            tenant = await gate.run(lambda s: bearer_tenant(s, header))
+        except (OperationalError, InterfaceError):
+            return None  # the route's own token check answers the outage (503)
+        return tenant if isinstance(tenant, str) else None
 
     app.add_middleware(UploadLimitMiddleware, paths=("/v1/models",), max_bytes=settings.max_upload_bytes,
                        authorize=authorize)
@@ -81,12 +83,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-async def _reap_forever(settings: Settings, sessions: sessionmaker[Session], job_queue: JobQueue) -> None:
+async def _reap_forever(settings: Settings, sessions: sessionmaker[Session], gate: ConnectionGate,
+                        job_queue: JobQueue) -> None:
     """Re-queue or fail jobs whose worker went silent, and publish again queued jobs whose
     message may be lost, every reaper interval."""
     while True:
         await asyncio.sleep(settings.reaper_interval_seconds)
         try:
-            await run_in_threadpool(sweep, sessions, job_queue.enqueue, settings)
+            async with gate.slot():
+                await run_in_threadpool(sweep, sessions, job_queue.enqueue, settings)
         except Exception as e:  # keep reaping; the database may come back
             log.warning("reaper pass failed: %s", e)

@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -233,3 +235,43 @@ def loaded_modules(statement: str) -> list[str]:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True, timeout=120).stdout
     return json.loads(out.splitlines()[-1])
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def live_api(settings, log: Path) -> Iterator[str]:
+    """A real uvicorn serving the app for `settings` on a free port; yields its base URL
+    once /healthz answers, and stops it (its output in `log`)."""
+    import urllib.request
+
+    port = free_port()
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "server.main:create_app", "--factory", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning"],
+            cwd=ROOT, env=os.environ | settings.to_env(), stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/healthz", timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"uvicorn did not start:\n{log.read_text(errors='replace')[-3000:]}") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()

@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.core.config import Settings, get_settings
-from server.db.session import make_engine, make_sessionmaker
+from server.db.session import make_sessionmaker, settings_engine
 from server.storage import LocalStorage, Storage
 from worker.kernel_cache import DatabaseKernelCache
 
@@ -31,7 +31,7 @@ def worker_context() -> WorkerContext:
     global _context
     if _context is None:
         settings = get_settings()
-        sessions = make_sessionmaker(make_engine(settings.db_url))
+        sessions = make_sessionmaker(settings_engine(settings))
         _context = WorkerContext(settings, sessions, LocalStorage(settings.storage_root),
                                  DatabaseKernelCache(sessions))
     return _context

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -19,29 +19,32 @@ from server.storage import Storage
 bearer = HTTPBearer(auto_error=False, description="a token from `tileforge token create --tenant NAME`")
 
 
-def app_settings(request: Request) -> Settings:
+async def app_settings(request: Request) -> Settings:
     """The settings the app was created with."""
     return request.app.state.settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    """A database session for one request."""
-    with request.app.state.sessions() as session:
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """A database session for one request, admitted by the app's connection gate
+    (server/api/connection_gate.py) and closed as soon as the endpoint has returned."""
+    async with request.app.state.gate.session() as session:
         yield session
 
 
-def get_storage(request: Request) -> Storage:
+async def get_storage(request: Request) -> Storage:
     """Where models and artifacts are kept."""
     return request.app.state.storage
 
 
-def get_job_queue(request: Request) -> JobQueue:
+async def get_job_queue(request: Request) -> JobQueue:
     """The Celery queues compile jobs go to."""
     return request.app.state.job_queue
 
 
 SettingsDep = Annotated[Settings, Depends(app_settings)]
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the session closes once the endpoint's response is built, not after
+# the body is sent (a download or an event stream must not hold a connection).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 StorageDep = Annotated[Storage, Depends(get_storage)]
 JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
 
@@ -78,7 +81,7 @@ class PageParams:
 MAX_OFFSET = (1 << 63) - 1
 
 
-def page_params(limit: Annotated[int, Query(ge=1, le=500)] = 50,
+async def page_params(limit: Annotated[int, Query(ge=1, le=500)] = 50,
                 offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0) -> PageParams:
     """Paging from the query string (limit 1..500, 0 <= offset < 2**63)."""
     return PageParams(limit, offset)

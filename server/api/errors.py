@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from compiler.errors import ModelError
@@ -50,6 +51,14 @@ def install_error_handlers(app: FastAPI) -> None:
         log.warning("database error on %s %s: %s", request.method, request.url.path,
                     (str(exc.orig) or type(exc.orig).__name__).splitlines()[0][:200])
         return JSONResponse({"detail": "the database is unreachable; try again shortly"}, status_code=503,
+                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+    @app.exception_handler(PoolTimeout)
+    async def database_busy(request: Request, exc: PoolTimeout) -> JSONResponse:
+        # No connection came free in TILEFORGE_DB_POOL_TIMEOUT: the service is overloaded
+        # (or another process shares the pool's database), not broken.
+        log.warning("no database connection for %s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse({"detail": "the database is busy; try again shortly"}, status_code=503,
                             headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
     @app.exception_handler(RequestValidationError)

@@ -29,12 +29,10 @@ def with_artifact(job: Job, artifact: Artifact | None) -> CompilationOut:
 def event_stream(request: Request, session: Session, tenant: Tenant, job_id: str) -> StreamingResponse:
     """The server-sent events of one of the tenant's compilations (the API's and the dashboard's)."""
     service.get_compilation(session, tenant, job_id)
-    session.close()  # hand the connection back: the stream may last minutes and polls with its own
-    sessions = request.app.state.sessions
+    gate = request.app.state.gate
 
-    def snapshot() -> CompilationOut:
-        with sessions() as s:
-            return compilation_out(s, s.get(Job, job_id))
+    async def snapshot() -> CompilationOut:  # a stream may last minutes: each poll has its own session
+        return await gate.run(lambda s: compilation_out(s, s.get(Job, job_id)))
 
     return StreamingResponse(service.compilation_events(snapshot, request.app.state.settings.sse_poll_seconds),
                              media_type="text/event-stream",

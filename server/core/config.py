@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     job_republish_seconds: float = Field(
         120.0, gt=0, description="a job queued this long since its task was sent is sent again (a broker may lose it)")
     sse_poll_seconds: float = Field(0.5, gt=0, description="how often the events stream looks at the job")
+    db_pool_size: int = Field(10, ge=1, description="database connections each process keeps open")
+    db_max_overflow: int = Field(10, ge=0, description="connections opened beyond the pool under load")
+    db_pool_timeout: float = Field(30.0, gt=0, description="seconds a checkout waits for a free connection")
+    api_threads: int = Field(40, ge=1, description="worker threads of the API process for blocking work")
 
     @property
     def db_url(self) -> str:
@@ -70,6 +74,11 @@ class Settings(BaseSettings):
         if broker.startswith(("redis://", "rediss://")):
             return broker
         return f"db+sqlite:///{(self.home / 'results.sqlite').resolve()}"
+
+    @property
+    def db_connections(self) -> int:
+        """The most connections one process's pool holds at once."""
+        return self.db_pool_size + self.db_max_overflow
 
     @property
     def storage_root(self) -> Path:
@@ -112,7 +121,8 @@ class Settings(BaseSettings):
         for name in ("max_upload_bytes", "queue_prefix", "worker_queues", "job_lease_seconds",
                      "job_max_attempts", "job_soft_time_limit", "job_hard_time_limit",
                      "transient_retries", "reaper_interval_seconds", "job_republish_seconds",
-                     "sse_poll_seconds"):
+                     "sse_poll_seconds", "db_pool_size", "db_max_overflow", "db_pool_timeout",
+                     "api_threads"):
             env[f"TILEFORGE_{name.upper()}"] = str(getattr(self, name))
         return env
 

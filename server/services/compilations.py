@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 
 from compiler.options import CompileOptions
 from compiler.target import get_target
@@ -83,14 +82,14 @@ def cancel_compilation(session: Session, queue: JobQueue, tenant: Tenant, job_id
     return job
 
 
-async def compilation_events(snapshot: Callable[[], Any], poll_seconds: float) -> AsyncIterator[str]:
+async def compilation_events(snapshot: Callable[[], Awaitable[Any]], poll_seconds: float) -> AsyncIterator[str]:
     """Server-sent events of one compilation: `status` (the JSON `snapshot()` returns, a
     pydantic model with `status` and `progress`) each time it changes, keep-alive comments
     while it does not, and `end` once it has finished. `snapshot` opens its own session
     each time: a stream may last minutes."""
     last, quiet = None, 0.0
     while True:
-        current = await run_in_threadpool(snapshot)
+        current = await snapshot()
         data = current.model_dump_json()
         if data != last:
             last, quiet = data, 0.0

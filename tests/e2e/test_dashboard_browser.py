@@ -12,17 +12,15 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import tarfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from service_kit import live_api
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -71,12 +69,6 @@ def chromium() -> Iterator:
         browser.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
 class LiveService:
     url: str
@@ -115,33 +107,8 @@ def service(module_tmp, start_worker) -> Iterator[LiveService]:
     upgrade(settings.db_url)
     _seed_kernels(settings)
     start_worker(settings, "dashboard", queues="cpu")
-    port = _free_port()
-    log = (module_tmp / "uvicorn.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "server.main:create_app", "--factory", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=os.environ | settings.to_env(), stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/healthz", timeout=1).close()
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                pytest.fail(f"uvicorn did not start:\n{(module_tmp / 'uvicorn.log').read_text()[-3000:]}")
-            time.sleep(0.2)
-    try:
+    with live_api(settings, module_tmp / "uvicorn.log") as url:
         yield LiveService(url, new_token(settings, "browser-user"), settings)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 @pytest.fixture

@@ -176,16 +176,18 @@ def test_a_database_outage_is_a_503_with_retry_after_not_a_500(api, alice):
     from sqlalchemy import create_engine
     from sqlalchemy.orm import sessionmaker
 
+    from server.api.connection_gate import ConnectionGate
+
     token, _ = alice
-    working = api.app.state.sessions
+    working = api.app.state.gate
     # nothing listens on port 1: every query fails to connect, as during a restart
-    api.app.state.sessions = sessionmaker(create_engine("postgresql+psycopg://tf@127.0.0.1:1/gone",
-                                                        connect_args={"connect_timeout": 2}))
+    api.app.state.gate = ConnectionGate(sessionmaker(create_engine("postgresql+psycopg://tf@127.0.0.1:1/gone",
+                                                                   connect_args={"connect_timeout": 2})), 2)
     try:
         for method, url in [("GET", "/v1/models"), ("GET", "/v1/kernels"), ("POST", "/v1/compilations")]:
             r = api.request(method, url, headers=auth(token), json={"model_id": "x"} if method == "POST" else None)
             assert r.status_code == 503, r.text
             assert r.headers["Retry-After"] == "5" and "database is unreachable" in r.json()["detail"]
     finally:
-        api.app.state.sessions = working
+        api.app.state.gate = working
     assert api.get("/v1/models", headers=auth(token)).status_code == 200  # back by itself
