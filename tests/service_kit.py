@@ -226,10 +226,11 @@ class ServiceFlow:
             np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4)
 
 
-def loaded_modules(statement: str) -> list[str]:
-    """The `compiler`, `server` and `worker` modules a fresh interpreter holds after `statement`."""
+def loaded_modules(statement: str, roots: tuple[str, ...] = ("compiler", "server", "worker")) -> list[str]:
+    """The modules under `roots` (by default `compiler`, `server` and `worker`) a fresh
+    interpreter holds after `statement`."""
     code = (f"import json, sys\n{statement}\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('compiler', 'server', 'worker'))))")
+            f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {roots!r})))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True, timeout=120).stdout
     return json.loads(out.splitlines()[-1])
