@@ -42,6 +42,13 @@ def reachable(host: str, port: int) -> bool:
         return False
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on now (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def migrated(url: str) -> str:
     """`url` after `alembic upgrade head`."""
     from server.db.migrate import upgrade

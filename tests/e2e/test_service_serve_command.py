@@ -4,22 +4,15 @@ a real port with a worker subprocess; the printed token works; stopping it stops
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import httpx
 import pytest
-from service_kit import ROOT, ServiceFlow
+from service_kit import ROOT, ServiceFlow, free_port
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _group_alive(pgid: int) -> bool:
@@ -31,7 +24,7 @@ def _group_alive(pgid: int) -> bool:
 
 
 def test_serve_with_worker_compiles_and_stops_cleanly(tmp_path, onnx_models):
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "CELERY_RESULT_BACKEND")}
     log = tmp_path / "serve.log"
