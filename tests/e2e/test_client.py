@@ -21,7 +21,7 @@ from tileforge.job import Job
 pytestmark = pytest.mark.slow
 
 UPLOAD_LIMIT = 64 * 1024
-STAGES = {"load", "lower", "schedule", "build", "package"}
+STAGES = {"load", "lower", "partition", "schedule", "codegen", "build", "package", "validate"}
 
 
 @dataclass
