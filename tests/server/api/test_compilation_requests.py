@@ -72,3 +72,11 @@ def test_an_overlong_key_is_refused(api, onnx_models):
     headers, model = _setup(api, onnx_models)
     r = api.post("/v1/compilations", json={"model_id": model["id"]}, headers=headers | {"Idempotency-Key": "k" * 256})
     assert r.status_code == 422 and "Idempotency-Key" in r.json()["detail"], r.text
+
+
+def test_openapi_documents_targets_and_the_key(api):
+    op = api.get("/openapi.json").json()["paths"]["/v1/compilations"]["post"]
+    assert [p["name"] for p in op["parameters"]] == ["Idempotency-Key"]
+    answer = op["responses"]["202"]["content"]["application/json"]["schema"]["anyOf"]
+    assert {"$ref": "#/components/schemas/CompilationOut"} in answer
+    assert {"type": "array", "items": {"$ref": "#/components/schemas/CompilationOut"}} in answer
