@@ -120,6 +120,17 @@ def test_a_retried_submission_creates_one_job(service, onnx_models):
         assert job.cancel().status == "cancelled"
 
 
+def test_concurrent_submissions_with_one_key_make_one_job(service, onnx_models):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with service.client() as client:
+        model = client.upload(onnx_models.mlp(seed=76))
+        with ThreadPoolExecutor(4) as pool:  # they race to the unique (tenant, key): one wins, all answer it
+            jobs = list(pool.map(lambda _: client.compile(model, "cuda:h100", idempotency_key="race-1"), range(4)))
+        assert len({j.id for j in jobs}) == 1 and [j.id for j in client.jobs(model=model)] == [jobs[0].id]
+        jobs[0].cancel()
+
+
 def test_several_targets_in_one_request_share_the_upload(service, onnx_models):
     with service.client() as client:
         model = client.upload(onnx_models.mlp(seed=74))
