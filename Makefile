@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,client]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -18,11 +18,11 @@ serve: $(STAMP)
 	$(BIN)/tileforge serve --with-worker
 
 lint: $(STAMP)
-	$(BIN)/ruff check compiler server worker migrations tests scripts
+	$(BIN)/ruff check compiler server worker migrations tests scripts tileforge
 	$(BIN)/lint-imports
 
 test: $(STAMP)
-	$(BIN)/ruff check compiler server worker migrations tests scripts
+	$(BIN)/ruff check compiler server worker migrations tests scripts tileforge
 	$(BIN)/lint-imports
 	bash tests/run.sh
 

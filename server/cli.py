@@ -15,6 +15,7 @@ import sys
 
 from compiler.cli import add_commands, run_parsed
 from server.core.config import Settings, get_settings
+from tileforge.cli import add_remote_commands
 
 
 def cmd_db_upgrade(a: argparse.Namespace) -> int:
@@ -128,11 +129,12 @@ def add_service_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `tileforge` parser: the compiler's commands and the service's."""
+    """The `tileforge` parser: the compiler's commands, the service's, and the client's."""
     parser = argparse.ArgumentParser(prog="tileforge", description="tileforge: ONNX in, tiled kernels out")
     sub = parser.add_subparsers(dest="command")
     add_commands(sub)
     add_service_commands(sub)
+    add_remote_commands(sub)
     return parser
 
 

@@ -22,6 +22,7 @@ from service_kit import (
     OnnxModels,
     WorkerProcess,
     create_database,
+    free_port,
     migrated,
     reachable,
 )
@@ -128,6 +129,38 @@ def start_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
     yield start
     for w in started:
         w.kill()  # no graceful shutdown to wait for: the module's queues are deleted with it
+
+
+@pytest.fixture(scope="module")
+def start_server() -> Iterator[Callable[..., str]]:
+    """Start the API on given settings in a real uvicorn (a thread, a real port); returns its
+    URL. All are stopped when the module ends."""
+    import threading
+
+    import uvicorn
+
+    from server.main import create_app
+
+    started: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def start(settings) -> str:
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
+                                               log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)  # not the main thread: no signal handlers
+        thread.start()
+        started.append((server, thread))
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not start on port {port}")
+            time.sleep(0.05)
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for server, thread in started:
+        server.should_exit = True
+        thread.join(15)
 
 
 @pytest.fixture

@@ -44,6 +44,13 @@ def reachable(host: str, port: int) -> bool:
         return False
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on now (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def migrated(url: str) -> str:
     """`url` after `alembic upgrade head`."""
     from server.db.migrate import upgrade
@@ -228,10 +235,11 @@ class ServiceFlow:
             np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4)
 
 
-def loaded_modules(statement: str) -> list[str]:
-    """The `compiler`, `server` and `worker` modules a fresh interpreter holds after `statement`."""
+def loaded_modules(statement: str, roots: tuple[str, ...] = ("compiler", "server", "worker")) -> list[str]:
+    """The modules under `roots` (by default `compiler`, `server` and `worker`) a fresh
+    interpreter holds after `statement`."""
     code = (f"import json, sys\n{statement}\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('compiler', 'server', 'worker'))))")
+            f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {roots!r})))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True, timeout=120).stdout
     return json.loads(out.splitlines()[-1])

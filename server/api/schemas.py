@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class ErrorOut(BaseModel):
@@ -29,12 +29,32 @@ class ModelOut(BaseModel):
     created_at: datetime
 
 
+MAX_TARGETS = 16  # one request's fan-out: each target is a job and a worker's time
+
+
 class CompilationIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model_id: str
-    target: str = Field("cpu", description="a name from GET /v1/targets")
+    target: str | None = Field(None, description="a name from GET /v1/targets (default `cpu`); "
+                                                 "the answer is one compilation")
+    targets: list[str] | None = Field(None, min_length=1, max_length=MAX_TARGETS,
+                                      description="several targets, one compilation each, sharing the "
+                                                  "upload and the options; the answer is their list")
     options: dict[str, Any] = Field(default_factory=dict, description="compile options")
+
+    @model_validator(mode="after")
+    def _one_way_to_name_targets(self) -> CompilationIn:
+        if self.target is not None and self.targets is not None:
+            raise ValueError("give `target` or `targets`, not both")
+        repeated = sorted({t for t in self.targets or [] if self.targets.count(t) > 1})
+        if repeated:
+            raise ValueError(f"targets named more than once: {', '.join(repeated)}")
+        return self
+
+    def target_names(self) -> list[str]:
+        """The targets asked for, in order."""
+        return self.targets if self.targets is not None else [self.target or "cpu"]
 
 
 class CompilationOut(BaseModel):

@@ -186,3 +186,21 @@ class WorkerHost(Base):
     name: Mapped[str] = mapped_column(String(255), primary_key=True)
     cpu_models: Mapped[list] = mapped_column(JSON, default=list)
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class IdempotencyKey(Base):
+    """A client's `Idempotency-Key` on a compilation request, with the jobs it created: the
+    same key again (a retry whose answer was lost) returns those jobs instead of new ones.
+    `request_sha256` tells a retry from another request that reuses the key."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("tenant_id", "key"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(255))
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    # Deleting the model deletes its jobs, and with them what the key stood for.
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    job_ids: Mapped[list] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from compiler.options import CompileOptions
@@ -19,29 +20,57 @@ from server.jobs import state
 from server.jobs.queue import JobQueue
 from server.jobs.routing import queue_key
 from server.services.errors import ServiceError, owned
+from server.services.idempotency import forget, remember, replayed_jobs, request_sha256
 
 KEEPALIVE_SECONDS = 15.0
 
 
 def create_compilation(session: Session, queue: JobQueue, tenant: Tenant, model_id: str, target: str,
                        options: dict[str, Any]) -> Job:
-    """Queue a compilation of one of the tenant's models (TargetError / OptionsError name an
-    unknown target or option; 503 when the broker is unreachable, the job then failed)."""
+    """Queue a compilation of one of the tenant's models for one target (see create_compilations)."""
+    return create_compilations(session, queue, tenant, model_id, [target], options)[0]
+
+
+def create_compilations(session: Session, queue: JobQueue, tenant: Tenant, model_id: str,
+                        targets: list[str], options: dict[str, Any],
+                        idempotency_key: str | None = None) -> list[Job]:
+    """Queue one compilation of one of the tenant's models per target, all with the same
+    options (TargetError / OptionsError name an unknown target or option; 503 when the
+    broker is unreachable, the jobs then failed). With `idempotency_key`, a repeated
+    request returns the jobs the first one created."""
     model = owned(session, Model, model_id, tenant, "model")
-    kind = get_target(target).kind
+    fingerprint = request_sha256({"model_id": model_id, "targets": targets, "options": options})
+    if idempotency_key is not None:
+        earlier = replayed_jobs(session, tenant, idempotency_key, fingerprint)
+        if earlier is not None:
+            return earlier
+    kinds = [get_target(target).kind for target in targets]
     CompileOptions.from_dict(options)
-    job = Job(tenant_id=tenant.id, model_id=model.id, target=target, target_kind=kind,
-              options=options, task_id=new_id())
-    session.add(job)
-    session.commit()
+    jobs = [Job(id=new_id(), tenant_id=tenant.id, model_id=model.id, target=target, target_kind=kind,
+                options=options, task_id=new_id()) for target, kind in zip(targets, kinds, strict=True)]
+    session.add_all(jobs)
+    if idempotency_key is not None:
+        remember(session, tenant, idempotency_key, fingerprint, jobs)
     try:
-        key = queue_key(session, job.target, job.target_kind, queue.settings.worker_fresh_seconds)
-        queue.enqueue(job.id, key, job.task_id)
-    except Exception as e:
-        job.status, job.error, job.finished_at = JobStatus.failed, f"could not queue the job: {e}", utcnow()
         session.commit()
+    except IntegrityError:  # the same key, sent concurrently: the other request's jobs are the answer
+        session.rollback()
+        earlier = None if idempotency_key is None else replayed_jobs(session, tenant, idempotency_key, fingerprint)
+        if earlier is None:
+            raise
+        return earlier
+    try:
+        for job in jobs:
+            key = queue_key(session, job.target, job.target_kind, queue.settings.worker_fresh_seconds)
+            queue.enqueue(job.id, key, job.task_id)
+    except Exception as e:
+        for job in jobs:
+            job.status, job.error, job.finished_at = JobStatus.failed, f"could not queue the job: {e}", utcnow()
+        session.commit()
+        if idempotency_key is not None:
+            forget(session, tenant, idempotency_key)
         raise ServiceError(503, f"the job queue (broker) is unreachable: {type(e).__name__}") from None
-    return job
+    return jobs
 
 
 def get_compilation(session: Session, tenant: Tenant, job_id: str) -> Job:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import StreamingResponse
 
 from server.api.deps import JobQueueDep, PageDep, SessionDep, TenantDep
@@ -13,13 +15,22 @@ from server.services import compilations as service
 
 router = APIRouter(prefix="/compilations", tags=["compilations"])
 
+IdempotencyKeyHeader = Annotated[str | None, Header(
+    alias="Idempotency-Key", min_length=1, max_length=255,
+    description="a key unique to this submission (a UUID): sent again with a retry, it returns the "
+                "jobs the first request created instead of new ones")]
 
-@router.post("", response_model=CompilationOut, status_code=202)
-def create_compilation(body: CompilationIn, session: SessionDep, queue: JobQueueDep,
-                       tenant: TenantDep) -> CompilationOut:
-    """Queue a compilation of a model for a target (422 names an unknown target or option)."""
-    job = service.create_compilation(session, queue, tenant, body.model_id, body.target, body.options)
-    return compilation_out(session, job)
+
+@router.post("", response_model=CompilationOut | list[CompilationOut], status_code=202,
+             responses={202: {"description": "the compilation; with `targets`, one per target, in order"}})
+def create_compilation(body: CompilationIn, session: SessionDep, queue: JobQueueDep, tenant: TenantDep,
+                       idempotency_key: IdempotencyKeyHeader = None) -> CompilationOut | list[CompilationOut]:
+    """Queue a compilation of a model for a target, or one per target of `targets` (422 names an
+    unknown target or option); a repeated `Idempotency-Key` returns the first request's jobs."""
+    jobs = service.create_compilations(session, queue, tenant, body.model_id, body.target_names(),
+                                       body.options, idempotency_key)
+    out = [compilation_out(session, job) for job in jobs]
+    return out if body.targets is not None else out[0]
 
 
 @router.get("", response_model=Page[CompilationOut])

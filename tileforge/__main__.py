@@ -1,0 +1,7 @@
+"""`python -m tileforge`: the remote commands."""
+
+import sys
+
+from tileforge.cli import main
+
+sys.exit(main())
