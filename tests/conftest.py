@@ -5,6 +5,7 @@ reason when PostgreSQL or Redis is unreachable."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -22,7 +23,7 @@ from service_kit import (
     OnnxModels,
     WorkerProcess,
     create_database,
-    free_port,
+    live_api,
     migrated,
     reachable,
 )
@@ -132,35 +133,14 @@ def start_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
 
 
 @pytest.fixture(scope="module")
-def start_server() -> Iterator[Callable[..., str]]:
-    """Start the API on given settings in a real uvicorn (a thread, a real port); returns its
-    URL. All are stopped when the module ends."""
-    import threading
+def start_server(module_tmp: Path) -> Iterator[Callable[..., str]]:
+    """Start the API on given settings in a real uvicorn process on a free port; returns its
+    URL. All are stopped when the module ends (their output in the module's tmp folder)."""
+    with contextlib.ExitStack() as servers:
+        def start(settings) -> str:
+            return servers.enter_context(live_api(settings, module_tmp / f"uvicorn-{secrets.token_hex(3)}.log"))
 
-    import uvicorn
-
-    from server.main import create_app
-
-    started: list[tuple[uvicorn.Server, threading.Thread]] = []
-
-    def start(settings) -> str:
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                               log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)  # not the main thread: no signal handlers
-        thread.start()
-        started.append((server, thread))
-        deadline = time.monotonic() + 30
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"uvicorn did not start on port {port}")
-            time.sleep(0.05)
-        return f"http://127.0.0.1:{port}"
-
-    yield start
-    for server, thread in started:
-        server.should_exit = True
-        thread.join(15)
+        yield start
 
 
 @pytest.fixture

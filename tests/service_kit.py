@@ -245,13 +245,6 @@ def loaded_modules(statement: str, roots: tuple[str, ...] = ("compiler", "server
     return json.loads(out.splitlines()[-1])
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def live_api(settings, log: Path) -> Iterator[str]:
     """A real uvicorn serving the app for `settings` on a free port; yields its base URL
