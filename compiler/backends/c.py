@@ -15,7 +15,7 @@ from compiler.codegen.c.prepack import place_prepacked
 from compiler.ir.graph import Graph
 from compiler.options import CompileOptions
 from compiler.runtime.cpu import FEATURES_KEY, MACHINE_KEY
-from compiler.runtime.kernel_timer import time_kernels
+from compiler.runtime.kernel_timer import KernelCall, time_kernels
 from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel
 from compiler.schedule.tilegraph.rows import fuse_rows
@@ -51,7 +51,7 @@ class CBackend(Backend):
                    for t in timings for tile, sym in zip(t.tiles, t.symbols(), strict=True)}
         flags = c_flags(target)
         library = link_shared(list(compile_objects(sources, flags).values()), {}, flags)
-        out = {}
+        calls = []
         for t in timings:
             k = t.kernel
             # Candidates read their packed operands as laid out for their own tiles: the
@@ -60,9 +60,9 @@ class CBackend(Backend):
             for tile in t.tiles:
                 for pos, nbytes in prepacked_inputs(k.compute, tile, target, k.constant_inputs).items():
                     packed[pos] = max(packed.get(pos, 0), nbytes)
-            times = time_kernels(library, t.symbols(), k.compute, opts.threads, packed)
-            out[t.key] = [times[s] for s in t.symbols()]
-        return out
+            calls += [KernelCall(sym, k.compute, packed) for sym in t.symbols()]
+        times = time_kernels(library, calls, opts.threads)
+        return {t.key: [times[s] for s in t.symbols()] for t in timings}
 
     def place(self, plan: ExecutionPlan, target: Target) -> None:
         place_prepacked(plan, target)
