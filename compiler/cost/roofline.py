@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from compiler.cost.analysis import TileAnalysis
+from compiler.cost.model import group_bytes
 from compiler.cost.shortfall import shortfall
 from compiler.ir.te import Compute
 from compiler.target.base import Target
@@ -87,8 +88,11 @@ class RooflineRow:
 
 
 def kernel_work(compute: Compute, target: Target) -> tuple[int, int]:
-    """(FLOPs, compulsory DRAM bytes) of `compute` on `target`, from the TE analyses."""
+    """(FLOPs, compulsory DRAM bytes) of `compute` on `target`, from the TE analyses; a fused
+    row group's bytes as the cost model counts them (its stages meet in cache)."""
     an = TileAnalysis(compute)
+    if compute.stages:
+        return an.flops(), group_bytes(compute)
     return an.flops(), an.compulsory(target.levels[0].transaction)
 
 

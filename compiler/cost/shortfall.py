@@ -18,8 +18,8 @@ REREAD_RATIO = 2.0
 def shortfall(compute: Compute, block: tuple[int, ...], target: Target) -> str:
     """A short reason `compute`, tiled in tasks of `block` outputs, misses its bound on
     `target`, or "" where the plan gives none. Reasons are joined by "; "."""
-    if len(block) != len(compute.axes):
-        return ""  # a tiling of another shape than the Compute's: nothing to derive from
+    if compute.stages or len(block) != len(compute.axes):
+        return ""  # a row group's tasks and traffic follow its rows, not this tiling
     an = TileAnalysis(compute)
     reasons = []
     tasks = an.tiles(block)

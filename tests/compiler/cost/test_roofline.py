@@ -1,6 +1,7 @@
 """The roofline rows: FLOPs and bytes from the TE analyses, measured bounds, time lost."""
 
 import pytest
+from onnx import TensorProto, helper
 from te_operators import matmul
 
 from compiler.cost.analysis import TileAnalysis
@@ -13,6 +14,7 @@ from compiler.cost.roofline import (
 )
 from compiler.cost.shortfall import shortfall
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var
+from compiler.pipeline import compile_model
 from compiler.target import get_target
 from compiler.target.cpu import CpuFacts, cpu_target
 
@@ -99,3 +101,16 @@ def test_shortfall_names_idle_cores_and_rereads_from_the_plan():
     assert shortfall(_add(4096), (256,), t) == ""
     slow = roofline_row(KernelTime(0, "tf_a", _add(4096), (2048,), 1000.0), t, measured_bounds(t))
     assert slow.pct_of_bound < 50 and slow.reason == "2 tasks for 4 cores"
+
+
+def test_a_fused_row_group_moves_its_inputs_and_output_once():
+    rows, cols = 64, 256
+    f = TensorProto.FLOAT
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "softmax",
+                              [helper.make_tensor_value_info("x", f, [rows, cols])],
+                              [helper.make_tensor_value_info("y", f, [rows, cols])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    plan = compile_model(model, "cpu", {"validate": False}).plan
+    (group,) = [k.compute for k in plan.kernels if k.compute.stages]
+    assert kernel_work(group, _machine()) == (group.flops(), 2 * rows * cols * 4)
+    assert shortfall(group, (1,) * len(group.axes), _machine()) == ""
