@@ -1,4 +1,4 @@
-"""The compiler's command line: compile, run, bench, targets.
+"""The compiler's command line: compile, run, bench, profile, targets.
 
 `add_commands` is shared with the service CLI (server/cli.py), which adds
 serve / worker / db / token on top; `main` runs the compiler commands alone.
@@ -12,11 +12,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from compiler.errors import TileforgeError
 from compiler.target.base import Target
+
+if TYPE_CHECKING:
+    from compiler.cache import KernelCache
 
 
 def _default_cache_dir() -> Path:
@@ -60,14 +64,21 @@ def _target(name: str) -> Target:
     return get_target(name, allow_files=True)
 
 
-def cmd_compile(a: argparse.Namespace) -> int:
+def _compile_inputs(a: argparse.Namespace) -> tuple[dict, KernelCache]:
+    """The compile options and kernel cache of `compile` / `profile`'s shared arguments."""
     from compiler.cache import FileKernelCache, MemoryKernelCache
-    from compiler.pipeline import compile_model
 
-    options = {"input_shapes": _input_shapes(a.input_shape), "validate": not a.no_validate}
+    options: dict = {"input_shapes": _input_shapes(a.input_shape)}
     if a.threads:
         options["threads"] = a.threads
-    cache = MemoryKernelCache() if a.no_cache else FileKernelCache(a.cache_dir)
+    return options, MemoryKernelCache() if a.no_cache else FileKernelCache(a.cache_dir)
+
+
+def cmd_compile(a: argparse.Namespace) -> int:
+    from compiler.pipeline import compile_model
+
+    options, cache = _compile_inputs(a)
+    options["validate"] = not a.no_validate
     t0 = time.perf_counter()
     r = compile_model(Path(a.model), _target(a.target), options, cache=cache, progress=_ProgressLine(),
                       output=Path(a.output))
@@ -114,6 +125,15 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(a: argparse.Namespace) -> int:
+    from compiler.profile import format_profile, profile_model
+
+    options, cache = _compile_inputs(a)
+    p = profile_model(Path(a.model), _target(a.target), options, cache).to_dict()
+    print(json.dumps(p, indent=2) if a.json else format_profile(p, a.top or None))
+    return 0
+
+
 def cmd_targets(a: argparse.Namespace) -> int:
     from compiler.target import get_target, list_targets
 
@@ -140,19 +160,27 @@ def cmd_targets(a: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register compile / run / bench / targets on a subparsers object."""
-    cache_help = "kernel cache folder (default $TILEFORGE_HOME/kernels or ~/.cache/tileforge/kernels)"
-    p = sub.add_parser("compile", help="compile an ONNX model into an artifact")
+_CACHE_HELP = "kernel cache folder (default $TILEFORGE_HOME/kernels or ~/.cache/tileforge/kernels)"
+
+
+def _compile_parser(sub: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
+    """A command that compiles a model: the model, target, shapes, threads and cache."""
+    p = sub.add_parser(name, help=help)
     p.add_argument("model")
     p.add_argument("--target", default="cpu", help="a preset (see `targets`) or a JSON/YAML target file")
-    p.add_argument("-o", "--output", required=True, help="artifact path (.tar.gz)")
     p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
                    help="bind an input's symbolic dims (repeatable)")
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--no-validate", action="store_true", help="skip the onnxruntime check")
-    p.add_argument("--cache-dir", type=Path, default=_default_cache_dir(), help=cache_help)
+    p.add_argument("--cache-dir", type=Path, default=_default_cache_dir(), help=_CACHE_HELP)
     p.add_argument("--no-cache", action="store_true", help="use a throw-away in-memory cache")
+    return p
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register compile / run / bench / profile / targets on a subparsers object."""
+    p = _compile_parser(sub, "compile", "compile an ONNX model into an artifact")
+    p.add_argument("-o", "--output", required=True, help="artifact path (.tar.gz)")
+    p.add_argument("--no-validate", action="store_true", help="skip the onnxruntime check")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run an artifact on inputs from an .npz file")
@@ -167,8 +195,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--cache-dir", type=Path, default=_default_cache_dir(), help=cache_help)
+    p.add_argument("--cache-dir", type=Path, default=_default_cache_dir(), help=_CACHE_HELP)
     p.set_defaults(func=cmd_bench)
+
+    p = _compile_parser(sub, "profile", "compile, validate, and time each kernel against its roofline")
+    p.add_argument("--json", action="store_true", help="every row, as JSON")
+    p.add_argument("--top", type=int, default=20, help="rows to print (0: all; default 20)")
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("targets", help="list known hardware targets")
     p.add_argument("--json", action="store_true")

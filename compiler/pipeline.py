@@ -28,6 +28,7 @@ from compiler.cache import (
     MemoryKernelCache,
     signature_of,
 )
+from compiler.cost.roofline import KernelTime, roofline_report
 from compiler.errors import ModelError, ValidationError
 from compiler.ir.graph import Graph
 from compiler.ir.te import Compute
@@ -57,6 +58,8 @@ class CompileResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     validation: dict = field(default_factory=dict)
     kernels: list[dict] = field(default_factory=list)
+    plan: ExecutionPlan | None = None  # what the artifact runs (`tileforge profile` times its kernels)
+    target: Target | None = None  # the target planned for (a CPU narrowed to the threads asked for)
 
 
 class _Stages:
@@ -154,7 +157,7 @@ def compile_model(
         artifact_path=out, artifact_sha256=sha, report=report,
         cache_hits=report["cache_hits"], cache_misses=report["cache_misses"],
         stage_seconds=dict(st.seconds), validation=report.get("validation", {}),
-        kernels=report["kernels"],
+        kernels=report["kernels"], plan=c.plan, target=tgt,
     )
 
 
@@ -284,6 +287,7 @@ class _Compilation:
             "cache_misses": sum(not k.cache_hit for k in self.plan.kernels),
             "construct_seconds": round(self.construct_seconds, 4),
             "options": self.opts.to_dict(),
+            "roofline": roofline_report(kernel_times(self.plan), self.target),
             "inputs": [graph.tensors[t].name for t in graph.inputs],
             "outputs": [graph.tensors[t].name for t in graph.outputs],
         }
@@ -302,6 +306,18 @@ class _Compilation:
                        "toolchain": self.target.toolchain, "model_sha256": model_sha,
                        "target_kind": self.target.kind, **self.backend.manifest_extra(self.plan, self.target)}
         return write_artifact(out, self.plan, files, extra, json.loads(json.dumps(report, default=str)))
+
+
+def kernel_times(plan: ExecutionPlan, measured: dict[str, float] | None = None) -> list[KernelTime]:
+    """The plan's kernels with a time, for the roofline: from `measured` (symbol ->
+    microseconds) where given, else each kernel's top-k measurement (none for kernels
+    that were not timed)."""
+    out = []
+    for k in plan.kernels:
+        us = k.measured_us if measured is None else measured.get(k.symbol)
+        if us is not None:
+            out.append(KernelTime(k.id, k.symbol, k.compute, k.tile.block, us, k.ops))
+    return out
 
 
 def _validate(data: bytes, artifact: Path, opts: CompileOptions, target: Target, backend: Backend) -> dict:

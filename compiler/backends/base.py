@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from compiler.ir.graph import Graph
 from compiler.options import CompileOptions
@@ -51,6 +54,12 @@ class Backend(ABC):
     def time_candidates(self, timings: Sequence[Timing], target: Target,
                         opts: CompileOptions) -> dict[str, list[float]]:
         """Microseconds of each candidate of each kernel (key -> per-candidate times)."""
+
+    @abstractmethod
+    def time_plan(self, plan: ExecutionPlan, artifact: Path, feeds: Mapping[str, np.ndarray],
+                  opts: CompileOptions) -> dict[str, float]:
+        """Median microseconds of each kernel of `plan` (symbol -> us), run from `artifact`
+        (the plan's, already validated) on this machine; `feeds` are the model's inputs."""
 
     def place(self, plan: ExecutionPlan, target: Target) -> None:  # noqa: B027 (optional step)
         """Backend decisions recorded in the plan once tiles are final (CPU: prepacking);

@@ -3,8 +3,12 @@ with the OpenMP entry point, run through ctypes (compiler/runtime/cpu.py)."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from compiler.backends.base import Backend
 from compiler.build.gcc import c_flags, compile_objects, link_shared
@@ -14,8 +18,9 @@ from compiler.codegen.c.kernel import render_kernel as render_c
 from compiler.codegen.c.prepack import place_prepacked
 from compiler.ir.graph import Graph
 from compiler.options import CompileOptions
-from compiler.runtime.cpu import FEATURES_KEY, MACHINE_KEY
-from compiler.runtime.kernel_timer import time_kernels
+from compiler.runtime.artifact import read_artifact
+from compiler.runtime.cpu import FEATURES_KEY, LIBRARY, MACHINE_KEY
+from compiler.runtime.kernel_timer import KernelCall, time_kernels
 from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel
 from compiler.schedule.tilegraph.rows import fuse_rows
@@ -51,7 +56,7 @@ class CBackend(Backend):
                    for t in timings for tile, sym in zip(t.tiles, t.symbols(), strict=True)}
         flags = c_flags(target)
         library = link_shared(list(compile_objects(sources, flags).values()), {}, flags)
-        out = {}
+        calls = []
         for t in timings:
             k = t.kernel
             # Candidates read their packed operands as laid out for their own tiles: the
@@ -60,9 +65,22 @@ class CBackend(Backend):
             for tile in t.tiles:
                 for pos, nbytes in prepacked_inputs(k.compute, tile, target, k.constant_inputs).items():
                     packed[pos] = max(packed.get(pos, 0), nbytes)
-            times = time_kernels(library, t.symbols(), k.compute, opts.threads, packed)
-            out[t.key] = [times[s] for s in t.symbols()]
-        return out
+            calls += [KernelCall(sym, k.compute, packed) for sym in t.symbols()]
+        times = time_kernels(library, calls, opts.threads)
+        return {t.key: [times[s] for s in t.symbols()] for t in timings}
+
+    def time_plan(self, plan: ExecutionPlan, artifact: Path, feeds: Mapping[str, np.ndarray],
+                  opts: CompileOptions) -> dict[str, float]:
+        # Each kernel of the artifact's own library, called alone on random buffers of its
+        # shapes (and its packed regions' sizes): the model's inputs are not needed.
+        with tempfile.TemporaryDirectory(prefix="tileforge-profile-") as tmp:
+            _, folder = read_artifact(artifact, tmp)
+            library = (folder / LIBRARY).read_bytes()
+        calls: dict[str, KernelCall] = {}
+        for k in plan.kernels:
+            packed = {p.input: p.nbytes for p in plan.prepacked if p.kernel == k.id}
+            calls.setdefault(k.symbol, KernelCall(k.symbol, k.compute, packed))
+        return time_kernels(library, list(calls.values()), opts.threads)
 
     def place(self, plan: ExecutionPlan, target: Target) -> None:
         place_prepacked(plan, target)

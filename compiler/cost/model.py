@@ -101,8 +101,7 @@ def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target:
     tasks = math.prod(c.shape[:g - 1]) * -(-c.shape[g - 1] // block_rows)
     util = _wave_utilisation(tasks, units)
     dram = target.levels[0]
-    outer = sum(math.prod(t.shape) * dtype(t.dtype).nbytes for t in (*c.inputs, c))
-    stages = {"dram": outer / (dram.bandwidth * _shared_level_efficiency(tasks, units))}
+    stages = {"dram": group_bytes(c) / (dram.bandwidth * _shared_level_efficiency(tasks, units))}
     inner = 0
     for m in c.members():
         read = {ld.input for ld in loads_of(m)}
@@ -113,6 +112,12 @@ def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target:
     waves = -(-tasks // units)
     stages["compute"] = c.flops() / (_peak(target, c) * util) + waves * TASK_OVERHEAD_CYCLES / _clock_hz(target)
     return _finish(stages, tasks, waves, ())
+
+
+def group_bytes(c: Compute) -> int:
+    """DRAM bytes of a fused row group: its inputs read once and its output written once (its
+    stages meet in cache, never in DRAM)."""
+    return sum(math.prod(t.shape) * dtype(t.dtype).nbytes for t in (*c.inputs, c))
 
 
 def _row_level(target: Target, working_set: int) -> MemoryLevel:

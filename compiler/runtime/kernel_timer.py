@@ -1,8 +1,9 @@
-"""Times single CPU kernels on the machine that compiles them (Roller's top-k measurement).
+"""Times single CPU kernels on the machine that compiles them: Roller's top-k measurement,
+and the per-kernel times of `tileforge profile`.
 
-The candidates of one kernel are linked into one shared library; each is called
-on the same random buffers, after a warm-up call, until a small time budget is
-spent; the median is its measured time.
+The kernels are in one shared library (a kernel's candidates, or a whole model's
+model.so); each is called on random buffers of its own, after a warm-up call,
+until a small time budget is spent; the median is its measured time.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,16 @@ from compiler.runtime.executable import aligned_empty
 _MIN_RUNS = 3
 _MAX_RUNS = 50
 _BUDGET_S = 0.05  # per candidate, after warm-up
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One symbol to time: the Compute it computes, and `packed` (input position -> bytes)
+    for the inputs it reads packed at load."""
+
+    symbol: str
+    compute: Compute
+    packed: Mapping[int, int] = field(default_factory=dict)
 
 
 def _buffers(compute: Compute, packed: Mapping[int, int], seed: int = 0) -> list[np.ndarray]:
@@ -41,21 +53,21 @@ def _buffers(compute: Compute, packed: Mapping[int, int], seed: int = 0) -> list
     return out
 
 
-def time_kernels(library: bytes, symbols: Sequence[str], compute: Compute,
-                 threads: int | None = None, packed: Mapping[int, int] | None = None) -> dict[str, float]:
-    """Median microseconds per call of each symbol (all computing `compute`) in `library`;
-    `packed`: input position -> bytes, for inputs the kernels read packed at load."""
+def time_kernels(library: bytes, calls: Sequence[KernelCall],
+                 threads: int | None = None) -> dict[str, float]:
+    """Median microseconds per call of each of `calls` (symbols of `library`), each on
+    random buffers shaped for its own Compute."""
     with tempfile.TemporaryDirectory(prefix="tileforge-timer-") as d:
-        path = Path(d) / "candidates.so"
+        path = Path(d) / "kernels.so"
         path.write_bytes(library)
         lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
     if threads is not None:
         _set_omp_threads(threads)
-    bufs = _buffers(compute, packed or {})
-    ptrs = [ctypes.c_void_p(b.ctypes.data) for b in bufs]
     result: dict[str, float] = {}
-    for sym in symbols:
-        fn = getattr(lib, sym)
+    for call in calls:
+        bufs = _buffers(call.compute, call.packed)
+        ptrs = [ctypes.c_void_p(b.ctypes.data) for b in bufs]
+        fn = getattr(lib, call.symbol)
         fn.restype = None
         fn(*ptrs)  # warm-up: page faults, OpenMP thread start
         times: list[float] = []
@@ -64,7 +76,7 @@ def time_kernels(library: bytes, symbols: Sequence[str], compute: Compute,
             t0 = time.perf_counter()
             fn(*ptrs)
             times.append(time.perf_counter() - t0)
-        result[sym] = statistics.median(times) * 1e6
+        result[call.symbol] = statistics.median(times) * 1e6
     return result
 
 

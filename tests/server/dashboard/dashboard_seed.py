@@ -49,6 +49,20 @@ def _kernel(i: int, op: str, target: str, measured: float | None, stale: bool, h
                   last_used_at=now - timedelta(minutes=i), stale=stale)
 
 
+def _roofline_row(i: int, op: str, measured: float, bound_us: float, reason: str = "") -> dict:
+    return {"id": i, "symbol": f"k{i}", "op_pattern": op, "ops": [], "flops": 1000, "dram_bytes": 4000,
+            "measured_us": measured, "gflops": 1000 / measured / 1e3, "gbs": 4000 / measured / 1e3,
+            "bound": "memory", "bound_us": bound_us, "pct_of_bound": 100 * bound_us / measured,
+            "lost_us": measured - bound_us, "share": None, "reason": reason}
+
+
+# report.json's roofline (compiler/cost/roofline.py): 12 rows, the most time lost first.
+ROOFLINE = {"bounds": {"peak_gflops": 150.5, "bandwidth_gbs": 12.25}, "note": "", "model_us": None,
+            "rows": [_roofline_row(0, "Conv+Relu", 900.0, 100.0, "2 tasks for 4 cores"),
+                     _roofline_row(1, SCRIPT, 500.0, 200.0),
+                     *(_roofline_row(i, "Add", 20.0 - i, 10.0) for i in range(2, 12))]}
+
+
 def seed(app) -> Seeded:
     """Tenants `alice` and `bob`; 32 kernels (30 CPU, 2 GPU); each tenant a model and a finished job."""
     out = Seeded()
@@ -86,6 +100,8 @@ def seed(app) -> Seeded:
                                    "op_pattern": "MatMul+Relu", "ops": ["MatMul", "Relu"],
                                    "tile": {"block": [4, 2]}, "estimated_us": 11.0, "measured_us": 13.0,
                                    "cache_hit": name == "bob"}]}
+            if name == "alice":  # bob's report is one from before the roofline
+                report["roofline"] = ROOFLINE
             artifact = Artifact(tenant_id=tenant_id, job_id=job.id, sha256=blob.sha256, size=blob.size,
                                 report=json.loads(json.dumps(report)))
             s.add(artifact)

@@ -1,5 +1,8 @@
 """Jobs and models pages: tenant isolation, escaping of model-derived strings, events, downloads."""
 
+from fastapi.testclient import TestClient
+
+from server.dashboard.auth import COOKIE_NAME
 from server.db.models import Job, JobStatus
 from server.db.session import transaction
 
@@ -100,3 +103,23 @@ def test_job_whose_validation_could_not_run_says_why(alice, seeded, dashboard_ap
     html = alice.get(f"/jobs/{job_id}").text
     assert "not run" in html and "pycuda is not installed" in html
     assert 'badge succeeded">passed' not in html and 'badge failed">failed' not in html
+
+
+def test_job_page_shows_the_roofline_most_time_lost_first(alice, seeded):
+    html = alice.get(f"/jobs/{seeded.jobs['alice']}").text
+    table = html[html.index('id="job-roofline"'):]
+    table = table[:table.index("</table>")]
+    assert "150.5 GFLOP/s, 12.2 GB/s DRAM" in html and "The 10 of 12 measured kernels" in html
+    for column in ("Measured", "GFLOP/s", "GB/s", "Bound", "% of bound", "Time lost", "Why short"):
+        assert f">{column}</th>" in table
+    assert table.count("<tr>") == 1 + 10  # the header and the top rows
+    assert table.index("Conv+Relu") < table.index("&lt;script&gt;") < table.index("Add")
+    assert "11.1%" in table and "800 µs" in table and "2 tasks for 4 cores" in table
+    assert SCRIPT not in table
+
+
+def test_job_page_without_a_roofline_has_no_table(dashboard_app, seeded):
+    bob = TestClient(dashboard_app, follow_redirects=False)
+    bob.cookies.set(COOKIE_NAME, seeded.tokens["bob"])
+    html = bob.get(f"/jobs/{seeded.jobs['bob']}").text
+    assert "Kernels" in html and 'id="job-roofline"' not in html

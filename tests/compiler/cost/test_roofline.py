@@ -1,0 +1,116 @@
+"""The roofline rows: FLOPs and bytes from the TE analyses, measured bounds, time lost."""
+
+import pytest
+from onnx import TensorProto, helper
+from te_operators import matmul
+
+from compiler.cost.analysis import TileAnalysis
+from compiler.cost.roofline import (
+    KernelTime,
+    kernel_work,
+    measured_bounds,
+    roofline_report,
+    roofline_row,
+)
+from compiler.cost.shortfall import shortfall
+from compiler.ir.te import Axis, Compute, Load, TensorType, Var
+from compiler.pipeline import compile_model
+from compiler.target import get_target
+from compiler.target.cpu import CpuFacts, cpu_target
+
+PEAK, BANDWIDTH = 100e9, 20e9  # FLOP/s and bytes/s "measured" on the test machine
+
+
+def _machine(measured: bool = True, cores: int = 4):
+    facts = CpuFacts("x86_64", "test", cores, 3.0, {1: 32 << 10, 2: 1 << 20, 3: 32 << 20}, 64,
+                     ("avx", "avx2", "fma"), 16 << 30)
+    numbers = {"dram_bandwidth": BANDWIDTH, "flops_1thread": PEAK / cores, "flops_all_threads": PEAK}
+    return cpu_target(facts, numbers if measured else None, "gcc (test) 12")
+
+
+def _add(n: int) -> Compute:
+    i = Var("i")
+    return Compute(axes=(Axis("i", n),), body=Load(0, (i,), "float32") + Load(1, (i,), "float32"),
+                   inputs=(TensorType((n,), "float32"), TensorType((n,), "float32")),
+                   dtype="float32", label="Add")
+
+
+def test_matmul_and_add_work_follow_the_formulas():
+    m, n, k = 64, 48, 32
+    t = _machine()
+    assert kernel_work(matmul(m, n, k), t) == (2 * m * n * k, (m * k + k * n + m * n) * 4)
+    assert kernel_work(_add(4096), t) == (4096, 3 * 4096 * 4)
+    # the bytes are the TE analyses' compulsory traffic, not a second counter
+    assert kernel_work(_add(4096), t)[1] == TileAnalysis(_add(4096)).compulsory(64)
+
+
+def test_compute_bound_matmul_row():
+    m = n = k = 256
+    row = roofline_row(KernelTime(0, "tf_a", matmul(m, n, k), (64, 64), 500.0), _machine(),
+                       measured_bounds(_machine()))
+    flops, nbytes = 2 * m * n * k, 3 * m * m * 4
+    assert row.bound == "compute"
+    assert row.bound_us == pytest.approx(flops / PEAK * 1e6, abs=1e-3)
+    assert row.gflops == pytest.approx(flops / 500e-6 / 1e9, rel=1e-3)
+    assert row.gbs == pytest.approx(nbytes / 500e-6 / 1e9, rel=1e-3)
+    assert row.pct_of_bound == pytest.approx(100 * flops / PEAK / 500e-6, abs=0.1)
+    assert row.lost_us == pytest.approx(500.0 - flops / PEAK * 1e6, abs=1e-3)
+
+
+def test_memory_bound_add_row_and_its_share_of_the_model():
+    n = 1 << 20
+    row = roofline_row(KernelTime(1, "tf_b", _add(n), (1 << 16,), 1000.0), _machine(),
+                       measured_bounds(_machine()), model_us=4000.0)
+    assert row.bound == "memory"
+    assert row.bound_us == pytest.approx(3 * n * 4 / BANDWIDTH * 1e6, abs=1e-3)
+    assert row.pct_of_bound == pytest.approx(100 * 3 * n * 4 / BANDWIDTH / 1e-3, abs=0.1)
+    assert row.share == 0.25
+    assert row.reason == ""  # 16 tasks for 4 cores, read once: the plan names no shortfall
+
+
+def test_rows_sorted_by_time_lost_not_by_time():
+    t = _machine()
+    slow_but_near_bound = KernelTime(0, "tf_mm", matmul(512, 512, 512), (64, 64), 2800.0)
+    fast_but_far = KernelTime(1, "tf_add", _add(1 << 20), (1 << 16,), 2000.0)
+    report = roofline_report([slow_but_near_bound, fast_but_far], t, model_us=5000.0)
+    assert [r["symbol"] for r in report["rows"]] == ["tf_add", "tf_mm"]
+    assert report["bounds"] == {"peak_gflops": 100.0, "bandwidth_gbs": 20.0}
+    lost = [r["lost_us"] for r in report["rows"]]
+    assert lost == sorted(lost, reverse=True)
+
+
+def test_threads_scale_the_peak_not_the_shared_dram():
+    bounds = measured_bounds(_machine().with_units(2))
+    assert (bounds.peak_flops, bounds.bandwidth) == (PEAK / 2, BANDWIDTH)
+
+
+def test_unmeasured_targets_have_no_bounds_and_say_so():
+    for t in (_machine(measured=False), get_target("cpu:x86-64-v3"), get_target("cuda:a100")):
+        report = roofline_report([KernelTime(0, "tf_a", _add(1024), (256,), 3.0)], t)
+        assert report["bounds"] is None and "--measure" in report["note"]
+        row = report["rows"][0]
+        assert row["bound"] is None and row["pct_of_bound"] is None and row["lost_us"] is None
+        assert row["flops"] == 1024 and row["gflops"] == pytest.approx(1024 / 3e-6 / 1e9, rel=1e-3)
+
+
+def test_shortfall_names_idle_cores_and_rereads_from_the_plan():
+    t = _machine(cores=4)
+    assert shortfall(_add(4096), (2048,), t) == "2 tasks for 4 cores"
+    # 8x8 blocks of a 256^3 matmul re-read A's rows and B's columns per block
+    assert "compulsory bytes" in shortfall(matmul(256, 256, 256), (8, 8), t)
+    assert shortfall(_add(4096), (256,), t) == ""
+    slow = roofline_row(KernelTime(0, "tf_a", _add(4096), (2048,), 1000.0), t, measured_bounds(t))
+    assert slow.pct_of_bound < 50 and slow.reason == "2 tasks for 4 cores"
+
+
+def test_a_fused_row_group_moves_its_inputs_and_output_once():
+    rows, cols = 64, 256
+    f = TensorProto.FLOAT
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "softmax",
+                              [helper.make_tensor_value_info("x", f, [rows, cols])],
+                              [helper.make_tensor_value_info("y", f, [rows, cols])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    plan = compile_model(model, "cpu", {"validate": False}).plan
+    (group,) = [k.compute for k in plan.kernels if k.compute.stages]
+    assert kernel_work(group, _machine()) == (group.flops(), 2 * rows * cols * 4)
+    assert shortfall(group, (1,) * len(group.axes), _machine()) == ""
