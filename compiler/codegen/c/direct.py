@@ -39,10 +39,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compiler.codegen.affine import form_bounds, linear_form
 from compiler.codegen.c.stage import write_box_copy
 from compiler.codegen.cexpr import literal, row_major_strides
 from compiler.codegen.csource import CSource
+from compiler.ir.affine import form_bounds, linear_form
 from compiler.ir.te import Compute, Load
 
 # A patch element gathered into a panel costs about as much time as this many of the

@@ -35,7 +35,6 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-from compiler.codegen.affine import linear_form
 from compiler.codegen.c.direct import (
     KOFF,
     PACK_COST,
@@ -51,6 +50,7 @@ from compiler.codegen.c.team import mark_used
 from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
 from compiler.codegen.cexpr import ExprWriter, clip_lines, flat_offset, literal, new_counter
 from compiler.codegen.csource import CSource
+from compiler.ir.affine import linear_form
 from compiler.ir.contraction import Contraction, expr_vars, match_contraction, side_extent
 from compiler.ir.te import ACC, Compute, Expr, Load, TensorType, Var
 from compiler.schedule.plan import TileConfig

@@ -43,9 +43,7 @@ from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 
-from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_stride
 from compiler.codegen.c.gemm import gemm_contraction, gemm_shape, packed_operands, render_gemm
-from compiler.codegen.c.merge_axes import merge_axes, merge_reduce_axes
 from compiler.codegen.c.rows import render_row_group
 from compiler.codegen.c.softmax import is_row_softmax, render_row_softmax
 from compiler.codegen.c.stage import StagedInput, stage_padded_loads, staging_block, write_staging
@@ -70,9 +68,11 @@ from compiler.codegen.cexpr import (
     value_ctype,
 )
 from compiler.codegen.csource import CSource
+from compiler.ir.affine import LinearForm, form_bounds, linear_form, load_stride
 from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import ACC, INIT, Call, Compute, Expr, Load, substitute, walk
+from compiler.schedule.merge_axes import merge_axes, merge_reduce_axes
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target

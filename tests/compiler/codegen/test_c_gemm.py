@@ -37,11 +37,11 @@ from compiler.codegen.c.gemm import (
     micro_tails,
 )
 from compiler.codegen.c.kernel import prepacked_inputs, render_kernel
-from compiler.codegen.c.merge_axes import merge_axes, merge_reduce_axes
 from compiler.ir import te
 from compiler.ir.contraction import match_contraction
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute, Load, TensorType, Var, call
+from compiler.schedule.merge_axes import merge_axes, merge_reduce_axes
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
