@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compiler.ir.graph import Graph
+from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.schedule.measure import Timing
-from compiler.schedule.plan import ExecutionPlan, Kernel
+from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.target.base import Target
 
 
@@ -51,6 +52,13 @@ class Backend(ABC):
     def time_candidates(self, timings: Sequence[Timing], target: Target,
                         opts: CompileOptions) -> dict[str, list[float]]:
         """Microseconds of each candidate of each kernel (key -> per-candidate times)."""
+
+    def plan_tile(self, compute: Compute, tile: TileConfig, target: Target,
+                  constant_inputs: Sequence[int]) -> TileConfig:
+        """`tile` (an rTile) with the backend's decisions below it made, so that codegen
+        renders them and decides nothing (CPU: the GEMM blocking); `constant_inputs`: the
+        input positions holding weights. As it is, by default."""
+        return tile
 
     def place(self, plan: ExecutionPlan, target: Target) -> None:  # noqa: B027 (optional step)
         """Backend decisions recorded in the plan once tiles are final (CPU: prepacking);

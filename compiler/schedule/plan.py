@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from compiler.ir.te import Compute
+from compiler.schedule.gemm_blocking import GemmBlocking
 
 
 @dataclass(frozen=True)
@@ -27,21 +28,30 @@ class TileConfig:
     register block). `reduce_step`: per reduce axis, the chunk staged per step
     (shared-memory / L1 tile depth). `vector`: elements per vector access on
     the innermost axis.
+
+    The levels below the rTile, decided by the backend's tile step when the plan is
+    built and only read by codegen: `gemm`, a CPU contraction's packed-GEMM blocking
+    (compiler/schedule/cpu_gemm.py; None: the kernel is not computed as one).
     """
 
     block: tuple[int, ...]
     thread: tuple[int, ...]
     reduce_step: tuple[int, ...]
     vector: int = 1
+    gemm: GemmBlocking | None = None
 
     def to_json(self) -> dict:
-        return {"block": list(self.block), "thread": list(self.thread),
-                "reduce_step": list(self.reduce_step), "vector": self.vector}
+        j = {"block": list(self.block), "thread": list(self.thread),
+             "reduce_step": list(self.reduce_step), "vector": self.vector}
+        if self.gemm is not None:
+            j["gemm"] = self.gemm.to_json()
+        return j
 
     @staticmethod
     def from_json(j: dict) -> TileConfig:
+        gemm = j.get("gemm")
         return TileConfig(tuple(j["block"]), tuple(j["thread"]), tuple(j["reduce_step"]),
-                          int(j.get("vector", 1)))
+                          int(j.get("vector", 1)), None if gemm is None else GemmBlocking.from_json(gemm))
 
 
 class BufferKind(StrEnum):

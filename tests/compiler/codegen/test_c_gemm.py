@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_harness import KernelLibrary
+from c_harness import KernelLibrary, planned, render_planned
 from test_c_kernels import (
     axes,
     batched_matmul_broadcast,
@@ -29,20 +29,16 @@ from test_c_kernels import (
     rand,
 )
 
-from compiler.codegen.c.gemm import (
-    gemm_contraction,
-    gemm_shape,
-    micro_kernel,
-    micro_name,
-    micro_tails,
-)
-from compiler.codegen.c.kernel import prepacked_inputs, render_kernel
+from compiler.codegen.c.gemm import micro_name
 from compiler.ir import te
 from compiler.ir.contraction import match_contraction
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute, Load, TensorType, Var, call
+from compiler.schedule.cpu_gemm import gemm_blocking, gemm_contraction, micro_kernel
+from compiler.schedule.gemm_blocking import micro_tails
 from compiler.schedule.merge_axes import merge_axes, merge_reduce_axes
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.prepack import prepacked_inputs
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
 
@@ -145,20 +141,20 @@ def test_operands_packed_at_load_give_the_same_result(prepacked: KernelLibrary, 
 def test_only_constant_operands_of_the_packed_path_are_prepacked() -> None:
     c = matmul(64, 64, 64)
     tile = default_tile(c, CPU)
-    assert prepacked_inputs(c, tile, CPU, ()) == {}
-    assert set(prepacked_inputs(c, tile, CPU, (1,))) == {1}
-    assert prepacked_inputs(depthwise(), default_tile(depthwise(), CPU), CPU, (1,)) == {}  # not a GEMM
+    assert prepacked_inputs(planned(c, tile, CPU, ())) == {}
+    assert set(prepacked_inputs(planned(c, tile, CPU, (1,)))) == {1}
+    assert prepacked_inputs(planned(depthwise(), default_tile(depthwise(), CPU), CPU, (1,))) == {}  # not a GEMM
     squared = Compute(axes(16, 16), Load(0, (i0, r0), "float32") * Load(0, (r0, i1), "float32"),
                       (TensorType((16, 16), "float32"),), "float32", axes(16, prefix="r"), "sum")
-    assert prepacked_inputs(squared, default_tile(squared, CPU), CPU, (0,)) == {}  # one pointer, two layouts
+    assert prepacked_inputs(planned(squared, default_tile(squared, CPU), CPU, (0,))) == {}  # one pointer, two layouts
 
 
 def test_vector_width_follows_the_target() -> None:
     c = matmul(64, 64, 64)
     tile = default_tile(c, CPU)
-    assert "vector_size(16)" in render_kernel(c, tile, "k", cpu(4))
-    assert "vector_size(32)" in render_kernel(c, tile, "k", cpu(8))
-    assert "vector_size(64)" in render_kernel(c, tile, "k", cpu(16))
+    assert "vector_size(16)" in render_planned(c, tile, "k", cpu(4))
+    assert "vector_size(32)" in render_planned(c, tile, "k", cpu(8))
+    assert "vector_size(64)" in render_planned(c, tile, "k", cpu(16))
 
 
 @pytest.mark.parametrize(("compute", "lanes"), [
@@ -170,7 +166,7 @@ def test_vector_width_follows_the_target() -> None:
 ])
 def test_other_computes_keep_the_general_path(compute: Compute, lanes: int) -> None:
     assert gemm_contraction(compute, cpu(lanes)) is None
-    assert "tf_micro" not in render_kernel(compute, default_tile(compute, CPU), "k", cpu(lanes))
+    assert "tf_micro" not in render_planned(compute, default_tile(compute, CPU), "k", cpu(lanes))
 
 
 def test_micro_kernels_are_built_from_the_registers_and_the_extents() -> None:
@@ -202,9 +198,9 @@ def test_the_last_panels_run_kernels_cut_to_what_is_valid(m: int, n: int, tails:
     c = matmul(m, n, 64)
     match = match_contraction(c)
     assert match is not None
-    g = gemm_shape(c, match, default_tile(c, cpu(16)), cpu(16))
+    g = gemm_blocking(c, match, default_tile(c, cpu(16)), cpu(16))
     assert micro_tails(g.mk, g.m, g.n) == tails
-    src = render_kernel(c, default_tile(c, cpu(16)), "k", cpu(16))
+    src = render_planned(c, default_tile(c, cpu(16)), "k", cpu(16))
     for rows, vectors in ((tails[0] or 14, 2), (14, tails[1] or 2), (tails[0] or 14, tails[1] or 2)):
         assert f"{micro_name(rows, vectors, g)}(kc," in src
 
@@ -213,7 +209,7 @@ def test_blocks_are_whole_micro_kernels_and_keep_cores_busy() -> None:
     c = matmul(512, 512, 512)
     m = match_contraction(c)
     assert m is not None
-    g = gemm_shape(c, m, default_tile(c, CPU), CPU)
+    g = gemm_blocking(c, m, default_tile(c, CPU), CPU)
     assert g.mc % g.mk.rows == 0 and g.nc % g.mk.cols == 0 and g.kc * g.mk.cols * 4 <= 32 << 10
     assert -(-g.m // g.mc) * -(-g.n // g.nc) >= 2 * CPU.units
 
@@ -229,7 +225,7 @@ def test_prepacked_weights_let_row_blocks_fill_l2_so_patches_are_gathered_once()
     m = match_contraction(c)
     assert m is not None
     tile = default_tile(c, CPU)
-    per_call, prepacked = gemm_shape(c, m, tile, CPU), gemm_shape(c, m, tile, CPU, constant_inputs=(1,))
+    per_call, prepacked = gemm_blocking(c, m, tile, CPU), gemm_blocking(c, m, tile, CPU, constant_inputs=(1,))
     assert per_call.mc < per_call.m <= prepacked.mc
     assert 4 * prepacked.mc * (prepacked.kc + prepacked.nc) <= 512 << 10  # A block and C tile still fit L2
 
@@ -310,7 +306,7 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
     c, tile = merge_axes(compute, default_tile(compute, cpu(lanes)))
     m = gemm_contraction(c, cpu(lanes))
     assert m is not None
-    d = gemm_shape(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
+    d = gemm_blocking(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
     assert d is not None and d.side == ("a" if name.startswith("a_") else "b")
     assert "tf_koff" in direct.sources[name]  # read in place, not gathered
     inputs = [rand(t.shape) for t in compute.inputs]
@@ -335,15 +331,15 @@ def test_patches_are_read_in_place_where_the_model_says_it_pays(compute: Compute
     c, tile = merge_axes(compute, default_tile(compute, cpu(lanes)))
     m = gemm_contraction(c, cpu(lanes))
     assert m is not None
-    d = gemm_shape(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
+    d = gemm_blocking(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
     assert (None if d is None else f"{d.side} {'rows' if d.fold is None else 'planes'}") == way
-    assert gemm_shape(c, m, tile, cpu(lanes)).direct is None  # weights not constant: not prepacked
+    assert gemm_blocking(c, m, tile, cpu(lanes)).direct is None  # weights not constant: not prepacked
 
 
 def test_strided_windows_are_gathered() -> None:
     c = conv2d(2, 1, 1, 40, 41)  # stride 2: a panel's patches are not consecutive input elements
     m = gemm_contraction(c, CPU)
-    assert m is not None and gemm_shape(c, m, default_tile(c, CPU), CPU, constant_inputs=(1, 2)).direct is None
+    assert m is not None and gemm_blocking(c, m, default_tile(c, CPU), CPU, constant_inputs=(1, 2)).direct is None
 
 
 @pytest.mark.parametrize("units", [1, 2, 3, 4])
@@ -354,7 +350,7 @@ def test_tasks_keep_every_core_busy(units: int) -> None:
     m = match_contraction(c)
     assert m is not None
     target = dataclasses.replace(cpu(16), units=units)
-    g = gemm_shape(c, m, TileConfig((64, 256), (14, 32), (64,), 16), target)
+    g = gemm_blocking(c, m, TileConfig((64, 256), (14, 32), (64,), 16), target)
     panels = [min(g.nc, g.n - n0) // g.mk.cols for n0 in range(0, g.n, g.nc)] * -(-g.m // g.mc)
     share, extra = divmod(len(panels), units)
     runs = [sum(panels[u * share + min(u, extra):(u + 1) * share + min(u + 1, extra)]) for u in range(units)]
