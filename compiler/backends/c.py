@@ -15,7 +15,7 @@ from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.runtime.cpu import FEATURES_KEY, MACHINE_KEY
 from compiler.runtime.kernel_timer import time_kernels
-from compiler.schedule.cpu_gemm import with_gemm_blocking
+from compiler.schedule.cpu_tile import plan_cpu_tile
 from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.prepack import place_prepacked, prepacked_inputs
@@ -67,7 +67,7 @@ class CBackend(Backend):
 
     def plan_tile(self, compute: Compute, tile: TileConfig, target: Target,
                   constant_inputs: Sequence[int]) -> TileConfig:
-        return with_gemm_blocking(compute, tile, target, constant_inputs)
+        return plan_cpu_tile(compute, tile, target, constant_inputs)
 
     def place(self, plan: ExecutionPlan, target: Target) -> None:
         place_prepacked(plan)

@@ -31,7 +31,9 @@ class TileConfig:
 
     The levels below the rTile, decided by the backend's tile step when the plan is
     built and only read by codegen: `gemm`, a CPU contraction's packed-GEMM blocking
-    (compiler/schedule/cpu_gemm.py; None: the kernel is not computed as one).
+    (compiler/schedule/cpu_gemm.py; None: the kernel is not computed as one);
+    `members`, a CPU row group's member tiles, per block of rows the group's tasks run
+    (`ir.rows.block_rows`), one per member in order (compiler/schedule/row_members.py).
     """
 
     block: tuple[int, ...]
@@ -39,19 +41,23 @@ class TileConfig:
     reduce_step: tuple[int, ...]
     vector: int = 1
     gemm: GemmBlocking | None = None
+    members: tuple[tuple[TileConfig, ...], ...] = ()
 
     def to_json(self) -> dict:
         j = {"block": list(self.block), "thread": list(self.thread),
              "reduce_step": list(self.reduce_step), "vector": self.vector}
         if self.gemm is not None:
             j["gemm"] = self.gemm.to_json()
+        if self.members:
+            j["members"] = [[t.to_json() for t in block] for block in self.members]
         return j
 
     @staticmethod
     def from_json(j: dict) -> TileConfig:
         gemm = j.get("gemm")
         return TileConfig(tuple(j["block"]), tuple(j["thread"]), tuple(j["reduce_step"]),
-                          int(j.get("vector", 1)), None if gemm is None else GemmBlocking.from_json(gemm))
+                          int(j.get("vector", 1)), None if gemm is None else GemmBlocking.from_json(gemm),
+                          tuple(tuple(TileConfig.from_json(t) for t in block) for block in j.get("members", ())))
 
 
 class BufferKind(StrEnum):

@@ -75,7 +75,6 @@ from compiler.ir.dtypes import dtype
 from compiler.ir.te import ACC, INIT, Call, Compute, Expr, Load, substitute, walk
 from compiler.schedule.merge_axes import merge_axes, merge_reduce_axes
 from compiler.schedule.plan import TileConfig
-from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
 from compiler.target.cpu import detect_cpu
 
@@ -119,7 +118,7 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
         return src.text(), False
     if compute.stages:
         parallel, checked = render_row_group(compute, tile, symbol, src, params, header, PARALLEL_MIN_FLOPS,
-                                             functools.partial(_write_member, target=target))
+                                             _write_member)
         write_standalone(src, symbol, params, parallel)
         return src.text(), checked
     if tile.gemm is not None:
@@ -133,11 +132,10 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
     return src.text(), checked
 
 
-def _write_member(src: CSource, compute: Compute, name: str, params: Sequence[str], target: Target) -> bool:
+def _write_member(src: CSource, compute: Compute, tile: TileConfig, name: str, params: Sequence[str]) -> bool:
     """A fused group's member as `static void name(params)` on the calling thread (its
-    whole loop nest, the default tiling's micro-tiles); whether it reads padded loads
+    whole loop nest: the plan's member tile is one task); whether it reads padded loads
     with bounds checks."""
-    tile = replace(default_tile(compute, target), block=compute.shape)
     header = f"static void {name}({', '.join(params)})"
     return _write_loops(src, compute, tile, name, header, params, team=False)[1]
 

@@ -13,7 +13,7 @@ from compiler.codegen.c.kernel import build_machine, render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.runtime.executable import aligned_empty
-from compiler.schedule.cpu_gemm import with_gemm_blocking
+from compiler.schedule.cpu_tile import plan_cpu_tile
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.prepack import prepacked_inputs
 from compiler.target.base import Target
@@ -21,11 +21,12 @@ from compiler.target.base import Target
 
 def planned(c: Compute, tile: TileConfig, target: Target | None = None,
             constant_inputs: Sequence[int] = ()) -> TileConfig:
-    """`tile` as the C backend's tile step completes it (the GEMM blocking decided for
-    `target`, default the build machine), unless it carries a blocking already."""
-    if tile.gemm is not None:
+    """`tile` as the C backend's tile step completes it (the GEMM blocking and row-group
+    member tiles decided for `target`, default the build machine), unless it is
+    completed already (a test's own blocking or member tiles)."""
+    if tile.gemm is not None or tile.members:
         return tile
-    return with_gemm_blocking(c, tile, target or build_machine(), constant_inputs)
+    return plan_cpu_tile(c, tile, target or build_machine(), constant_inputs)
 
 
 def render_planned(c: Compute, tile: TileConfig, symbol: str, target: Target | None = None,
