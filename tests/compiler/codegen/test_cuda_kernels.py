@@ -12,11 +12,12 @@ from cuda_cases import ALL_CASES, GPU, check_close, tile_for
 from cuda_emulator import EmulatedKernels
 from test_c_kernels import conv2d, depthwise, matmul, maxpool, row_reduce
 
-from compiler.codegen.cuda.contraction import SMEM_LIMIT, GemmGeometry
-from compiler.codegen.cuda.kernel import kernel_shape, launch_dims, render_kernel
-from compiler.codegen.cuda.parts import MAX_GRID, MAX_THREADS, decompose
+from compiler.codegen.cuda.kernel import render_kernel
+from compiler.codegen.cuda.parts import decompose
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var
+from compiler.schedule.cuda_launch import MAX_GRID, MAX_THREADS, GemmGeometry
+from compiler.schedule.cuda_tile import SMEM_LIMIT, cuda_launch, plan_cuda_tile
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.rtile import construct
 
@@ -67,7 +68,7 @@ def test_unaligned_operands_fall_back_to_scalar_loads(emulated: EmulatedKernels)
     (row_reduce("max", 4, 8), "general"),
 ])
 def test_kernel_kind(compute: Compute, kind: str) -> None:
-    assert kernel_shape(compute, tile_for((compute, None, None))).kind == kind
+    assert cuda_launch(compute, tile_for((compute, None, None))).kind == kind
 
 
 @pytest.mark.parametrize("tile", [
@@ -76,9 +77,10 @@ def test_kernel_kind(compute: Compute, kind: str) -> None:
 ])
 @pytest.mark.parametrize("compute", [matmul(2000, 3000, 500, "float64"), matmul(3, 5000, 7)])
 def test_any_tile_gives_a_legal_launch(compute: Compute, tile: TileConfig) -> None:
-    (grid, gy, gz), (block, by, bz) = launch_dims(compute, tile)
+    launch = cuda_launch(compute, tile)
+    (grid, gy, gz), (block, by, bz) = launch.grid, launch.block
     assert 1 <= grid <= MAX_GRID and 1 <= block <= MAX_THREADS and gy == gz == by == bz == 1
-    g = kernel_shape(compute, tile).geometry
+    g = launch.geometry
     assert isinstance(g, GemmGeometry)
     assert g.bk * (g.bm + g.bn + 2) * 8 <= SMEM_LIMIT and g.tm * g.tn <= 64
 
@@ -87,15 +89,16 @@ def test_huge_elementwise_is_covered_grid_stride() -> None:
     n = 1 << 33
     c = Compute((Axis("i0", n),), Load(0, (Var("i0"),), "float32") * 2.0,
                 (TensorType((n,), "float32"),), "float32")
-    (grid, _, _), (block, _, _) = launch_dims(c, TileConfig((256,), (4,), ()))
-    assert grid == MAX_GRID and block == 64  # 256 outputs, 4 per thread
-    assert "tile += gridDim.x" in render_kernel(c, TileConfig((256,), (4,), ()), "k")
+    tile = plan_cuda_tile(c, TileConfig((256,), (4,), ()))
+    assert tile.launch is not None and tile.launch.grid[0] == MAX_GRID
+    assert tile.launch.block[0] == 64  # 256 outputs, 4 per thread
+    assert "tile += gridDim.x" in render_kernel(c, tile, "k")
 
 
 def test_source_has_only_generated_identifiers() -> None:
     c = Compute((Axis("secret_axis", 4),), Load(0, (Var("secret_axis"),), "float32") * 2.0,
                 (TensorType((4,), "float32"),), "float32", label="Evil; system(rm)")
-    src = render_kernel(c, TileConfig((4,), (1,), ()), "tf_0123abcd")
+    src = render_kernel(c, plan_cuda_tile(c, TileConfig((4,), (1,), ())), "tf_0123abcd")
     assert "secret" not in src and "Evil" not in src and "system" not in src
     assert ('extern "C" __global__ void __launch_bounds__(4) '
             "tf_0123abcd(float* __restrict__ out, const float* __restrict__ in0)") in src
@@ -104,11 +107,13 @@ def test_source_has_only_generated_identifiers() -> None:
 def test_bad_symbol_or_tile_is_refused() -> None:
     c = matmul(4, 4, 4)
     with pytest.raises(ValueError, match="identifier"):
-        render_kernel(c, TileConfig((4, 4), (1, 1), (4,)), "x; int y")
+        render_kernel(c, plan_cuda_tile(c, TileConfig((4, 4), (1, 1), (4,))), "x; int y")
     with pytest.raises(ValueError, match="axes"):
-        render_kernel(c, TileConfig((4,), (1,), (4,)), "k")
+        plan_cuda_tile(c, TileConfig((4,), (1,), (4,)))
     with pytest.raises(ValueError, match="positive"):
-        launch_dims(c, TileConfig((4, 0), (1, 1), (4,)))
+        plan_cuda_tile(c, TileConfig((4, 0), (1, 1), (4,)))
+    with pytest.raises(ValueError, match="no CUDA launch"):  # a tile the plan never completed
+        render_kernel(c, TileConfig((4, 4), (1, 1), (4,)), "k")
 
 
 def test_index_splitting_is_32_bit_only_where_it_cannot_overflow() -> None:
