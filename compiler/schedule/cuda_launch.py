@@ -10,11 +10,11 @@ kernel cache.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from compiler.ir.te import Compute
+from compiler.schedule.plan_json import as_json, tuples
 
 # Blocks in a 1-D grid: far below the hardware's 2^31-1, enough to fill any GPU
 # many times over; larger index spaces are covered by grid-stride loops.
@@ -104,13 +104,12 @@ class CudaLaunch:
     block: Dim3
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "geometry": dataclasses.asdict(self.geometry),
-                "grid": list(self.grid), "block": list(self.block)}
+        return as_json(self)
 
     @staticmethod
     def from_json(j: dict[str, Any]) -> CudaLaunch:
         kind = j["kind"]
-        fields = {f: tuple(v) if isinstance(v, list) else v for f, v in j["geometry"].items()}
+        fields = {f: tuples(v) for f, v in j["geometry"].items()}
         return CudaLaunch(kind, GEOMETRIES[kind](**fields), _dim3(j["grid"]), _dim3(j["block"]))
 
 

@@ -13,13 +13,13 @@ merged (compiler/schedule/merge_axes.py).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from compiler.ir.contraction import Contraction, match_contraction
 from compiler.ir.te import Compute
+from compiler.schedule.plan_json import as_json, tuples
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class GemmBlocking:
         return Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows) if self.swapped else m
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return as_json(self)
 
     @staticmethod
     def from_json(j: dict[str, Any]) -> GemmBlocking:
@@ -142,13 +142,8 @@ class GemmBlocking:
         return GemmBlocking(
             MicroKernel(**j["mk"]), *(int(j[f]) for f in ("m", "n", "k", "batch", "mc", "nc", "kc")),
             swapped=bool(j.get("swapped", False)),
-            direct=None if direct is None else DirectOperand(**{f: _tuples(v) for f, v in direct.items()}),
+            direct=None if direct is None else DirectOperand(**{f: tuples(v) for f, v in direct.items()}),
             packed=tuple(PackedOperand(**p) for p in j.get("packed", ())))
-
-
-def _tuples(value: Any) -> Any:
-    """JSON lists back into the (nested) tuples the dataclasses hold."""
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def micro_tails(mk: MicroKernel, m: int, n: int) -> tuple[int, int]:

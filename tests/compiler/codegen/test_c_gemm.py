@@ -35,7 +35,7 @@ from compiler.ir.contraction import match_contraction
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute, Load, TensorType, Var, call
 from compiler.schedule.cpu_gemm import gemm_blocking, gemm_contraction, micro_kernel
-from compiler.schedule.gemm_blocking import micro_tails
+from compiler.schedule.gemm_blocking import MicroKernel, micro_tails
 from compiler.schedule.merge_axes import merge_axes, merge_reduce_axes
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.prepack import prepacked_inputs
@@ -356,3 +356,20 @@ def test_tasks_keep_every_core_busy(units: int) -> None:
     runs = [sum(panels[u * share + min(u, extra):(u + 1) * share + min(u + 1, extra)]) for u in range(units)]
     assert sum(panels) / (units * max(runs)) >= 0.9
     assert units > 1 or len(panels) == 3  # one core: the tile's blocks as they were
+
+
+def test_the_source_follows_the_planned_blocking(tmp_path: Path) -> None:
+    """Codegen decides nothing: another blocking in the plan (micro-kernel, blocks, depth)
+    is the one the source runs, and it still computes the product."""
+    c = matmul(100, 96, 80)
+    tile = planned(c, default_tile(c, CPU), CPU)
+    g = tile.gemm
+    assert g is not None and (g.mk.rows, g.mk.vectors, g.kc) != (4, 1, 32)
+    other = dataclasses.replace(g, mk=MicroKernel(g.mk.lanes, 4, 1), mc=52, nc=48, kc=32)
+    src = render_planned(c, dataclasses.replace(tile, gemm=other), "k", CPU)
+    assert src != render_planned(c, tile, "k", CPU)
+    assert "k0 += 32L" in src and "for (int64_t t = 0; t < 4L; ++t)" in src  # 2 x 2 tasks, 32 deep
+    assert "c3_0" in src and "c4_0" not in src and "c0_1" not in src  # 4 rows x 1 vector
+    lib = KernelLibrary({"k": (c, dataclasses.replace(tile, gemm=other))}, tmp_path, {"k": CPU})
+    inputs = [rand(t.shape) for t in c.inputs]
+    np.testing.assert_allclose(lib.run("k", inputs), evaluate(c, inputs), rtol=1e-5, atol=1e-5 * 80)

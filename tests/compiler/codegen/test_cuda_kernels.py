@@ -1,8 +1,10 @@
 """Generated CUDA kernels agree with the TE interpreter, run on the CPU emulator (no GPU
-needed), and their kind and launch shape follow the rules in compiler.codegen.cuda."""
+needed); their kind and launch shape follow the rules in compiler.schedule.cuda_tile,
+and the source follows the launch the plan records."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from compiler.codegen.cuda.kernel import render_kernel
 from compiler.codegen.cuda.parts import decompose
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var
-from compiler.schedule.cuda_launch import MAX_GRID, MAX_THREADS, GemmGeometry
+from compiler.schedule.cuda_launch import MAX_GRID, MAX_THREADS, CudaLaunch, GemmGeometry
 from compiler.schedule.cuda_tile import SMEM_LIMIT, cuda_launch, plan_cuda_tile
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.rtile import construct
@@ -83,6 +85,21 @@ def test_any_tile_gives_a_legal_launch(compute: Compute, tile: TileConfig) -> No
     g = launch.geometry
     assert isinstance(g, GemmGeometry)
     assert g.bk * (g.bm + g.bn + 2) * 8 <= SMEM_LIMIT and g.tm * g.tn <= 64
+
+
+def test_the_source_follows_the_planned_launch(tmp_path: Path) -> None:
+    """Codegen decides nothing: another GEMM geometry in the plan (with its launch) is the
+    one the source runs, and it still computes the product."""
+    c = matmul(64, 48, 40)
+    tile = plan_cuda_tile(c, TileConfig((64, 48), (4, 4), (8,)))
+    assert tile.launch is not None and tile.launch.geometry != GemmGeometry(32, 16, 8, 2, 2)
+    other = CudaLaunch("gemm", GemmGeometry(32, 16, 8, 2, 2), (6, 1, 1), (128, 1, 1))  # 2 x 3 tiles
+    src = render_kernel(c, dataclasses.replace(tile, launch=other), "k")
+    assert src != render_kernel(c, tile, "k")
+    assert "__launch_bounds__(128)" in src and "sa[8][33]" in src and "sb[8][17]" in src
+    kernels = EmulatedKernels({"k": (c, dataclasses.replace(tile, launch=other))}, tmp_path)
+    inputs = [np.random.default_rng(5).standard_normal(t.shape).astype(np.float32) for t in c.inputs]
+    check_close(kernels.run("k", inputs), evaluate(c, inputs), c)
 
 
 def test_huge_elementwise_is_covered_grid_stride() -> None:
