@@ -45,6 +45,7 @@ MIN_KC = 64  # shallower blocks spend more on loading and storing C than on FMAs
 DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
 MAX_SCRATCH_BYTES = 2 << 20
 
+
 def with_gemm_blocking(compute: Compute, tile: TileConfig, target: Target,
                        constant_inputs: Collection[int] = ()) -> TileConfig:
     """`tile` with its GEMM blocking decided (`tile.gemm`), or with none where `compute`

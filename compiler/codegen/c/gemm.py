@@ -24,7 +24,7 @@ C[M x N] = A[M x K] B[K x N], A the rows operand, B the cols operand:
 
 Scratch is one aligned heap block per thread of the team (malloc'd once per call).
 
-A constant operand (a weight: `constant_inputs`) is not packed per call: a
+A constant operand (a weight the plan packs at load: `GemmBlocking.packed`) is not packed per call: a
 separate function, `<symbol>_pack<input>`, packs the whole of it once, when the
 artifact is loaded, into panels that run over all of K (batch copies only when
 the operand varies with a batch axis), and the kernel reads that instead
