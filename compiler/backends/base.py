@@ -56,8 +56,9 @@ class Backend(ABC):
     def plan_tile(self, compute: Compute, tile: TileConfig, target: Target,
                   constant_inputs: Sequence[int]) -> TileConfig:
         """`tile` (an rTile) with the backend's decisions below it made, so that codegen
-        renders them and decides nothing (CPU: the GEMM blocking); `constant_inputs`: the
-        input positions holding weights. As it is, by default."""
+        renders them and decides nothing (CPU: the GEMM blocking and row-group member
+        tiles; CUDA: the kernel shape and launch); `constant_inputs`: the input positions
+        holding weights. Called on every candidate when the plan is built. As it is, by default."""
         return tile
 
     def place(self, plan: ExecutionPlan, target: Target) -> None:  # noqa: B027 (optional step)
