@@ -7,6 +7,7 @@ plan) -> codegen (cache misses only) -> build -> package -> validate.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -192,7 +193,9 @@ class _Compilation:
             return TileConfig.from_json(self.entries[key].tile_config)
         if key not in self.candidates:
             t0 = time.perf_counter()
-            self.candidates[key] = construct(compute, self.target, top_k=self._top_k())
+            self.candidates[key] = [
+                dataclasses.replace(c, tile=self.backend.plan_tile(compute, c.tile, self.target, constants))
+                for c in construct(compute, self.target, top_k=self._top_k())]
             self.construct_seconds += time.perf_counter() - t0
         return self.candidates[key][0].tile
 

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from compiler.ir.graph import Graph
+from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.schedule.measure import Timing
-from compiler.schedule.plan import ExecutionPlan, Kernel
+from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.target.base import Target
 
 
@@ -60,6 +61,14 @@ class Backend(ABC):
                   opts: CompileOptions) -> dict[str, float]:
         """Median microseconds of each kernel of `plan` (symbol -> us), run from `artifact`
         (the plan's, already validated) on this machine; `feeds` are the model's inputs."""
+
+    def plan_tile(self, compute: Compute, tile: TileConfig, target: Target,
+                  constant_inputs: Sequence[int]) -> TileConfig:
+        """`tile` (an rTile) with the backend's decisions below it made, so that codegen
+        renders them and decides nothing (CPU: the GEMM blocking and row-group member
+        tiles; CUDA: the kernel shape and launch); `constant_inputs`: the input positions
+        holding weights. Called on every candidate when the plan is built. As it is, by default."""
+        return tile
 
     def place(self, plan: ExecutionPlan, target: Target) -> None:  # noqa: B027 (optional step)
         """Backend decisions recorded in the plan once tiles are final (CPU: prepacking);

@@ -13,16 +13,17 @@ import numpy as np
 from compiler.backends.base import Backend
 from compiler.build.gcc import c_flags, compile_objects, link_shared
 from compiler.codegen.c.entry import render_entry
-from compiler.codegen.c.kernel import prepacked_inputs
 from compiler.codegen.c.kernel import render_kernel as render_c
-from compiler.codegen.c.prepack import place_prepacked
 from compiler.ir.graph import Graph
+from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.runtime.artifact import read_artifact
 from compiler.runtime.cpu import FEATURES_KEY, LIBRARY, MACHINE_KEY
 from compiler.runtime.kernel_timer import KernelCall, time_kernels
+from compiler.schedule.cpu_tile import plan_cpu_tile
 from compiler.schedule.measure import Timing
-from compiler.schedule.plan import ExecutionPlan, Kernel
+from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
+from compiler.schedule.prepack import place_prepacked, prepacked_inputs
 from compiler.schedule.tilegraph.rows import fuse_rows
 from compiler.target.base import Target
 from compiler.target.cpu import host_cannot_run, host_description
@@ -52,7 +53,7 @@ class CBackend(Backend):
 
     def time_candidates(self, timings: Sequence[Timing], target: Target,
                         opts: CompileOptions) -> dict[str, list[float]]:
-        sources = {sym: render_c(t.kernel.compute, tile, sym, target, t.kernel.constant_inputs)
+        sources = {sym: render_c(t.kernel.compute, tile, sym, target)
                    for t in timings for tile, sym in zip(t.tiles, t.symbols(), strict=True)}
         flags = c_flags(target)
         library = link_shared(list(compile_objects(sources, flags).values()), {}, flags)
@@ -63,7 +64,7 @@ class CBackend(Backend):
             # timer passes each such input as much memory as the largest layout needs.
             packed: dict[int, int] = {}
             for tile in t.tiles:
-                for pos, nbytes in prepacked_inputs(k.compute, tile, target, k.constant_inputs).items():
+                for pos, nbytes in prepacked_inputs(tile).items():
                     packed[pos] = max(packed.get(pos, 0), nbytes)
             calls += [KernelCall(sym, k.compute, packed) for sym in t.symbols()]
         times = time_kernels(library, calls, opts.threads)
@@ -82,11 +83,15 @@ class CBackend(Backend):
             calls.setdefault(k.symbol, KernelCall(k.symbol, k.compute, packed))
         return time_kernels(library, list(calls.values()), opts.threads)
 
+    def plan_tile(self, compute: Compute, tile: TileConfig, target: Target,
+                  constant_inputs: Sequence[int]) -> TileConfig:
+        return plan_cpu_tile(compute, tile, target, constant_inputs)
+
     def place(self, plan: ExecutionPlan, target: Target) -> None:
-        place_prepacked(plan, target)
+        place_prepacked(plan)
 
     def render_kernel(self, kernel: Kernel, target: Target) -> str:
-        return render_c(kernel.compute, kernel.tile, kernel.symbol, target, kernel.constant_inputs)
+        return render_c(kernel.compute, kernel.tile, kernel.symbol, target)
 
     def compile_kernels(self, sources: Mapping[str, str], target: Target) -> dict[str, bytes]:
         """One object per kernel (cached with it), so a cache hit needs no compiler."""

@@ -16,15 +16,16 @@ import numpy as np
 from compiler.abi import MANIFEST_LAUNCHES
 from compiler.backends.base import Backend
 from compiler.build.nvcc import compile_cubin
-from compiler.codegen.cuda.kernel import launch_dims, launch_table, render_module
+from compiler.codegen.cuda.kernel import launch_table, planned_launch, render_module
 from compiler.codegen.cuda.kernel import render_kernel as render_cuda
-from compiler.codegen.cuda.rows import ROW_STAGE_BYTES
 from compiler.ir.graph import Graph
+from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.runtime import load
 from compiler.runtime.cuda import gpu_runs
+from compiler.schedule.cuda_tile import ROW_STAGE_BYTES, plan_cuda_tile
 from compiler.schedule.measure import Timing
-from compiler.schedule.plan import ExecutionPlan, Kernel
+from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.tilegraph.rows import fuse_rows, stages_fit
 from compiler.target.base import Target
 
@@ -62,7 +63,8 @@ class CudaBackend(Backend):
         out = {}
         for t, cubin in zip(timings, cubins, strict=True):
             c = t.kernel.compute
-            launches = [(sym, *launch_dims(c, tile)) for tile, sym in zip(t.tiles, t.symbols(), strict=True)]
+            launches = [(sym, planned_launch(tile).grid, planned_launch(tile).block)
+                        for tile, sym in zip(t.tiles, t.symbols(), strict=True)]
             times = time_cuda_kernels(cubin, launches, c)
             out[t.key] = [times[s] for s in t.symbols()]
         return out
@@ -72,6 +74,10 @@ class CudaBackend(Backend):
         # CUDA events around each launch of the model's own run, on its real inputs
         times = load(artifact).kernel_times(feeds)
         return {sym: statistics.median(ms) * 1e3 for sym, ms in times.items()}
+
+    def plan_tile(self, compute: Compute, tile: TileConfig, target: Target,
+                  constant_inputs: Sequence[int]) -> TileConfig:
+        return plan_cuda_tile(compute, tile)
 
     def render_kernel(self, kernel: Kernel, target: Target) -> str:
         return render_cuda(kernel.compute, kernel.tile, kernel.symbol)

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from compiler.codegen.affine import bounds
+from compiler.ir.affine import bounds, row_major_strides
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Call, Const, Expr, Load, TensorType, Var
 
@@ -324,15 +324,6 @@ def flat_offset(shape: Sequence[int], idx: Sequence[str]) -> str:
     terms = [ix if s == 1 else f"{ix} * {s}L"
              for ix, s, n in zip(idx, row_major_strides(shape), shape, strict=True) if n != 1]
     return " + ".join(terms) or "0"
-
-
-def row_major_strides(shape: Sequence[int]) -> list[int]:
-    """Element strides of a dense row-major tensor."""
-    strides, s = [], 1
-    for n in reversed(shape):
-        strides.append(s)
-        s *= n
-    return strides[::-1]
 
 
 class ExprWriter:

@@ -93,3 +93,12 @@ def cut_to_rows(m: Compute, g: int, n: int, sharing: RowSharing) -> Compute:
     inputs = tuple(TensorType((*rows, *t.shape[g:]), t.dtype) if sharing.by_rows[p] else t
                    for p, t in enumerate(m.inputs))
     return replace(m, axes=axes, inputs=inputs)
+
+
+def block_rows(c: Compute, block: int) -> list[int]:
+    """Rows of the innermost row axis in the task blocks of group `c` (`block` per task,
+    clipped to the extent): the full block, then a shorter last one where it leaves a rest.
+    Each gets its own copy of the members' code."""
+    extent = c.shape[group_sharing(c).rows - 1]
+    block = max(1, min(block, extent))
+    return [block] + ([extent % block] if extent % block else [])

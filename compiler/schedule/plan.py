@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from compiler.ir.te import Compute
+from compiler.schedule.cuda_launch import CudaLaunch
+from compiler.schedule.gemm_blocking import GemmBlocking
 
 
 @dataclass(frozen=True)
@@ -27,21 +29,41 @@ class TileConfig:
     register block). `reduce_step`: per reduce axis, the chunk staged per step
     (shared-memory / L1 tile depth). `vector`: elements per vector access on
     the innermost axis.
+
+    The levels below the rTile, decided by the backend's tile step when the plan is
+    built and only read by codegen: `gemm`, a CPU contraction's packed-GEMM blocking
+    (compiler/schedule/cpu_gemm.py; None: the kernel is not computed as one);
+    `members`, a CPU row group's member tiles, per block of rows the group's tasks run
+    (`ir.rows.block_rows`), one per member in order (compiler/schedule/row_members.py);
+    `launch`, a CUDA kernel's shape, geometry and launch (compiler/schedule/cuda_tile.py).
     """
 
     block: tuple[int, ...]
     thread: tuple[int, ...]
     reduce_step: tuple[int, ...]
     vector: int = 1
+    gemm: GemmBlocking | None = None
+    members: tuple[tuple[TileConfig, ...], ...] = ()
+    launch: CudaLaunch | None = None
 
     def to_json(self) -> dict:
-        return {"block": list(self.block), "thread": list(self.thread),
-                "reduce_step": list(self.reduce_step), "vector": self.vector}
+        j = {"block": list(self.block), "thread": list(self.thread),
+             "reduce_step": list(self.reduce_step), "vector": self.vector}
+        if self.gemm is not None:
+            j["gemm"] = self.gemm.to_json()
+        if self.members:
+            j["members"] = [[t.to_json() for t in block] for block in self.members]
+        if self.launch is not None:
+            j["launch"] = self.launch.to_json()
+        return j
 
     @staticmethod
     def from_json(j: dict) -> TileConfig:
+        gemm, launch = j.get("gemm"), j.get("launch")
         return TileConfig(tuple(j["block"]), tuple(j["thread"]), tuple(j["reduce_step"]),
-                          int(j.get("vector", 1)))
+                          int(j.get("vector", 1)), None if gemm is None else GemmBlocking.from_json(gemm),
+                          tuple(tuple(TileConfig.from_json(t) for t in block) for block in j.get("members", ())),
+                          None if launch is None else CudaLaunch.from_json(launch))
 
 
 class BufferKind(StrEnum):

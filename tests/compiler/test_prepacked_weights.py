@@ -1,5 +1,5 @@
 """Weights that GEMM kernels read packed: packed once when the artifact loads, then read
-by every run (compiler/codegen/c/prepack.py). Checked end to end against onnxruntime."""
+by every run (compiler/schedule/prepack.py). Checked end to end against onnxruntime."""
 
 import tarfile
 from pathlib import Path

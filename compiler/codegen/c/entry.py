@@ -5,7 +5,7 @@ without one when the run has one thread.
 Exported symbols (the contract with the runtimes):
 - `int tf_abi_version(void)`: `ABI_VERSION`, checked by the loader.
 - `int tf_prepare(const void* weights, void* arena)`: packs the weights that kernels
-  read packed into their arena regions (compiler/codegen/c/prepack.py). Called once
+  read packed into their arena regions (compiler/schedule/prepack.py). Called once
   per arena, before any `tf_run` on it; returns 0 or `RUN_NULL_POINTER`.
 - `int tf_set_num_threads(int n)`: OpenMP threads used by later `tf_run` calls
   (0 = the OpenMP default, e.g. from OMP_NUM_THREADS); returns 1 when built

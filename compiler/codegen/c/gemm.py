@@ -1,5 +1,10 @@
 """Contractions on the CPU: packed panels and an explicit-SIMD register micro-kernel.
 
+This module renders the plan's `GemmBlocking` (`TileConfig.gemm`): whether a kernel
+takes this path, its micro-kernel, blocks, orientation, the operand read in place and
+those packed at load are decided in compiler/schedule/cpu_gemm.py when the plan is
+built, where the cost model sees them.
+
 A float32 Compute that `contraction.match_contraction` accepts (matmul, batched
 matmul, 1x1 and implicit-GEMM convolution) is computed per batch index as
 C[M x N] = A[M x K] B[K x N], A the rows operand, B the cols operand:
@@ -19,11 +24,11 @@ C[M x N] = A[M x K] B[K x N], A the rows operand, B the cols operand:
 
 Scratch is one aligned heap block per thread of the team (malloc'd once per call).
 
-A constant operand (a weight: `constant_inputs`) is not packed per call: a
+A constant operand (a weight the plan packs at load: `GemmBlocking.packed`) is not packed per call: a
 separate function, `<symbol>_pack<input>`, packs the whole of it once, when the
 artifact is loaded, into panels that run over all of K (batch copies only when
 the operand varies with a batch axis), and the kernel reads that instead
-(compiler/codegen/c/prepack.py places it). Per call, packing a weight cost as
+(compiler/schedule/prepack.py places it). Per call, packing a weight cost as
 much as a third of a convolution, and most of a small-batch matmul whose
 weight is stored transposed (Gemm transB=1: a strided gather per element).
 """
@@ -31,341 +36,42 @@ weight is stored transposed (Gemm transB=1: a strided gather per element).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 
-from compiler.codegen.affine import linear_form
-from compiler.codegen.c.direct import (
-    KOFF,
-    PACK_COST,
-    PACK_COST_SCALAR,
-    SCATTER_COST,
-    DirectOperand,
-    direct_layout,
-    koff_table,
-    panel_base,
-    write_padded_copy,
-)
+from compiler.codegen.c.direct import KOFF, koff_table, panel_base, write_padded_copy
 from compiler.codegen.c.team import mark_used
 from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
 from compiler.codegen.cexpr import ExprWriter, clip_lines, flat_offset, literal, new_counter
 from compiler.codegen.csource import CSource
-from compiler.ir.contraction import Contraction, expr_vars, match_contraction, side_extent
+from compiler.ir.affine import linear_form
 from compiler.ir.te import ACC, Compute, Expr, Load, TensorType, Var
-from compiler.schedule.plan import TileConfig
-from compiler.target.base import Target
+from compiler.schedule.gemm_blocking import DirectOperand, GemmBlocking, micro_tails
 
-SUPPORTED_LANES = (4, 8, 16)  # float32 lanes of SSE / NEON, AVX2, AVX-512
-MIN_ROWS = 4  # smaller GEMMs waste most of a micro-kernel on padding
-PAD_TOLERANCE = 0.05  # padding rows the fullest micro-kernel may add before a shorter one is used
-MAX_ROWS = {1: 8, 2: 14}  # per vectors wide: beyond, the code grows for no gain
-MIN_TILE_COLS = 256  # column blocks grow to this: A is packed once per column block
-MIN_TASKS = 4  # enough tasks to balance the cores, when the tile planned that many
-MIN_SPLIT_COLS = 4  # NR panels a column block keeps before rows are split instead
-BALANCED = 0.9  # share of the cores' time that a kernel's static tasks must keep busy
 FLAT_K = "tf_k"  # the flat reduce index's TE variable name (unused when an axis has it)
 MIN_SEGMENT = 8  # shorter innermost runs are walked element by element
-L2_SHARE = 0.5  # of L2 for a task's A block and C tile (B panels, packing and the rest share the other half)
-MIN_KC = 64  # shallower blocks spend more on loading and storing C than on FMAs
-DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
-MAX_SCRATCH_BYTES = 2 << 20
 
 
-@dataclass(frozen=True)
-class MicroKernel:
-    """An MR x NR register block: `rows` x (`vectors` x `lanes`) float32 accumulators."""
-
-    lanes: int
-    rows: int
-    vectors: int
-
-    @property
-    def cols(self) -> int:
-        return self.vectors * self.lanes
-
-
-@dataclass(frozen=True)
-class GemmShape:
-    """The GEMM of one batch index and how it is blocked."""
-
-    mk: MicroKernel
-    m: int
-    n: int
-    k: int
-    batch: int
-    mc: int
-    nc: int
-    kc: int
-    contraction: Contraction  # as computed: maybe the matched one with its sides swapped
-    direct: DirectOperand | None = None  # a side read in place (c/direct.py): its extent counts panels
-
-
-def gemm_contraction(c: Compute, target: Target) -> Contraction | None:
-    """The contraction when the packed SIMD path can compute `c` on `target`, else None."""
-    if target.lanes not in SUPPORTED_LANES or c.dtype != "float32" or c.acc_dtype != "float32":
-        return None
-    m = match_contraction(c)
-    if m is None or not all(isinstance(e, Load) and e.dtype == "float32" for e in (m.lhs, m.rhs)):
-        return None
-    if side_extent(c, m.rows) < MIN_ROWS or side_extent(c, m.cols) < target.lanes:
-        return None
-    return m
-
-
-def micro_kernel(c: Compute, m: Contraction, target: Target) -> MicroKernel:
-    """The register tile of the GEMM, built from the hardware (Roller's alignment at the
-    register level) and the GEMM's extents rather than searched.
-
-    Two vectors of `target.lanes` wide wherever N holds two (per k, two B loads feed
-    2 x MR FMAs; one vector needs a load per FMA), one otherwise; the last column panel
-    runs a narrower kernel where N leaves it part empty (`micro_tails`). Rows: as many
-    as the target's vector registers hold beside the B vectors and one broadcast (at
-    most MAX_ROWS): fewer rows would reload B for too few FMAs. Where that pads M by
-    more than PAD_TOLERANCE, the row count (down to half as many, or M itself) that
-    pads it least is taken instead: M = 32 runs as 4 x 8 rows, not 3 x 14 with a
-    quarter of the FMAs on padding; batch-8 inference as one 8-row panel.
-    (The rTile's thread tile used to pick the width: on a 14 x 14 feature map it
-    holds at most 14 columns, so ResNet's 14 x 14 1x1 convolutions ran one vector
-    wide, 491 against 421 us with two.)
-    """
-    lanes = target.lanes
-    vectors = 2 if side_extent(c, m.cols) >= 2 * lanes else 1
-    most = _most_rows(vectors, target)
-    big_m = side_extent(c, m.rows)
-
-    def padded(r: int) -> int:
-        return -(-big_m // r) * r
-    fewest = min(range(max(MIN_ROWS, min(most // 2, big_m)), most + 1), key=lambda r: (padded(r), -r))
-    rows = most if padded(most) <= (1 + PAD_TOLERANCE) * padded(fewest) else fewest
-    return MicroKernel(lanes, rows, vectors)
-
-
-def _most_rows(vectors: int, target: Target) -> int:
-    """Rows of accumulators the target's vector registers hold beside `vectors` B vectors
-    and one broadcast (at most MAX_ROWS)."""
-    return min(MAX_ROWS[vectors], (max(target.registers, 16) - vectors - 1) // vectors)
-
-
-def gemm_shape(c: Compute, m: Contraction, tile: TileConfig, target: Target,
-               constant_inputs: Collection[int] = ()) -> GemmShape:
-    """Block sizes, multiples of the micro-kernel: rows as many as L2 holds (B is packed
-    once per row block), columns the tile's grown to MIN_TILE_COLS (A is packed once
-    per column block), both split again until the tasks the tile planned exist.
-    `constant_inputs` as for `packed_operands`. The contraction may be computed with its
-    sides swapped, and an operand read in place (`oriented_gemm`)."""
-    m, mk, direct = oriented_gemm(c, m, target, constant_inputs)
-    big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
-    big_k = math.prod(a.extent for a in c.reduce_axes)
-    if direct is not None and direct.side == "a":
-        big_m = direct.positions
-    elif direct is not None:
-        big_n = direct.positions
-
-    block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
-    # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2
-    # together with the mc x nc tile of C that every micro-kernel call loads and stores
-    # (sizing A alone to L2 spilled C: matmul 2048^3 ran at 0.58x onnxruntime, 0.8x now).
-    kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // 2 // (4 * mk.cols)))
-    nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
-    mc = round_up(big_m, mk.rows)  # as many rows as L2 holds: B is packed once per row block
-    # With A prepacked and B packed per call (a convolution: weights x patches), each
-    # row block packs B again and A is never packed, so rows may fill all of L2: an
-    # A block that spills streams from L3 in the micro-kernel's reading order, cheaper
-    # than gathering the patches again (ResNet 3x3 conv 256ch 14x14: 3.42 -> 3.02 ms).
-    share = 1.0 if _prepacked_sides(m, constant_inputs) == ("a",) else L2_SHARE
-    l2_rows = int(_cache_bytes(target, "l2") * share) // (4 * (kc + nc))
-    mc = min(mc, max(mk.rows, l2_rows // mk.rows * mk.rows))
-    # Enough tasks for the cores the tile's scale-out planned for: narrower column
-    # blocks first (A is the cheaper operand to pack again), then fewer rows.
-    planned = min(MIN_TASKS, math.prod(-(-a.extent // b) for a, b in zip(c.axes, tile.block, strict=True)))
-    batch = side_extent(c, m.batch)
-    while batch * -(-big_m // mc) * -(-big_n // nc) < planned and max(mc // mk.rows, nc // mk.cols) > 1:
-        if nc >= MIN_SPLIT_COLS * mk.cols or mc == mk.rows:
-            nc = round_up(nc // 2, mk.cols)
-        else:
-            mc = round_up(mc // 2, mk.rows)
-    while 4 * (mc * nc + kc * (mc + nc)) > MAX_SCRATCH_BYTES and nc > mk.cols:
-        nc = round_up(nc // 2, mk.cols)
-    # Tasks are split statically among the cores: a count the cores do not divide leaves
-    # some idle at the end (3 tasks on 2 cores ran a 3x3 convolution at 1.38x its one-core
-    # speed), so blocks narrow (columns first, then rows, at most 4x as many) to the
-    # fewest tasks that keep the cores BALANCED busy, packing the least again.
-    prepacked, in_place = _prepacked_sides(m, constant_inputs), direct.side if direct is not None else ""
-    per_call = ("a" not in prepacked and in_place != "a", "b" not in prepacked and in_place != "b")
-    mc, nc = _balanced_blocks(batch, (big_m, big_n, big_k), mc, nc, mk, target.units, per_call)
-
-    def even(total: int, limit: int, quantum: int) -> int:
-        """Equal blocks, as many as `limit` needs: a short last block costs nearly a full one."""
-        return round_up(-(-total // -(-total // limit)), quantum)
-    return GemmShape(mk, big_m, big_n, big_k, batch, even(big_m, mc, mk.rows), even(big_n, nc, mk.cols),
-                     even(big_k, kc, 1), m, direct)
-
-
-def round_up(x: int, q: int) -> int:
-    return -(-x // q) * q
-
-
-def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: Collection[int] = ()
-                  ) -> tuple[Contraction, MicroKernel, DirectOperand | None]:
-    """How contraction `m` of `c` is computed: the sides, the micro-kernel, the operand
-    read in place (c/direct.py), by a cost in multiply-adds' worth.
-
-    Where the rows operand is a constant (a convolution's weights) and the columns
-    are patches of an input, three ways compete: gathering the patches into panels
-    (the default, and all there is otherwise), reading them in place as B (the
-    output positions in the SIMD lanes: needs consecutive positions to read
-    consecutive elements), or swapping the sides to read them in place as A (the
-    output channels in the lanes, positions broadcast: any stride; outputs stored
-    across the channels)."""
-    mk = micro_kernel(c, m, target)
-    k = math.prod(a.extent for a in c.reduce_axes)
-    if _prepacked_sides(m, constant_inputs) != ("a",) or not isinstance(m.rhs, Load):
-        return m, mk, None
-    channels, positions = side_extent(c, m.rows), side_extent(c, m.cols)
-    inner = next((c.axes[d].extent for d in reversed(m.cols) if c.axes[d].extent > 1), 1)
-    pack = PACK_COST if inner >= mk.lanes else PACK_COST_SCALAR  # the gather copies whole vectors of a row
-    columns = round_up(positions, mk.cols if micro_tails(mk, channels, positions)[1] == 0 else mk.lanes)
-    options: list[tuple[float, Contraction, MicroKernel, DirectOperand | None]] = [
-        (round_up(channels, mk.rows) * columns * k + pack * k * positions, m, mk, None)]
-    as_b = direct_layout(c, m.rhs, "b", m.cols, mk.cols, unit_step=True)
-    if as_b is not None:
-        options.append((round_up(channels, mk.rows) * as_b.positions * k + PACK_COST * as_b.floats, m, mk, as_b))
-    swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
-    if channels >= target.lanes:
-        lanes_mk = micro_kernel(c, swapped, target)
-        most = _most_rows(lanes_mk.vectors, target)
-        layouts = [d for rows in range(max(MIN_ROWS, most // 2), most + 1)
-                   if (d := direct_layout(c, swapped.lhs, "a", swapped.rows, rows, unit_step=False)) is not None]
-        if layouts:
-            as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
-            lanes = round_up(channels, lanes_mk.lanes)
-            options.append((as_a.positions * lanes * k + PACK_COST * as_a.floats + SCATTER_COST * channels * positions,
-                            swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
-    _, m, mk, direct = min(options, key=lambda o: o[0])
-    return m, mk, direct
-
-
-def _balanced_blocks(batch: int, mnk: tuple[int, int, int], mc: int, nc: int, mk: MicroKernel,
-                     units: int, per_call: tuple[bool, bool]) -> tuple[int, int]:
-    """(mc, nc), narrowed where `units` cores would idle while others finish their tasks;
-    `per_call`: whether A, B are packed per call (each task packs its own blocks, so more
-    column blocks pack A again, more row blocks B)."""
-    big_m, big_n, big_k = mnk
-    row_panels, col_panels = -(-big_m // mk.rows), -(-big_n // mk.cols)
-
-    def sizes(panels: int, per: int) -> list[int]:  # panels of each block
-        return [min(per, panels - start) for start in range(0, panels, per)]
-
-    def busy(rp: int, cp: int) -> float:
-        """Share of the cores' time spent working: tasks go to the cores in contiguous
-        runs of equal counts (OpenMP's static schedule), each costing its panels."""
-        work = [r * c for _ in range(batch) for r in sizes(row_panels, rp) for c in sizes(col_panels, cp)]
-        share, extra = divmod(len(work), units)
-        runs, start = [], 0
-        for u in range(units):
-            count = share + (u < extra)
-            runs.append(sum(work[start:start + count]))
-            start += count
-        return sum(work) / (units * max(runs))
-    rp0, cp0 = -(-mc // mk.rows), -(-nc // mk.cols)
-    if busy(rp0, cp0) >= BALANCED:
-        return mc, nc
-    options = []
-    for rows in range(-(-row_panels // rp0), min(row_panels, 4 * -(-row_panels // rp0)) + 1):
-        for cols in range(-(-col_panels // cp0), col_panels + 1):
-            rp, cp = -(-row_panels // rows), -(-col_panels // cols)
-            row_blocks, col_blocks = -(-row_panels // rp), -(-col_panels // cp)
-            packed = col_blocks * big_m * big_k * per_call[0] + row_blocks * big_k * big_n * per_call[1]
-            options.append((busy(rp, cp) < BALANCED, packed, row_blocks * col_blocks, -busy(rp, cp),
-                            rp * mk.rows, cp * mk.cols))
-    *_, mc, nc = min(options)
-    return mc, nc
-
-
-def _cache_bytes(target: Target, level: str) -> int:
-    """Capacity of the target's cache `level`, or a common size when the target does not say."""
-    sizes = {lv.name: lv.capacity for lv in target.levels}
-    return sizes.get(level, DEFAULT_CACHE_BYTES[level])
-
-
-def render_gemm(c: Compute, m: Contraction, tile: TileConfig, target: Target, params: Sequence[str],
-                header: str, parallel: bool, src: CSource, symbol: str,
-                constant_inputs: Collection[int] = ()) -> bool:
+def render_gemm(c: Compute, g: GemmBlocking, params: Sequence[str], header: str, parallel: bool,
+                src: CSource, symbol: str) -> bool:
     """Append the micro-kernel, the kernel's team function (`header`, parameters `params`)
-    and the load-time packing function of each constant operand (`symbol`_pack<input>)
-    to `src`; returns whether the tasks are split among the team."""
-    g = gemm_shape(c, m, tile, target, constant_inputs)
+    and the load-time packing function of each operand packed at load (`symbol`_pack<input>)
+    to `src`, as the plan's blocking `g` of `c` (axes merged) says; returns whether the
+    tasks are split among the team."""
     _micro_kernels(g, src)
-    writer = _GemmWriter(c, g, params, src, packed_operands(c, g, constant_inputs))
+    writer = _GemmWriter(c, g, params, src)
     split = writer.write(header, parallel)
     writer.write_packers(symbol)
     return split
 
 
-@dataclass(frozen=True)
-class PackedOperand:
-    """A constant operand packed once at load: input position, GEMM side ("a": rows,
-    "b": cols), panels of `width` (MR or NR) over the whole K, `copies` batch copies."""
-
-    input: int
-    side: str
-    width: int
-    panels: int
-    k: int
-    copies: int
-
-    @property
-    def copy_floats(self) -> int:
-        return self.panels * self.width * self.k
-
-    @property
-    def nbytes(self) -> int:
-        return 4 * self.copies * self.copy_floats
-
-
-def packed_operands(c: Compute, g: GemmShape, constant_inputs: Collection[int]) -> dict[str, PackedOperand]:
-    """The operands (by side of `g.contraction`) packed at load: those read from a constant
-    input, unless both sides read the same input (one pointer cannot hold two layouts)."""
-    m = g.contraction
-    loads = {"a": m.lhs, "b": m.rhs}
-    batch_vars = {c.axes[d].name for d in m.batch}
-    out = {}
-    for side in _prepacked_sides(m, constant_inputs):
-        e = loads[side]
-        assert isinstance(e, Load)
-        width, extent = (g.mk.rows, g.m) if side == "a" else (g.mk.cols, g.n)
-        copies = g.batch if expr_vars(e) & batch_vars else 1
-        out[side] = PackedOperand(e.input, side, width, -(-extent // width), g.k, copies)
-    return out
-
-
-def _prepacked_sides(m: Contraction, constant_inputs: Collection[int]) -> tuple[str, ...]:
-    """The GEMM sides ("a", "b") read from a constant input, so packed once at load;
-    none where both read the same input (one pointer cannot hold two layouts)."""
-    inputs = {side: e.input for side, e in (("a", m.lhs), ("b", m.rhs)) if isinstance(e, Load)}
-    if len(inputs) < 2 or inputs["a"] == inputs["b"]:
-        return ()
-    return tuple(side for side, i in inputs.items() if i in constant_inputs)
-
-
-def micro_tails(mk: MicroKernel, m: int, n: int) -> tuple[int, int]:
-    """(rows, vectors) of the micro-kernels for the last row panel and the last column
-    panel of an M x N GEMM: M and N rarely fill whole panels (ResNet's 14 x 14 = 196
-    columns fill 7 panels of 32 to 224), and a kernel cut to what is valid does none
-    of the padding's FMAs. 0 where the panel is whole or no vector would be saved."""
-    rows = m % mk.rows
-    vectors = -(-(n % mk.cols) // mk.lanes)
-    return rows, (vectors if vectors < mk.vectors else 0)
-
-
-def micro_name(rows: int, vectors: int, g: GemmShape) -> str:
+def micro_name(rows: int, vectors: int, g: GemmBlocking) -> str:
     """The micro-kernel computing `rows` x `vectors` of the MR x NR block (tails: fewer)."""
     suffix = "" if rows == g.mk.rows else f"_r{rows}"
     return f"tf_micro{suffix}{'' if vectors == g.mk.vectors else f'_v{vectors}'}"
 
 
-def _micro_kernels(g: GemmShape, src: CSource) -> None:
+def _micro_kernels(g: GemmBlocking, src: CSource) -> None:
     """The full micro-kernel and those of the tails (`micro_tails`)."""
     src.line(f"typedef float tf_vf __attribute__((vector_size({4 * g.mk.lanes})));")
     if g.direct is not None:
@@ -378,7 +84,7 @@ def _micro_kernels(g: GemmShape, src: CSource) -> None:
             _micro_kernel(g, rows, vectors, src)
 
 
-def _micro_kernel(g: GemmShape, rows: int, vectors: int, src: CSource) -> None:
+def _micro_kernel(g: GemmBlocking, rows: int, vectors: int, src: CSource) -> None:
     """`rows` x `vectors` accumulators over panels packed MR x NR (a tail reads a prefix)."""
     mk = g.mk
     accs = [[f"c{i}_{j}" for j in range(vectors)] for i in range(rows)]
@@ -423,10 +129,9 @@ def _carry(axes: Sequence[int], extents: Sequence[int], prefix: str) -> str:
 class _GemmWriter:
     """Writes the tiled, packed GEMM loop nest of one contraction."""
 
-    def __init__(self, c: Compute, g: GemmShape, params: Sequence[str],
-                 src: CSource, packed: dict[str, PackedOperand]) -> None:
-        self.c, self.m, self.g, self.params, self.src = c, g.contraction, g, params, src
-        self.packed = packed
+    def __init__(self, c: Compute, g: GemmBlocking, params: Sequence[str], src: CSource) -> None:
+        self.c, self.m, self.g, self.params, self.src = c, g.contraction(c), g, params, src
+        self.packed = {p.side: p for p in g.packed}
         self.counter = new_counter()
         self.names = {a.name: f"i{d}" for d, a in enumerate(c.axes)}
         self.names.update({a.name: f"r{k}" for k, a in enumerate(c.reduce_axes)})

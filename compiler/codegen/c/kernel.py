@@ -24,7 +24,8 @@ Loop structure (the CPU side of Roller's rTile):
   with the inlined vector exp (c/vector_math.py); others are `omp simd` loops.
 
 Contractions in float32 (matmul, convolution as implicit GEMM) take the packed,
-explicit-SIMD path of compiler/codegen/c/gemm.py instead.
+explicit-SIMD path of compiler/codegen/c/gemm.py instead, where the plan gave them a
+GEMM blocking (`TileConfig.gemm`, compiler/schedule/cpu_gemm.py).
 
 Kernel ABI: `void sym(T_out* restrict out, const T0* restrict in0, ...)`
 (compiler/schedule/plan.py), and `sym_team` with the same parameters, which
@@ -39,13 +40,11 @@ import functools
 import itertools
 import math
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 
-from compiler.codegen.affine import LinearForm, form_bounds, linear_form, load_stride
-from compiler.codegen.c.gemm import gemm_contraction, gemm_shape, packed_operands, render_gemm
-from compiler.codegen.c.merge_axes import merge_axes, merge_reduce_axes
+from compiler.codegen.c.gemm import render_gemm
 from compiler.codegen.c.rows import render_row_group
 from compiler.codegen.c.softmax import is_row_softmax, render_row_softmax
 from compiler.codegen.c.stage import StagedInput, stage_padded_loads, staging_block, write_staging
@@ -70,11 +69,12 @@ from compiler.codegen.cexpr import (
     value_ctype,
 )
 from compiler.codegen.csource import CSource
+from compiler.ir.affine import LinearForm, form_bounds, linear_form, load_stride
 from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import ACC, INIT, Call, Compute, Expr, Load, substitute, walk
+from compiler.schedule.merge_axes import merge_axes, merge_reduce_axes
 from compiler.schedule.plan import TileConfig
-from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
 from compiler.target.cpu import detect_cpu
 
@@ -88,36 +88,19 @@ MAX_UNROLLED_ROWS = 32
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
-def render_kernel(compute: Compute, tile: TileConfig, symbol: str, target: Target | None = None,
-                  constant_inputs: Collection[int] = ()) -> str:
+def render_kernel(compute: Compute, tile: TileConfig, symbol: str, target: Target | None = None) -> str:
     """The complete C translation unit of one kernel named `symbol`, for `target`'s ISA
     (default: the build machine's, which gcc's default `-march=native` also targets),
     with the toolchain workarounds it needs (compiler/codegen/c/workarounds.py).
 
-    `constant_inputs` (input positions holding weights) may come packed at load: the
-    unit then also defines their packing functions (see `prepacked_inputs`)."""
-    source, checked = _render(compute, tile, symbol, target, constant_inputs)
+    A contraction whose `tile.gemm` holds a blocking (the plan's: compiler/schedule/cpu_gemm.py)
+    takes the packed GEMM path; the unit then also defines the packing functions of the
+    operands that blocking packs at load (compiler/schedule/prepack.py)."""
+    source, checked = _render(compute, tile, symbol, target)
     return apply_workarounds(source, checked)
 
 
-def prepacked_inputs(compute: Compute, tile: TileConfig, target: Target | None = None,
-                     constant_inputs: Collection[int] = ()) -> dict[int, int]:
-    """Input position -> bytes, for the constant inputs that the kernel `render_kernel`
-    writes for the same arguments reads packed: the caller passes, at that position,
-    memory that `<symbol>_pack<position>(dst, weight)` filled once."""
-    if not constant_inputs or math.prod(compute.shape) == 0 or compute.stages:
-        return {}
-    target = target or build_machine()
-    merged, merged_tile = merge_axes(compute, tile)
-    gemm = gemm_contraction(merged, target)
-    if gemm is None:
-        return {}
-    g = gemm_shape(merged, gemm, merged_tile, target, constant_inputs)
-    return {p.input: p.nbytes for p in packed_operands(merged, g, constant_inputs).values()}
-
-
-def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | None,
-            constant_inputs: Collection[int]) -> tuple[str, bool]:
+def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | None) -> tuple[str, bool]:
     """The translation unit, and whether its loops read padded loads with bounds checks
     (not on the packed GEMM path, nor where the windows are staged: c/stage.py)."""
     _check(compute, tile, symbol)
@@ -135,15 +118,13 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
         return src.text(), False
     if compute.stages:
         parallel, checked = render_row_group(compute, tile, symbol, src, params, header, PARALLEL_MIN_FLOPS,
-                                             functools.partial(_write_member, target=target))
+                                             _write_member)
         write_standalone(src, symbol, params, parallel)
         return src.text(), checked
-    merged, merged_tile = merge_axes(compute, tile)
-    gemm = gemm_contraction(merged, target) if math.prod(compute.shape) > 0 else None
-    if gemm is not None:
+    if tile.gemm is not None:
         src.line("#include <stdlib.h>")
-        parallel = render_gemm(merged, gemm, merged_tile, target, params, header,
-                               compute.flops() >= PARALLEL_MIN_FLOPS, src, symbol, constant_inputs)
+        parallel = render_gemm(merge_axes(compute, tile)[0], tile.gemm, params, header,
+                               compute.flops() >= PARALLEL_MIN_FLOPS, src, symbol)
         write_standalone(src, symbol, params, parallel)
         return src.text(), False
     parallel, checked = _write_loops(src, compute, tile, symbol, header, params, team=True)
@@ -151,11 +132,10 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
     return src.text(), checked
 
 
-def _write_member(src: CSource, compute: Compute, name: str, params: Sequence[str], target: Target) -> bool:
+def _write_member(src: CSource, compute: Compute, tile: TileConfig, name: str, params: Sequence[str]) -> bool:
     """A fused group's member as `static void name(params)` on the calling thread (its
-    whole loop nest, the default tiling's micro-tiles); whether it reads padded loads
+    whole loop nest: the plan's member tile is one task); whether it reads padded loads
     with bounds checks."""
-    tile = replace(default_tile(compute, target), block=compute.shape)
     header = f"static void {name}({', '.join(params)})"
     return _write_loops(src, compute, tile, name, header, params, team=False)[1]
 

@@ -7,7 +7,8 @@ block: the stages write aligned stack scratch, which stays in L1 / L2 for the
 members after them; only the group's inputs and output touch memory.
 
 Each member is the ordinary kernel of its Compute cut to one block (row extents
-1, ..., 1, n), written as a static function that runs on the calling thread
+1, ..., 1, n), tiled as the plan says (`TileConfig.members`, decided in
+compiler/schedule/row_members.py), written as a static function that runs on the calling thread
 (c.py writes its loop nest); the task passes it pointers to its block's rows:
 an input read by rows at its first row, an input read whole as it is. Row-major
 layout makes a block of rows one contiguous run of every such tensor.
@@ -21,29 +22,32 @@ from collections.abc import Callable, Sequence
 from compiler.codegen.c.team import kernel_params, mark_used, shared_tasks
 from compiler.codegen.csource import CSource
 from compiler.ir.dtypes import dtype
-from compiler.ir.rows import RowSharing, cut_to_rows, group_sharing, row_elems
+from compiler.ir.rows import RowSharing, block_rows, cut_to_rows, group_sharing, row_elems
 from compiler.ir.te import Compute, TensorType
 from compiler.schedule.plan import TileConfig
 
-# Writes one member as `static void <name>(<params>)` running on the calling thread;
-# returns whether its loops read padded loads with bounds checks.
-MemberWriter = Callable[[CSource, Compute, str, Sequence[str]], bool]
+# Writes one member, tiled as the plan says, as `static void <name>(<params>)` running
+# on the calling thread; returns whether its loops read padded loads with bounds checks.
+MemberWriter = Callable[[CSource, Compute, TileConfig, str, Sequence[str]], bool]
 
 
 def render_row_group(c: Compute, tile: TileConfig, symbol: str, src: CSource, params: Sequence[str],
                      header: str, parallel_min_flops: int, write_member: MemberWriter) -> tuple[bool, bool]:
-    """Write the group's members and its team function `header`; (parallel, checked)."""
+    """Write the group's members (each block's with its tiles in `tile.members`) and its
+    team function `header`; (parallel, checked)."""
     sharing = group_sharing(c)
     g = sharing.rows
     extent = c.shape[g - 1]
-    block = max(1, min(tile.block[g - 1], extent))
-    sizes = [block] + ([extent % block] if extent % block else [])
+    sizes = block_rows(c, tile.block[g - 1])
+    block = sizes[0]
     members = c.members()
+    if len(tile.members) != len(sizes) or any(len(tiles) != len(members) for tiles in tile.members):
+        raise ValueError(f"tile {tile} plans no member tiles for {len(sizes)} blocks of {len(members)} members")
     checked = False
-    for n in sizes:
-        for k, m in enumerate(members):
+    for n, tiles in zip(sizes, tile.members, strict=True):
+        for k, (m, t) in enumerate(zip(members, tiles, strict=True)):
             cut = cut_to_rows(m, g, n, sharing)
-            checked |= write_member(src, cut, f"{symbol}_m{k}_{n}", kernel_params(cut))
+            checked |= write_member(src, cut, t, f"{symbol}_m{k}_{n}", kernel_params(cut))
 
     blocks = -(-extent // block)
     tasks = math.prod(c.shape[:g - 1]) * blocks

@@ -19,9 +19,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compiler.codegen.affine import LinearForm, linear_form
-from compiler.codegen.cexpr import clip_lines, row_major_strides, stored_literal
+from compiler.codegen.cexpr import clip_lines, stored_literal
 from compiler.codegen.csource import CSource
+from compiler.ir.affine import LinearForm, linear_form, row_major_strides
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute, Expr, Load, TensorType, Var, substitute, walk
 

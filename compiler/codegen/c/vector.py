@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
-from compiler.codegen.affine import load_stride
 from compiler.codegen.c.vector_math import exp_definitions, exp_function
 from compiler.codegen.cexpr import ExprWriter, flat_offset, value_ctype
+from compiler.ir.affine import load_stride
 from compiler.ir.contraction import expr_vars, plain_load
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Call, Expr, Load, TensorType, Var

@@ -1,6 +1,7 @@
 """The CUDA contraction kernel: a GEMM over shared-memory tiles and register tiles.
 
-Each block computes a `bm x bn` tile of a contraction (see contraction)
+Each block computes a `bm x bn` tile of a contraction (the plan's `GemmGeometry`:
+compiler/schedule/cuda_tile.py)
 for one batch index. Per reduce step it stages a `bk x bm` slice of one
 operand and a `bk x bn` slice of the other in shared memory (rows padded by one
 element so that column-wise writes hit distinct banks), fetched one step ahead
@@ -15,12 +16,12 @@ from __future__ import annotations
 import math
 
 from compiler.codegen import cexpr
-from compiler.codegen.cuda.contraction import GemmGeometry
 from compiler.codegen.cuda.expr import value_ctype
 from compiler.codegen.cuda.gemm_stage import OperandStaging
-from compiler.codegen.cuda.parts import ceil_div, decompose, epilogue, linear, signature
+from compiler.codegen.cuda.parts import decompose, epilogue, linear, signature
 from compiler.ir.contraction import Contraction, side_extent
 from compiler.ir.te import Compute
+from compiler.schedule.cuda_launch import GemmGeometry, ceil_div
 
 
 def render_gemm(c: Compute, m: Contraction, g: GemmGeometry, symbol: str) -> str:

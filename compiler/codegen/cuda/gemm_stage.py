@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 
-from compiler.codegen.cuda.contraction import GemmGeometry
 from compiler.codegen.cuda.expr import emit, value_ctype
-from compiler.codegen.cuda.parts import ceil_div, decompose, linear
+from compiler.codegen.cuda.parts import decompose, linear
 from compiler.ir.contraction import Contraction, expr_vars, plain_load, side_extent
 from compiler.ir.te import Compute, Const, Expr, Load, Var
+from compiler.schedule.cuda_launch import GemmGeometry, ceil_div
 
 # Elements per thread up to which an operand is prefetched through registers.
 MAX_PREFETCH = 16

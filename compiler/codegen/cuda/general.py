@@ -7,7 +7,8 @@ reduce space in one thread, with the register tile's accumulators side by
 side: coordinates of a ragged edge are clamped for the loads (every load stays
 in bounds, so the tile needs no branch inside the loop) and only the store is
 guarded. Blocks walk the
-tile space grid-stride, so any size fits the grid limits.
+tile space grid-stride, so any size fits the grid limits. The threads and register
+tile are the plan's (`GeneralGeometry`, compiler/schedule/cuda_tile.py).
 """
 
 from __future__ import annotations
@@ -15,14 +16,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from compiler.codegen import cexpr
 from compiler.codegen.cuda.expr import emit, value_ctype
 from compiler.codegen.cuda.parts import (
-    MAX_GRID,
-    MAX_THREADS,
-    ceil_div,
     combine,
     decompose,
     epilogue,
@@ -31,53 +28,7 @@ from compiler.codegen.cuda.parts import (
     signature,
 )
 from compiler.ir.te import Compute
-from compiler.schedule.plan import TileConfig
-
-MAX_REGS = 16  # outputs per thread: accumulators and loads stay in registers
-MIN_THREADS = 64  # below this a block leaves most of an SM's lanes idle
-
-
-@dataclass(frozen=True)
-class GeneralGeometry:
-    """Threads and register tile per spatial axis."""
-
-    threads: tuple[int, ...]
-    regs: tuple[int, ...]
-
-    def tiles(self, c: Compute) -> tuple[int, ...]:
-        """Block tiles along each spatial axis."""
-        return tuple(ceil_div(max(1, a.extent), t * r)
-                     for a, t, r in zip(c.axes, self.threads, self.regs, strict=True))
-
-    def launch(self, c: Compute) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        grid = max(1, min(math.prod(self.tiles(c)), MAX_GRID))
-        return (grid, 1, 1), (math.prod(self.threads), 1, 1)
-
-
-def general_geometry(c: Compute, tile: TileConfig) -> GeneralGeometry:
-    """The TileConfig's block and register tile, made legal for CUDA.
-
-    Register tiles are clipped to the extent and to `MAX_REGS`; threads per
-    block to [MIN_THREADS, 1024] where the work allows (outer axes give up
-    threads first, inner axes gain them first).
-    """
-    ext = [max(1, a.extent) for a in c.axes]
-    regs = [max(1, min(t, e)) for t, e in zip(tile.thread, ext, strict=True)]
-    for d in range(len(regs)):
-        while math.prod(regs) > MAX_REGS and regs[d] > 1:
-            regs[d] = ceil_div(regs[d], 2)
-    threads = [max(1, ceil_div(min(max(b, r), e), r))
-               for b, r, e in zip(tile.block, regs, ext, strict=True)]
-    d = 0
-    while math.prod(threads) > MAX_THREADS:
-        if threads[d] > 1:
-            threads[d] = ceil_div(threads[d], 2)
-        else:
-            d += 1
-    for d in reversed(range(len(threads))):
-        while math.prod(threads) < MIN_THREADS and threads[d] * regs[d] < ext[d]:
-            threads[d] *= 2
-    return GeneralGeometry(tuple(threads), tuple(regs))
+from compiler.schedule.cuda_launch import GeneralGeometry
 
 
 def render_general(c: Compute, g: GeneralGeometry, symbol: str) -> str:

@@ -2,19 +2,14 @@
 
 The kernel ABI is the plan's (compiler/schedule/plan.py): the output pointer
 first, then one pointer per Compute input, all dense row-major. Which kernel
-shape a Compute gets is decided here, from the Compute and its TileConfig alone,
-so `render_kernel` and `launch_dims` always agree:
+shape a Compute gets, its geometry and its launch are the plan's too
+(`TileConfig.launch`, decided in compiler/schedule/cuda_tile.py), so the source
+and the launch table always agree; this module renders them:
 
-- contraction (`sum(x * y)` with both operands owning spatial axes: matmul,
-  batched matmul, implicit-GEMM convolution): shared-memory tiled GEMM
-  (`cuda_contraction`, `cuda_gemm`, `cuda_gemm_stage`);
-- long reduction over a contiguous innermost axis (softmax / layer-norm
-  stages, reduce ops): a thread team per row with warp shuffles
-  (`cuda_rowreduce`);
-- a fused row group (a Compute with stages: softmax, layer norm): one block per
-  row, the stages in shared memory (`cuda_rows`);
-- everything else (element-wise, pooling, depthwise, gather, short or strided
-  reductions): one register tile of outputs per thread (`cuda_general`).
+- "gemm": shared-memory tiled GEMM (`cuda_gemm`, `cuda_gemm_stage`);
+- "rowreduce": a thread team per row with warp shuffles (`cuda_rowreduce`);
+- "rowgroup": one block per row, the stages in shared memory (`cuda_rows`);
+- "general": one register tile of outputs per thread (`cuda_general`).
 
 Every kernel is launched on a 1-D grid and walks its tiles grid-stride.
 """
@@ -22,88 +17,57 @@ Every kernel is launched on a 1-D grid and walks its tiles grid-stride.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from compiler.codegen.cuda.contraction import GemmGeometry, gemm_geometry, gemm_launch
 from compiler.codegen.cuda.expr import PRELUDE
 from compiler.codegen.cuda.gemm import render_gemm
-from compiler.codegen.cuda.general import GeneralGeometry, general_geometry, render_general
-from compiler.codegen.cuda.rowreduce import (
-    RowGeometry,
-    is_row_reduction,
-    render_rowreduce,
-    row_geometry,
-    row_launch,
-)
-from compiler.codegen.cuda.rows import RowGroupGeometry, render_row_group, row_group_geometry
-from compiler.ir.contraction import Contraction, match_contraction
+from compiler.codegen.cuda.general import render_general
+from compiler.codegen.cuda.rowreduce import render_rowreduce
+from compiler.codegen.cuda.rows import render_row_group
+from compiler.ir.contraction import match_contraction
 from compiler.ir.te import Compute
+from compiler.schedule.cuda_launch import (
+    CudaLaunch,
+    GemmGeometry,
+    GeneralGeometry,
+    RowGeometry,
+    RowGroupGeometry,
+)
 from compiler.schedule.plan import ExecutionPlan, TileConfig
-
-Dim3 = tuple[int, int, int]
-
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
-@dataclass(frozen=True)
-class KernelShape:
-    """The kernel shape chosen for one Compute under one TileConfig."""
-
-    kind: str  # "gemm" | "rowgroup" | "rowreduce" | "general"
-    geometry: GemmGeometry | RowGroupGeometry | RowGeometry | GeneralGeometry
-    contraction: Contraction | None = None
-
-
-def kernel_shape(compute: Compute, tile: TileConfig) -> KernelShape:
-    """Pick the kernel shape for `compute` and make `tile` legal for it."""
-    _check_tile(compute, tile)
-    if compute.stages:
-        return KernelShape("rowgroup", row_group_geometry(compute))
-    m = match_contraction(compute)
-    if m is not None:
-        return KernelShape("gemm", gemm_geometry(compute, m, tile), m)
-    if is_row_reduction(compute):
-        return KernelShape("rowreduce", row_geometry(compute, tile))
-    return KernelShape("general", general_geometry(compute, tile))
-
-
 def render_kernel(compute: Compute, tile: TileConfig, symbol: str) -> str:
-    """CUDA C++ source defining `extern "C" __global__ void symbol(out, in0, ...)`.
+    """CUDA C++ source defining `extern "C" __global__ void symbol(out, in0, ...)`, the
+    kernel shape and geometry `tile.launch` plans.
 
     The source starts with the shared device helpers behind an include guard,
     so several kernels can be concatenated into one translation unit.
     """
     if not _SYMBOL.fullmatch(symbol):
         raise ValueError(f"kernel symbol {symbol!r} is not a C identifier")
-    shape = kernel_shape(compute, tile)
-    g = shape.geometry
+    g = planned_launch(tile).geometry
     if isinstance(g, GemmGeometry):
-        assert shape.contraction is not None
-        body = render_gemm(compute, shape.contraction, g, symbol)
+        m = match_contraction(compute)
+        if m is None:
+            raise ValueError(f"a GEMM launch was planned for {compute.label}, which is not a contraction")
+        body = render_gemm(compute, m, g, symbol)
     elif isinstance(g, RowGroupGeometry):
         body = render_row_group(compute, g, symbol)
     elif isinstance(g, RowGeometry):
         body = render_rowreduce(compute, g, symbol)
     else:
+        assert isinstance(g, GeneralGeometry)
         body = render_general(compute, g, symbol)
     return f"{PRELUDE}\n{body}"
 
 
-def launch_dims(compute: Compute, tile: TileConfig) -> tuple[Dim3, Dim3]:
-    """(grid, block) for the kernel `render_kernel(compute, tile, ...)` returns."""
-    shape = kernel_shape(compute, tile)
-    g = shape.geometry
-    if isinstance(g, GemmGeometry):
-        assert shape.contraction is not None
-        return gemm_launch(compute, shape.contraction, g)
-    if isinstance(g, RowGeometry):
-        return row_launch(compute, g)
-    if isinstance(g, RowGroupGeometry):
-        return g.launch()
-    return g.launch(compute)
-
-
+def planned_launch(tile: TileConfig) -> CudaLaunch:
+    """The CUDA launch the plan recorded in `tile`; a tile without one was never planned
+    for CUDA (compiler/schedule/cuda_tile.py `plan_cuda_tile`)."""
+    if tile.launch is None:
+        raise ValueError(f"tile {tile} plans no CUDA launch")
+    return tile.launch
 
 
 def render_module(plan: ExecutionPlan) -> str:
@@ -128,20 +92,8 @@ def launch_table(plan: ExecutionPlan) -> list[list[dict]]:
         row = []
         for kid in wave:
             k = kernels[kid]
-            grid, block = launch_dims(k.compute, k.tile)
+            launch = planned_launch(k.tile)
             row.append({"kernel": k.id, "symbol": k.symbol, "args": list(k.args),
-                        "grid": list(grid), "block": list(block)})
+                        "grid": list(launch.grid), "block": list(launch.block)})
         table.append(row)
     return table
-
-
-def _check_tile(c: Compute, tile: TileConfig) -> None:
-    if len(tile.block) != len(c.axes) or len(tile.thread) != len(c.axes):
-        raise ValueError(f"TileConfig has block {tile.block} / thread {tile.thread} for "
-                         f"{len(c.axes)} spatial axes")
-    if len(tile.reduce_step) != len(c.reduce_axes):
-        raise ValueError(f"TileConfig has reduce_step {tile.reduce_step} for "
-                         f"{len(c.reduce_axes)} reduce axes")
-    if min((*tile.block, *tile.thread, *tile.reduce_step), default=1) < 1:
-        raise ValueError(f"TileConfig sizes must be positive: {tile}")
-

@@ -14,12 +14,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from compiler.codegen import cexpr
 from compiler.codegen.cuda.expr import emit, literal, round_value, storage_ctype, value_ctype
 from compiler.ir.te import ACC, INIT, Compute
+from compiler.schedule.cuda_launch import WARP
 
-# Blocks in a 1-D grid: far below the hardware's 2^31-1, enough to fill any GPU
-# many times over; larger index spaces are covered by grid-stride loops.
-MAX_GRID = 1 << 20
-MAX_THREADS = 1024
-WARP = 32
 # Index spaces up to this size are split in 32-bit arithmetic; the margin covers
 # the few rows past the end that a last block may compute and discard.
 INT_INDEX_LIMIT = 1 << 30
@@ -138,17 +134,3 @@ def epilogue(c: Compute, acc: str | None, axis_values: Mapping[str, str], offset
         stored = f"__float2half({stored})"
     lines.append(f"{indent}out[{offset}] = {stored};")
     return lines
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def pow2_at_most(n: int) -> int:
-    """The largest power of two <= n (1 for n < 1)."""
-    return 1 << (max(1, n).bit_length() - 1)
-
-
-def pow2_at_least(n: int) -> int:
-    """The smallest power of two >= n (1 for n < 1)."""
-    return 1 << max(0, (max(1, n) - 1).bit_length())

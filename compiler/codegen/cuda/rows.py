@@ -13,7 +13,8 @@ one row at a time (grid-stride over the rows) and runs every member on it in ord
 - a reduction to several values per row: one thread per value, in order.
 
 A member's output is a stage in shared memory (the group is formed only when a row of
-its stages fits, `ROW_STAGE_BYTES`); the last member writes the group's output. Only the
+its stages fits, `ROW_STAGE_BYTES` in compiler/schedule/cuda_tile.py, which also sizes the
+block); the last member writes the group's output. Only the
 group's inputs and output touch device memory. Barriers separate the members and the
 rows, and every thread reaches each of them.
 
@@ -26,51 +27,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from compiler.codegen import cexpr
 from compiler.codegen.cuda.expr import emit, storage_ctype, value_ctype
 from compiler.codegen.cuda.parts import (
     INT_INDEX_LIMIT,
-    MAX_GRID,
-    MAX_THREADS,
-    WARP,
-    ceil_div,
     combine,
     decompose,
     epilogue,
     identity,
-    pow2_at_least,
     signature,
     team_reduce,
 )
 from compiler.ir.rows import RowSharing, cut_to_rows, group_sharing, row_elems
 from compiler.ir.te import Compute, loads_of
-
-# A row of the stages lives in static shared memory (48 KB per block without opting
-# in), beside the reduction's exchange slots.
-ROW_STAGE_BYTES = 40 << 10
-ELEMS_PER_THREAD = 8  # enough independent loads per thread before adding threads
-
-
-@dataclass(frozen=True)
-class RowGroupGeometry:
-    """Threads per block (one block per row at a time) and the rows to walk."""
-
-    threads: int
-    rows: int
-
-    def launch(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        return (max(1, min(self.rows, MAX_GRID)), 1, 1), (self.threads, 1, 1)
-
-
-def row_group_geometry(c: Compute) -> RowGroupGeometry:
-    """Enough threads for the longest member row at `ELEMS_PER_THREAD` elements each
-    (a warp at least, a power of two up to 1024)."""
-    g = group_sharing(c).rows
-    work = max(max(row_elems(m, g), math.prod(a.extent for a in m.reduce_axes)) for m in c.members())
-    threads = min(MAX_THREADS, max(WARP, pow2_at_least(ceil_div(work, ELEMS_PER_THREAD))))
-    return RowGroupGeometry(threads, max(1, math.prod(c.shape[:g])))
+from compiler.schedule.cuda_launch import WARP, RowGroupGeometry
 
 
 def render_row_group(c: Compute, geometry: RowGroupGeometry, symbol: str) -> str:

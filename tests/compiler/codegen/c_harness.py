@@ -9,12 +9,30 @@ from pathlib import Path
 import numpy as np
 
 from compiler.build.gcc import c_flags, compile_objects, link_shared
-from compiler.codegen.c.kernel import prepacked_inputs, render_kernel
+from compiler.codegen.c.kernel import build_machine, render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.runtime.executable import aligned_empty
+from compiler.schedule.cpu_tile import plan_cpu_tile
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.prepack import prepacked_inputs
 from compiler.target.base import Target
+
+
+def planned(c: Compute, tile: TileConfig, target: Target | None = None,
+            constant_inputs: Sequence[int] = ()) -> TileConfig:
+    """`tile` as the C backend's tile step completes it (the GEMM blocking and row-group
+    member tiles decided for `target`, default the build machine), unless it is
+    completed already (a test's own blocking or member tiles)."""
+    if tile.gemm is not None or tile.members:
+        return tile
+    return plan_cpu_tile(c, tile, target or build_machine(), constant_inputs)
+
+
+def render_planned(c: Compute, tile: TileConfig, symbol: str, target: Target | None = None,
+                   constant_inputs: Sequence[int] = ()) -> str:
+    """The kernel's source with `tile` completed (`planned`) first, as the pipeline renders it."""
+    return render_kernel(c, planned(c, tile, target, constant_inputs), symbol, target)
 
 
 class KernelLibrary:
@@ -24,14 +42,14 @@ class KernelLibrary:
                  targets: Mapping[str, Target] | None = None,
                  constants: Mapping[str, tuple[int, ...]] | None = None) -> None:
         """`targets`: the ISA some kernels are rendered for (default the build machine);
-        `constants`: a kernel's inputs that are weights (read packed where the kernel can)."""
-        self.kernels = dict(kernels)
+        `constants`: a kernel's inputs that are weights (read packed where the kernel can).
+        Tiles are completed as the C backend's tile step does (`planned`)."""
         targets = targets or {}
         constants = constants or {}
-        self.sources = {sym: render_kernel(c, t, sym, targets.get(sym), constants.get(sym, ()))
-                        for sym, (c, t) in self.kernels.items()}
-        self.packed = {sym: prepacked_inputs(c, t, targets.get(sym), constants.get(sym, ()))
-                       for sym, (c, t) in self.kernels.items()}
+        self.kernels = {sym: (c, planned(c, t, targets.get(sym), constants.get(sym, ())))
+                        for sym, (c, t) in kernels.items()}
+        self.sources = {sym: render_kernel(c, t, sym, targets.get(sym)) for sym, (c, t) in self.kernels.items()}
+        self.packed = {sym: prepacked_inputs(t) for sym, (_, t) in self.kernels.items()}
         flags = c_flags()
         objects = compile_objects(self.sources, flags)
         path = folder / "kernels.so"

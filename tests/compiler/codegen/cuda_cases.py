@@ -15,6 +15,7 @@ from test_c_rows import layer_norm, softmax
 
 from compiler.ir import te
 from compiler.ir.te import Compute, Load, TensorType, Var, call
+from compiler.schedule.cuda_tile import plan_cuda_tile
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tilegraph.rowtile import row_group_tilings
 from compiler.schedule.tiling import default_tile
@@ -121,9 +122,10 @@ ALL_CASES: dict[str, Case] = {**C_CASES, **CUDA_CASES}
 
 
 def tile_for(case: Case) -> TileConfig:
-    """The case's own tile, else the schedule's default for the H100 preset."""
+    """The case's own tile, else the schedule's default for the H100 preset, with its CUDA
+    launch planned (as the CUDA backend's tile step does)."""
     c, tile, _ = case
-    return tile or default_tile(c, GPU)
+    return plan_cuda_tile(c, tile or default_tile(c, GPU))
 
 
 def check_close(got: np.ndarray, want: np.ndarray, c: Compute) -> None:

@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from compiler.codegen.cuda.expr import storage_ctype
-from compiler.codegen.cuda.kernel import launch_dims, render_kernel
+from compiler.codegen.cuda.kernel import planned_launch, render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
+from compiler.schedule.cuda_tile import plan_cuda_tile
 from compiler.schedule.plan import TileConfig
 
 # What the generated source needs from CUDA, for g++. `cuda_fp16.h` is the
@@ -94,7 +95,8 @@ class EmulatedKernels:
 
     def __init__(self, kernels: Mapping[str, tuple[Compute, TileConfig]], folder: Path,
                  max_grid: int = 3) -> None:
-        self.kernels = dict(kernels)
+        # tiles as the CUDA backend's tile step completes them, unless planned already
+        self.kernels = {sym: (c, t if t.launch is not None else plan_cuda_tile(c, t)) for sym, (c, t) in kernels.items()}
         self.max_grid = max_grid
         (folder / "cuda_fp16.h").write_text(SHIM)
         parts = []
@@ -118,8 +120,8 @@ class EmulatedKernels:
                   for x, t in zip(inputs, c.inputs, strict=True)]
         out = np.empty(c.shape, dtype(c.dtype).np_type)
         out.reshape(-1).view(np.uint8).fill(0xA5)  # garbage: an element the kernel skips shows
-        (grid, _, _), (block, _, _) = launch_dims(c, tile)
-        self.launch(symbol, grid, block, [out.ctypes.data, *(a.ctypes.data for a in arrays)])
+        launch = planned_launch(tile)
+        self.launch(symbol, launch.grid[0], launch.block[0], [out.ctypes.data, *(a.ctypes.data for a in arrays)])
         return out
 
     def launch(self, symbol: str, grid: int, block: int, pointers: Sequence[int]) -> None:

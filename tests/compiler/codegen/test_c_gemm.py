@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_harness import KernelLibrary
+from c_harness import KernelLibrary, planned, render_planned
 from test_c_kernels import (
     axes,
     batched_matmul_broadcast,
@@ -29,20 +29,15 @@ from test_c_kernels import (
     rand,
 )
 
-from compiler.codegen.c.gemm import (
-    gemm_contraction,
-    gemm_shape,
-    micro_kernel,
-    micro_name,
-    micro_tails,
-)
-from compiler.codegen.c.kernel import prepacked_inputs, render_kernel
-from compiler.codegen.c.merge_axes import merge_axes, merge_reduce_axes
+from compiler.codegen.c.gemm import micro_name
 from compiler.ir import te
 from compiler.ir.contraction import match_contraction
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute, Load, TensorType, Var, call
-from compiler.schedule.plan import TileConfig
+from compiler.schedule.cpu_gemm import gemm_blocking, gemm_contraction
+from compiler.schedule.gemm_blocking import MicroKernel, micro_tails
+from compiler.schedule.merge_axes import merge_axes, merge_reduce_axes
+from compiler.schedule.prepack import prepacked_inputs
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
 
@@ -145,20 +140,20 @@ def test_operands_packed_at_load_give_the_same_result(prepacked: KernelLibrary, 
 def test_only_constant_operands_of_the_packed_path_are_prepacked() -> None:
     c = matmul(64, 64, 64)
     tile = default_tile(c, CPU)
-    assert prepacked_inputs(c, tile, CPU, ()) == {}
-    assert set(prepacked_inputs(c, tile, CPU, (1,))) == {1}
-    assert prepacked_inputs(depthwise(), default_tile(depthwise(), CPU), CPU, (1,)) == {}  # not a GEMM
+    assert prepacked_inputs(planned(c, tile, CPU, ())) == {}
+    assert set(prepacked_inputs(planned(c, tile, CPU, (1,)))) == {1}
+    assert prepacked_inputs(planned(depthwise(), default_tile(depthwise(), CPU), CPU, (1,))) == {}  # not a GEMM
     squared = Compute(axes(16, 16), Load(0, (i0, r0), "float32") * Load(0, (r0, i1), "float32"),
                       (TensorType((16, 16), "float32"),), "float32", axes(16, prefix="r"), "sum")
-    assert prepacked_inputs(squared, default_tile(squared, CPU), CPU, (0,)) == {}  # one pointer, two layouts
+    assert prepacked_inputs(planned(squared, default_tile(squared, CPU), CPU, (0,))) == {}  # one pointer, two layouts
 
 
 def test_vector_width_follows_the_target() -> None:
     c = matmul(64, 64, 64)
     tile = default_tile(c, CPU)
-    assert "vector_size(16)" in render_kernel(c, tile, "k", cpu(4))
-    assert "vector_size(32)" in render_kernel(c, tile, "k", cpu(8))
-    assert "vector_size(64)" in render_kernel(c, tile, "k", cpu(16))
+    assert "vector_size(16)" in render_planned(c, tile, "k", cpu(4))
+    assert "vector_size(32)" in render_planned(c, tile, "k", cpu(8))
+    assert "vector_size(64)" in render_planned(c, tile, "k", cpu(16))
 
 
 @pytest.mark.parametrize(("compute", "lanes"), [
@@ -170,29 +165,7 @@ def test_vector_width_follows_the_target() -> None:
 ])
 def test_other_computes_keep_the_general_path(compute: Compute, lanes: int) -> None:
     assert gemm_contraction(compute, cpu(lanes)) is None
-    assert "tf_micro" not in render_kernel(compute, default_tile(compute, CPU), "k", cpu(lanes))
-
-
-def test_micro_kernels_are_built_from_the_registers_and_the_extents() -> None:
-    m = match_contraction(matmul(256, 256, 256))
-    assert m is not None
-    avx2 = micro_kernel(matmul(256, 256, 256), m, CPU)
-    assert (avx2.rows, avx2.vectors) == (6, 2)  # 12 accumulators + 2 B vectors + 1 broadcast
-    wide = micro_kernel(matmul(256, 256, 256), m, cpu(16))
-    assert (wide.rows, wide.vectors) == (14, 2)  # AVX-512's 32 registers
-    narrow_n = matmul(256, 12, 64)
-    narrow = micro_kernel(narrow_n, match_contraction(narrow_n), CPU)
-    assert (narrow.rows, narrow.vectors) == (8, 1)  # N holds one vector, not two
-
-
-@pytest.mark.parametrize(("m", "rows"), [(256, 14), (32, 8), (128, 8), (8, 8), (4, 4), (5, 5)])
-def test_micro_kernel_rows_avoid_padding_m(m: int, rows: int) -> None:
-    """The fullest micro-kernel unless it pads M by over 5%; then the one padding it least."""
-    c = matmul(m, 64, 64)
-    match = match_contraction(c)
-    assert match is not None
-    mk = micro_kernel(c, match, cpu(16))
-    assert (mk.rows, mk.vectors) == (rows, 2)
+    assert "tf_micro" not in render_planned(compute, default_tile(compute, CPU), "k", cpu(lanes))
 
 
 @pytest.mark.parametrize(("m", "n", "tails"), [(256, 196, (4, 1)), (252, 224, (0, 0)), (250, 220, (12, 0))])
@@ -202,36 +175,11 @@ def test_the_last_panels_run_kernels_cut_to_what_is_valid(m: int, n: int, tails:
     c = matmul(m, n, 64)
     match = match_contraction(c)
     assert match is not None
-    g = gemm_shape(c, match, default_tile(c, cpu(16)), cpu(16))
+    g = gemm_blocking(c, match, default_tile(c, cpu(16)), cpu(16))
     assert micro_tails(g.mk, g.m, g.n) == tails
-    src = render_kernel(c, default_tile(c, cpu(16)), "k", cpu(16))
+    src = render_planned(c, default_tile(c, cpu(16)), "k", cpu(16))
     for rows, vectors in ((tails[0] or 14, 2), (14, tails[1] or 2), (tails[0] or 14, tails[1] or 2)):
         assert f"{micro_name(rows, vectors, g)}(kc," in src
-
-
-def test_blocks_are_whole_micro_kernels_and_keep_cores_busy() -> None:
-    c = matmul(512, 512, 512)
-    m = match_contraction(c)
-    assert m is not None
-    g = gemm_shape(c, m, default_tile(c, CPU), CPU)
-    assert g.mc % g.mk.rows == 0 and g.nc % g.mk.cols == 0 and g.kc * g.mk.cols * 4 <= 32 << 10
-    assert -(-g.m // g.mc) * -(-g.n // g.nc) >= 2 * CPU.units
-
-
-def test_prepacked_weights_let_row_blocks_fill_l2_so_patches_are_gathered_once() -> None:
-    """A convolution packs its input patches (B) again for every row block; with its
-    weights (A) packed at load, rows may take all of L2 instead of half of it. (Its
-    width read mirrored: patches that cannot be read in place, c/direct.py.)"""
-    x = Load(0, (i0, r0, i2 + r1 - 1, te.const(14, "int64") - i3 - r2), "float32", pad=0.0)
-    c = Compute(axes(1, 256, 14, 14), x * Load(1, (i1, r0, r1, r2), "float32"),
-                (TensorType((1, 256, 14, 14), "float32"), TensorType((256, 256, 3, 3), "float32")),
-                "float32", axes(256, 3, 3, prefix="r"), "sum")
-    m = match_contraction(c)
-    assert m is not None
-    tile = default_tile(c, CPU)
-    per_call, prepacked = gemm_shape(c, m, tile, CPU), gemm_shape(c, m, tile, CPU, constant_inputs=(1,))
-    assert per_call.mc < per_call.m <= prepacked.mc
-    assert 4 * prepacked.mc * (prepacked.kc + prepacked.nc) <= 512 << 10  # A block and C tile still fit L2
 
 
 def test_contiguous_axes_merge_and_padded_ones_do_not() -> None:
@@ -310,7 +258,7 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
     c, tile = merge_axes(compute, default_tile(compute, cpu(lanes)))
     m = gemm_contraction(c, cpu(lanes))
     assert m is not None
-    d = gemm_shape(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
+    d = gemm_blocking(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
     assert d is not None and d.side == ("a" if name.startswith("a_") else "b")
     assert "tf_koff" in direct.sources[name]  # read in place, not gathered
     inputs = [rand(t.shape) for t in compute.inputs]
@@ -335,28 +283,23 @@ def test_patches_are_read_in_place_where_the_model_says_it_pays(compute: Compute
     c, tile = merge_axes(compute, default_tile(compute, cpu(lanes)))
     m = gemm_contraction(c, cpu(lanes))
     assert m is not None
-    d = gemm_shape(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
+    d = gemm_blocking(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
     assert (None if d is None else f"{d.side} {'rows' if d.fold is None else 'planes'}") == way
-    assert gemm_shape(c, m, tile, cpu(lanes)).direct is None  # weights not constant: not prepacked
+    assert gemm_blocking(c, m, tile, cpu(lanes)).direct is None  # weights not constant: not prepacked
 
 
-def test_strided_windows_are_gathered() -> None:
-    c = conv2d(2, 1, 1, 40, 41)  # stride 2: a panel's patches are not consecutive input elements
-    m = gemm_contraction(c, CPU)
-    assert m is not None and gemm_shape(c, m, default_tile(c, CPU), CPU, constant_inputs=(1, 2)).direct is None
-
-
-@pytest.mark.parametrize("units", [1, 2, 3, 4])
-def test_tasks_keep_every_core_busy(units: int) -> None:
-    """Three column blocks of 256 on two cores would leave one idle a third of the time:
-    the blocks narrow until static shares of the panels keep the cores 90% busy."""
-    c = matmul(64, 768, 64)
-    m = match_contraction(c)
-    assert m is not None
-    target = dataclasses.replace(cpu(16), units=units)
-    g = gemm_shape(c, m, TileConfig((64, 256), (14, 32), (64,), 16), target)
-    panels = [min(g.nc, g.n - n0) // g.mk.cols for n0 in range(0, g.n, g.nc)] * -(-g.m // g.mc)
-    share, extra = divmod(len(panels), units)
-    runs = [sum(panels[u * share + min(u, extra):(u + 1) * share + min(u + 1, extra)]) for u in range(units)]
-    assert sum(panels) / (units * max(runs)) >= 0.9
-    assert units > 1 or len(panels) == 3  # one core: the tile's blocks as they were
+def test_the_source_follows_the_planned_blocking(tmp_path: Path) -> None:
+    """Codegen decides nothing: another blocking in the plan (micro-kernel, blocks, depth)
+    is the one the source runs, and it still computes the product."""
+    c = matmul(100, 96, 80)
+    tile = planned(c, default_tile(c, CPU), CPU)
+    g = tile.gemm
+    assert g is not None and (g.mk.rows, g.mk.vectors, g.kc) != (4, 1, 32)
+    other = dataclasses.replace(g, mk=MicroKernel(g.mk.lanes, 4, 1), mc=52, nc=48, kc=32)
+    src = render_planned(c, dataclasses.replace(tile, gemm=other), "k", CPU)
+    assert src != render_planned(c, tile, "k", CPU)
+    assert "k0 += 32L" in src and "for (int64_t t = 0; t < 4L; ++t)" in src  # 2 x 2 tasks, 32 deep
+    assert "c3_0" in src and "c4_0" not in src and "c0_1" not in src  # 4 rows x 1 vector
+    lib = KernelLibrary({"k": (c, dataclasses.replace(tile, gemm=other))}, tmp_path, {"k": CPU})
+    inputs = [rand(t.shape) for t in c.inputs]
+    np.testing.assert_allclose(lib.run("k", inputs), evaluate(c, inputs), rtol=1e-5, atol=1e-5 * 80)

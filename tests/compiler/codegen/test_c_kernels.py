@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_harness import KernelLibrary
+from c_harness import KernelLibrary, render_planned
 
 from compiler.codegen.c.kernel import render_kernel
 from compiler.codegen.c.stage import stage_padded_loads, staging_block
@@ -422,7 +422,7 @@ def test_kernel_matches_interpreter(library: KernelLibrary, name: str) -> None:
 def test_source_has_only_generated_identifiers() -> None:
     c = Compute((Axis("secret_axis", 4),), Load(0, (Var("secret_axis"),), "float32") * 2.0,
                 (TensorType((4,), "float32"),), "float32", label="Evil; system(rm)")
-    src = render_kernel(c, default_tile(c, CPU), "tf_0123abcd")
+    src = render_planned(c, default_tile(c, CPU), "tf_0123abcd")
     assert "secret" not in src and "Evil" not in src and "system" not in src
     assert "void tf_0123abcd(float* restrict out, const float* restrict in0)" in src
 
@@ -437,8 +437,8 @@ def test_bad_symbol_or_tile_is_refused() -> None:
 
 def test_big_kernels_run_in_parallel_and_small_ones_do_not() -> None:
     big, small = matmul(256, 256, 256), matmul(4, 4, 4)
-    assert "omp parallel" in render_kernel(big, default_tile(big, CPU), "k")
-    assert "omp parallel" not in render_kernel(small, default_tile(small, CPU), "k")
+    assert "omp parallel" in render_planned(big, default_tile(big, CPU), "k")
+    assert "omp parallel" not in render_planned(small, default_tile(small, CPU), "k")
 
 
 def test_default_tile_gives_every_core_work() -> None:
@@ -458,7 +458,7 @@ def test_default_tile_puts_rows_where_vector_loads_are_shared() -> None:
 @pytest.mark.parametrize("make", [depthwise, maxpool])
 def test_padded_windows_are_staged_and_read_without_checks(make: Callable[[], Compute]) -> None:
     c = make()
-    src = render_kernel(c, default_tile(c, CPU), "k")
+    src = render_planned(c, default_tile(c, CPU), "k")
     assert "__attribute__((aligned(64)))" in src  # the scratch box each task fills
     assert NO_IF_CONVERT not in src  # no checked load left, so loops may vectorize
 
@@ -469,14 +469,14 @@ def test_padded_windows_are_staged_and_read_without_checks(make: Callable[[], Co
                                   "maxpool_stride2_vector", "depthwise_stride2_vector"])
 def test_whole_vector_rows_keep_their_accumulators_in_vector_registers(name: str) -> None:
     compute, tile, _ = CASES[name]
-    src = render_kernel(compute, tile, "k")
+    src = render_planned(compute, tile, "k")
     assert "vector_size" in src and " acc[" not in src  # named vector accumulators, no array
 
 
 @pytest.mark.parametrize("name", ["exp_vector_8", "exp_vector_4", "exp_vector_16"])
 def test_vector_exp_is_within_one_ulp_of_the_correctly_rounded_exp(library: KernelLibrary, name: str) -> None:
     compute, tile, make_inputs = CASES[name]
-    assert exp_function(tile.vector) in render_kernel(compute, tile, "k")  # the inlined vector exp
+    assert exp_function(tile.vector) in render_planned(compute, tile, "k")  # the inlined vector exp
     x = make_inputs()[0]
     got = library.run(f"k{list(CASES).index(name)}", [x])
     with np.errstate(over="ignore"):
@@ -492,13 +492,13 @@ def test_vector_exp_is_within_one_ulp_of_the_correctly_rounded_exp(library: Kern
                                   "softmax_exp_sum", "log_sum_exp_vector"])
 def test_row_reductions_fold_named_vectors(name: str) -> None:
     compute, tile, _ = CASES[name]
-    src = render_kernel(compute, tile or default_tile(compute, CPU), "k")
+    src = render_planned(compute, tile or default_tile(compute, CPU), "k")
     assert "vector_size" in src and "part[" not in src  # vector accumulators, no array of partials
 
 
 def test_rows_shorter_than_a_vector_stay_on_the_array_path() -> None:
     c = column_sum(4, 40, 12)
-    src = render_kernel(c, TileConfig((4, 12), (2, 6), (40,), 8), "k")
+    src = render_planned(c, TileConfig((4, 12), (2, 6), (40,), 8), "k")
     assert "vector_size" not in src and " acc[" in src
 
 
@@ -516,12 +516,12 @@ def test_blocks_too_big_to_stage_are_cut_until_they_fit() -> None:
     # 16 channels of 58 x 58 is 215 KB; 4 channels (54 KB) fit: channels are cut, rows kept
     assert staging_block(c, (1, 16, 56, 56), (1, 1, 4, 16)) == [1, 4, 56, 56]
     assert staging_block(c, (1, 2, 8, 56), (1, 1, 4, 16)) == [1, 2, 8, 56]  # fits already
-    src = render_kernel(c, TileConfig((1, 16, 56, 56), (1, 1, 4, 16), (3, 3), 8), "k")
+    src = render_planned(c, TileConfig((1, 16, 56, 56), (1, 1, 4, 16), (3, 3), 8), "k")
     assert "__attribute__((aligned(64)))" in src and NO_IF_CONVERT not in src
 
 
 @pytest.mark.parametrize("name", ["maxpool_stride2_vector", "depthwise_stride2_vector"])
 def test_stride_two_windows_load_two_vectors_and_shuffle_their_lanes(name: str) -> None:
     compute, tile, _ = CASES[name]
-    src = render_kernel(compute, tile, "k")
+    src = render_planned(compute, tile, "k")
     assert "__builtin_shuffle" in src and " acc[" not in src

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_harness import KernelLibrary
+from c_harness import KernelLibrary, render_planned
 from onnx import helper
 
-from compiler.codegen.c.kernel import render_kernel
 from compiler.frontend import import_model
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute
@@ -71,7 +70,7 @@ def test_group_kernel_matches_interpreter(library: KernelLibrary, name: str) -> 
 
 def test_members_run_on_the_block_and_stages_live_in_scratch() -> None:
     c = layer_norm([7, 67])  # (a last-axis softmax has a kernel of its own: c/softmax.py)
-    src = render_kernel(c, rows_tile(c, 1, 3), "k")
+    src = render_planned(c, rows_tile(c, 1, 3), "k")
     # one copy of every member per block size (3 rows, then the last 1), stages on the stack
     assert all(f"k_m{m}_{n}(" in src for m in range(len(c.stages) + 1) for n in (3, 1))
     assert "float s0[3] __attribute__((aligned(64)));" in src

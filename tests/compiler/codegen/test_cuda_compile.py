@@ -15,8 +15,8 @@ from compiler import frontend
 from compiler.bench.models import ZOO
 from compiler.build.nvcc import compile_cubin
 from compiler.codegen.cuda.kernel import render_kernel
-from compiler.codegen.cuda.rows import ROW_STAGE_BYTES
 from compiler.ir.te import Compute
+from compiler.schedule.cuda_tile import ROW_STAGE_BYTES, plan_cuda_tile
 from compiler.schedule.rtile import construct
 from compiler.schedule.tilegraph.registers import fuse
 from compiler.schedule.tilegraph.rows import fuse_rows, stages_fit
@@ -46,7 +46,7 @@ def translation_unit() -> dict[str, str]:
     kernels = {f"case{n}": render_kernel(case[0], tile_for(case), f"case{n}")
                for n, case in enumerate(ALL_CASES.values())}
     for n, c in enumerate(_zoo_computes()):
-        kernels[f"zoo{n}"] = render_kernel(c, construct(c, GPU)[0].tile, f"zoo{n}")
+        kernels[f"zoo{n}"] = render_kernel(c, plan_cuda_tile(c, construct(c, GPU)[0].tile), f"zoo{n}")
     return kernels
 
 

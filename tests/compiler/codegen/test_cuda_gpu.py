@@ -9,7 +9,7 @@ from cuda_cases import ALL_CASES, check_close, tile_for
 from cuda_device import device_arch
 
 from compiler.build.nvcc import compile_cubin
-from compiler.codegen.cuda.kernel import launch_dims, render_kernel
+from compiler.codegen.cuda.kernel import planned_launch, render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.interp import evaluate
 
@@ -37,7 +37,8 @@ def test_every_case_kernel_matches_the_interpreter_on_the_gpu() -> None:
             if host.nbytes:
                 drv.memcpy_htod(dev_in[-1], host)
         dev_out = drv.mem_alloc(max(1, want.nbytes))
-        grid, block = launch_dims(c, tile_for(case))
+        launch = planned_launch(tile_for(case))
+        grid, block = launch.grid, launch.block
         module.get_function(f"k{n}")(dev_out, *dev_in, grid=grid, block=block)
         got = np.empty_like(want)
         if got.nbytes:

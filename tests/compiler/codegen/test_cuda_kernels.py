@@ -1,8 +1,10 @@
 """Generated CUDA kernels agree with the TE interpreter, run on the CPU emulator (no GPU
-needed), and their kind and launch shape follow the rules in compiler.codegen.cuda."""
+needed), and the source follows the launch the plan records (the kinds and launches
+themselves: tests/compiler/schedule/test_cuda_tile.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -10,13 +12,14 @@ import numpy as np
 import pytest
 from cuda_cases import ALL_CASES, GPU, check_close, tile_for
 from cuda_emulator import EmulatedKernels
-from test_c_kernels import conv2d, depthwise, matmul, maxpool, row_reduce
+from test_c_kernels import conv2d, matmul, row_reduce
 
-from compiler.codegen.cuda.contraction import SMEM_LIMIT, GemmGeometry
-from compiler.codegen.cuda.kernel import kernel_shape, launch_dims, render_kernel
-from compiler.codegen.cuda.parts import MAX_GRID, MAX_THREADS, decompose
+from compiler.codegen.cuda.kernel import render_kernel
+from compiler.codegen.cuda.parts import decompose
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var
+from compiler.schedule.cuda_launch import MAX_GRID, CudaLaunch, GemmGeometry
+from compiler.schedule.cuda_tile import plan_cuda_tile
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.rtile import construct
 
@@ -61,41 +64,35 @@ def test_unaligned_operands_fall_back_to_scalar_loads(emulated: EmulatedKernels)
     check_close(emulated.run("unaligned", shifted), evaluate(c, shifted), c)
 
 
-@pytest.mark.parametrize(("compute", "kind"), [
-    (matmul(64, 64, 64), "gemm"), (conv2d(2, 1, 1), "gemm"), (depthwise(), "general"),
-    (maxpool(), "general"), (row_reduce("max", 4, 300), "rowreduce"),
-    (row_reduce("max", 4, 8), "general"),
-])
-def test_kernel_kind(compute: Compute, kind: str) -> None:
-    assert kernel_shape(compute, tile_for((compute, None, None))).kind == kind
-
-
-@pytest.mark.parametrize("tile", [
-    TileConfig((4096, 4096), (64, 64), (1024,)), TileConfig((1, 1), (1, 1), (1,)),
-    TileConfig((3, 5000), (7, 1), (3,)),
-])
-@pytest.mark.parametrize("compute", [matmul(2000, 3000, 500, "float64"), matmul(3, 5000, 7)])
-def test_any_tile_gives_a_legal_launch(compute: Compute, tile: TileConfig) -> None:
-    (grid, gy, gz), (block, by, bz) = launch_dims(compute, tile)
-    assert 1 <= grid <= MAX_GRID and 1 <= block <= MAX_THREADS and gy == gz == by == bz == 1
-    g = kernel_shape(compute, tile).geometry
-    assert isinstance(g, GemmGeometry)
-    assert g.bk * (g.bm + g.bn + 2) * 8 <= SMEM_LIMIT and g.tm * g.tn <= 64
+def test_the_source_follows_the_planned_launch(tmp_path: Path) -> None:
+    """Codegen decides nothing: another GEMM geometry in the plan (with its launch) is the
+    one the source runs, and it still computes the product."""
+    c = matmul(64, 48, 40)
+    tile = plan_cuda_tile(c, TileConfig((64, 48), (4, 4), (8,)))
+    assert tile.launch is not None and tile.launch.geometry != GemmGeometry(32, 16, 8, 2, 2)
+    other = CudaLaunch("gemm", GemmGeometry(32, 16, 8, 2, 2), (6, 1, 1), (128, 1, 1))  # 2 x 3 tiles
+    src = render_kernel(c, dataclasses.replace(tile, launch=other), "k")
+    assert src != render_kernel(c, tile, "k")
+    assert "__launch_bounds__(128)" in src and "sa[8][33]" in src and "sb[8][17]" in src
+    kernels = EmulatedKernels({"k": (c, dataclasses.replace(tile, launch=other))}, tmp_path)
+    inputs = [np.random.default_rng(5).standard_normal(t.shape).astype(np.float32) for t in c.inputs]
+    check_close(kernels.run("k", inputs), evaluate(c, inputs), c)
 
 
 def test_huge_elementwise_is_covered_grid_stride() -> None:
     n = 1 << 33
     c = Compute((Axis("i0", n),), Load(0, (Var("i0"),), "float32") * 2.0,
                 (TensorType((n,), "float32"),), "float32")
-    (grid, _, _), (block, _, _) = launch_dims(c, TileConfig((256,), (4,), ()))
-    assert grid == MAX_GRID and block == 64  # 256 outputs, 4 per thread
-    assert "tile += gridDim.x" in render_kernel(c, TileConfig((256,), (4,), ()), "k")
+    tile = plan_cuda_tile(c, TileConfig((256,), (4,), ()))
+    assert tile.launch is not None and tile.launch.grid[0] == MAX_GRID
+    assert tile.launch.block[0] == 64  # 256 outputs, 4 per thread
+    assert "tile += gridDim.x" in render_kernel(c, tile, "k")
 
 
 def test_source_has_only_generated_identifiers() -> None:
     c = Compute((Axis("secret_axis", 4),), Load(0, (Var("secret_axis"),), "float32") * 2.0,
                 (TensorType((4,), "float32"),), "float32", label="Evil; system(rm)")
-    src = render_kernel(c, TileConfig((4,), (1,), ()), "tf_0123abcd")
+    src = render_kernel(c, plan_cuda_tile(c, TileConfig((4,), (1,), ())), "tf_0123abcd")
     assert "secret" not in src and "Evil" not in src and "system" not in src
     assert ('extern "C" __global__ void __launch_bounds__(4) '
             "tf_0123abcd(float* __restrict__ out, const float* __restrict__ in0)") in src
@@ -104,11 +101,13 @@ def test_source_has_only_generated_identifiers() -> None:
 def test_bad_symbol_or_tile_is_refused() -> None:
     c = matmul(4, 4, 4)
     with pytest.raises(ValueError, match="identifier"):
-        render_kernel(c, TileConfig((4, 4), (1, 1), (4,)), "x; int y")
+        render_kernel(c, plan_cuda_tile(c, TileConfig((4, 4), (1, 1), (4,))), "x; int y")
     with pytest.raises(ValueError, match="axes"):
-        render_kernel(c, TileConfig((4,), (1,), (4,)), "k")
+        plan_cuda_tile(c, TileConfig((4,), (1,), (4,)))
     with pytest.raises(ValueError, match="positive"):
-        launch_dims(c, TileConfig((4, 0), (1, 1), (4,)))
+        plan_cuda_tile(c, TileConfig((4, 0), (1, 1), (4,)))
+    with pytest.raises(ValueError, match="no CUDA launch"):  # a tile the plan never completed
+        render_kernel(c, TileConfig((4, 4), (1, 1), (4,)), "k")
 
 
 def test_index_splitting_is_32_bit_only_where_it_cannot_overflow() -> None:

@@ -31,6 +31,7 @@ from compiler.package import write_artifact
 from compiler.runtime import load
 from compiler.runtime.cuda import _check_arch
 from compiler.runtime.executable import aligned_empty
+from compiler.schedule.cuda_tile import plan_cuda_tile
 from compiler.schedule.plan import ExecutionPlan
 from compiler.schedule.planner import build_plan, weights_blob
 from compiler.schedule.rtile import construct
@@ -49,7 +50,7 @@ ARCH, WHY_NOT = device_arch()
 def cuda_artifact(g: Graph, path: Path, arch: str, build: bool = True) -> tuple[Path, ExecutionPlan]:
     """Plan `g` with Roller's tiles for the H100 preset, build it for `arch` (unless `build`
     is False: the emulator needs no cubin), write the artifact."""
-    plan = build_plan(g, f"cuda:{arch}:test", lambda c, _constants: construct(c, H100)[0].tile)
+    plan = build_plan(g, f"cuda:{arch}:test", lambda c, _constants: plan_cuda_tile(c, construct(c, H100)[0].tile))
     source = render_module(plan)
     cubin = compile_cubin(source, arch) if build else b"\x7fELF not built"
     files = {"model.cubin": cubin, "weights.bin": weights_blob(g, plan), "src/model.cu": source.encode()}

@@ -14,6 +14,7 @@ from server.dashboard.formatting import (
     target_name,
     tile_summary,
 )
+from server.dashboard.tiles import tile_levels
 
 
 def test_durations():
@@ -46,3 +47,16 @@ def test_target_labels_tell_apart_fingerprints_that_read_the_same():
     labels = target_labels(["cpu:x86_64:aaaaaa11", "cpu:x86_64:bbbbbb22", "cuda:sm_90:cc"])
     assert labels == {"cpu:x86_64:aaaaaa11": "cpu:x86_64 (aaaaaa)", "cpu:x86_64:bbbbbb22": "cpu:x86_64 (bbbbbb)",
                       "cuda:sm_90:cc": "cuda:sm_90"}
+
+
+def test_tile_levels_read_the_decisions_below_the_rtile():
+    gemm = {"mk": {"lanes": 8, "rows": 6, "vectors": 2}, "m": 64, "n": 64, "k": 64, "batch": 1, "mc": 64,
+            "nc": 64, "kc": 64, "swapped": False, "direct": None,
+            "packed": [{"input": 1, "side": "b", "width": 16, "panels": 4, "k": 64, "copies": 1}]}
+    rows = {r.field: r for r in tile_levels({"block": [64, 64], "thread": [6, 16], "reduce_step": [64],
+                                             "vector": 8, "gemm": gemm}, "cpu:x86-64-v3")}
+    assert rows["gemm"].values == "micro-kernel 6 \u00d7 16 \u00b7 mc 64 \u00b7 nc 64 \u00b7 kc 64 \u00b7 packed at load: B"
+    launch = {"kind": "gemm", "geometry": {"bm": 64, "bn": 64, "bk": 16, "tm": 4, "tn": 4},
+              "grid": [16, 1, 1], "block": [256, 1, 1]}
+    row = {r.field: r for r in tile_levels({"block": [64, 64], "launch": launch}, "cuda:sm_90")}["launch"]
+    assert row.level == "thread block, grid" and row.values.startswith("gemm \u00b7 grid 16 \u00d7 1 \u00d7 1")

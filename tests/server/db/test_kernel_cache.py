@@ -1,10 +1,17 @@
 """The database kernel cache: exact round trip, hit counting, insert-or-ignore under concurrency."""
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import func, select
 
 from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
+from compiler.ir.te import Axis, Compute, Load, TensorType, Var
+from compiler.schedule.cpu_tile import plan_cpu_tile
+from compiler.schedule.cuda_tile import plan_cuda_tile
+from compiler.schedule.plan import TileConfig
+from compiler.schedule.tiling import default_tile
+from compiler.target import get_target
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.models import Kernel
 from server.db.session import transaction
@@ -63,3 +70,22 @@ def test_old_compiler_rows_are_marked_stale_and_never_served(db_sessions):
     with transaction(db_sessions) as s:
         assert mark_stale_kernels(s) == 1
     assert cache.get(old.key) is None
+
+
+def test_planned_tiles_read_back_as_written(db_sessions):
+    """A tile with the decisions below the rTile (a CPU GEMM blocking with a weight packed
+    at load, a CUDA launch) reads back from the cache as the tile written: a hit is placed
+    and launched as it was rendered."""
+    i, j, r = Var("i"), Var("j"), Var("r")
+    c = Compute((Axis("i", 64), Axis("j", 48)), Load(0, (i, r), "float32") * Load(1, (r, j), "float32"),
+                (TensorType((64, 40), "float32"), TensorType((40, 48), "float32")), "float32",
+                (Axis("r", 40),), "sum")
+    cpu, gpu = get_target("cpu:x86-64-v3"), get_target("cuda:h100")
+    tiles = [plan_cpu_tile(c, default_tile(c, cpu), cpu, (1,)), plan_cuda_tile(c, default_tile(c, gpu))]
+    assert tiles[0].gemm is not None and tiles[0].gemm.packed and tiles[1].launch is not None
+    cache = DatabaseKernelCache(db_sessions)
+    for n, tile in enumerate(tiles):
+        e = dataclasses.replace(entry(op=f"MatMul{n}"), tile_config=tile.to_json())
+        cache.put(e)
+        got = cache.get(e.key)
+        assert got is not None and TileConfig.from_json(got.tile_config) == tile

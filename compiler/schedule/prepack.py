@@ -1,4 +1,5 @@
-"""Room in the arena for the weights that CPU kernels read packed (see c/gemm.py).
+"""Room in the arena for the weights that CPU kernels read packed (compiler/schedule/cpu_gemm.py
+decides which, compiler/codegen/c/gemm.py writes the packing functions).
 
 A kernel whose constant GEMM operand is packed once, at load, reads it from a
 region placed after the intermediates: the entry point's `tf_prepare` fills
@@ -9,19 +10,24 @@ runtime allocates once per loaded artifact.
 
 from __future__ import annotations
 
-from compiler.codegen.c.kernel import prepacked_inputs
 from compiler.schedule.arena import align_up
-from compiler.schedule.plan import ExecutionPlan, Prepack
-from compiler.target.base import Target
+from compiler.schedule.plan import ExecutionPlan, Prepack, TileConfig
 
 
-def place_prepacked(plan: ExecutionPlan, target: Target) -> None:
+def prepacked_inputs(tile: TileConfig) -> dict[int, int]:
+    """Input position -> bytes, for the constant inputs that a kernel tiled by `tile` reads
+    packed (its GEMM blocking says which): the caller passes, at that position, memory
+    that `<symbol>_pack<position>(dst, weight)` filled once."""
+    return {} if tile.gemm is None else {p.input: p.nbytes for p in tile.gemm.packed}
+
+
+def place_prepacked(plan: ExecutionPlan) -> None:
     """Give every packed kernel input of `plan` (kernels' final tiles chosen) its arena region."""
     if plan.prepacked:
         raise ValueError("the plan's prepacked regions are placed already")
     offset = align_up(plan.arena_bytes)
     for k in plan.kernels:
-        for pos, nbytes in sorted(prepacked_inputs(k.compute, k.tile, target, k.constant_inputs).items()):
+        for pos, nbytes in sorted(prepacked_inputs(k.tile).items()):
             plan.prepacked.append(Prepack(k.id, pos, offset, nbytes))
             offset = align_up(offset + nbytes)
     if plan.prepacked:

@@ -1,7 +1,8 @@
 """Affine index expressions: their linear form, per-axis strides and value bounds.
 
 Codegen reads these to pick a loop structure (which axis walks memory
-contiguously) and to drop bounds checks that can never fail.
+contiguously) and to drop bounds checks that can never fail; the scheduler, to lay
+out a convolution's patches read in place (compiler/schedule/in_place.py).
 """
 
 from __future__ import annotations
@@ -74,3 +75,12 @@ def form_bounds(form: LinearForm, ranges: Mapping[str, tuple[int, int]]) -> tupl
         lo += min(k * a, k * b)
         hi += max(k * a, k * b)
     return lo, hi
+
+
+def row_major_strides(shape: Sequence[int]) -> list[int]:
+    """Element strides of a dense row-major tensor."""
+    strides, s = [], 1
+    for n in reversed(shape):
+        strides.append(s)
+        s *= n
+    return strides[::-1]

@@ -1,0 +1,118 @@
+"""What the plan records of a CUDA kernel: its kernel shape, the geometry of that shape
+(block and register tiles, threads, shared-memory depth) and its launch (`CudaLaunch`).
+
+The decisions are made in compiler/schedule/cuda_tile.py when the plan is built; the
+CUDA renderer (compiler/codegen/cuda/) reads them and decides nothing, and the launch
+table in the manifest is the recorded grid and block. A `TileConfig` carries its
+kernel's `CudaLaunch` (`TileConfig.launch`) into the manifest, the report and the
+kernel cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from compiler.ir.te import Compute
+from compiler.schedule.plan_json import as_json, tuples
+
+# Blocks in a 1-D grid: far below the hardware's 2^31-1, enough to fill any GPU
+# many times over; larger index spaces are covered by grid-stride loops.
+MAX_GRID = 1 << 20
+MAX_THREADS = 1024
+WARP = 32
+
+Dim3 = tuple[int, int, int]
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def pow2_at_most(n: int) -> int:
+    """The largest power of two <= n (1 for n < 1)."""
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= n (1 for n < 1)."""
+    return 1 << max(0, (max(1, n) - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class GemmGeometry:
+    """Shared-memory tiled GEMM: block tile (bm x bn outputs, bk deep) and register tile
+    (tm x tn) per thread."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+
+@dataclass(frozen=True)
+class RowGeometry:
+    """Row reduction: threads per output row (a power-of-two multiple of 32) and rows per block."""
+
+    per_row: int
+    rows: int
+
+    @property
+    def threads(self) -> int:
+        return self.per_row * self.rows
+
+
+@dataclass(frozen=True)
+class RowGroupGeometry:
+    """Fused row group: threads per block (one block per row at a time) and the rows to walk."""
+
+    threads: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class GeneralGeometry:
+    """General kernel: threads and register tile per spatial axis."""
+
+    threads: tuple[int, ...]
+    regs: tuple[int, ...]
+
+    def tiles(self, c: Compute) -> tuple[int, ...]:
+        """Block tiles along each spatial axis."""
+        return tuple(ceil_div(max(1, a.extent), t * r)
+                     for a, t, r in zip(c.axes, self.threads, self.regs, strict=True))
+
+
+Geometry = GemmGeometry | RowGeometry | RowGroupGeometry | GeneralGeometry
+GEOMETRIES: dict[str, type] = {"gemm": GemmGeometry, "rowreduce": RowGeometry,
+                               "rowgroup": RowGroupGeometry, "general": GeneralGeometry}
+
+
+@dataclass(frozen=True)
+class CudaLaunch:
+    """One CUDA kernel's shape (`kind`: "gemm" | "rowreduce" | "rowgroup" | "general"),
+    its geometry and its launch on a 1-D grid (`grid` blocks of `block` threads)."""
+
+    kind: str
+    geometry: Geometry
+    grid: Dim3
+    block: Dim3
+
+    def to_json(self) -> dict[str, Any]:
+        return as_json(self)
+
+    @staticmethod
+    def from_json(j: dict[str, Any]) -> CudaLaunch:
+        kind = j["kind"]
+        fields = {f: tuples(v) for f, v in j["geometry"].items()}
+        return CudaLaunch(kind, GEOMETRIES[kind](**fields), _dim3(j["grid"]), _dim3(j["block"]))
+
+
+def _dim3(v: list[int]) -> Dim3:
+    x, y, z = (int(d) for d in v)
+    return x, y, z

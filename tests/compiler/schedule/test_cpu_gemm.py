@@ -1,0 +1,91 @@
+"""The CPU GEMM's decisions (compiler/schedule/cpu_gemm.py): micro-kernels built from the
+registers and the extents, blocks of whole micro-kernels that keep the cores busy, the
+row blocks prepacked weights allow, and which windows are read in place."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from compiler.ir import te
+from compiler.ir.contraction import match_contraction
+from compiler.ir.te import Compute, Load, TensorType
+from compiler.schedule.cpu_gemm import gemm_blocking, gemm_contraction, micro_kernel
+from compiler.schedule.plan import TileConfig
+from compiler.schedule.tiling import default_tile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))  # the C kernels' cases and targets
+from test_c_gemm import CPU, cpu
+from test_c_kernels import axes, conv2d, i0, i1, i2, i3, matmul, r0, r1, r2
+
+
+def test_micro_kernels_are_built_from_the_registers_and_the_extents() -> None:
+    m = match_contraction(matmul(256, 256, 256))
+    assert m is not None
+    avx2 = micro_kernel(matmul(256, 256, 256), m, CPU)
+    assert (avx2.rows, avx2.vectors) == (6, 2)  # 12 accumulators + 2 B vectors + 1 broadcast
+    wide = micro_kernel(matmul(256, 256, 256), m, cpu(16))
+    assert (wide.rows, wide.vectors) == (14, 2)  # AVX-512's 32 registers
+    narrow_n = matmul(256, 12, 64)
+    narrow = micro_kernel(narrow_n, match_contraction(narrow_n), CPU)
+    assert (narrow.rows, narrow.vectors) == (8, 1)  # N holds one vector, not two
+
+
+@pytest.mark.parametrize(("m", "rows"), [(256, 14), (32, 8), (128, 8), (8, 8), (4, 4), (5, 5)])
+def test_micro_kernel_rows_avoid_padding_m(m: int, rows: int) -> None:
+    """The fullest micro-kernel unless it pads M by over 5%; then the one padding it least."""
+    c = matmul(m, 64, 64)
+    match = match_contraction(c)
+    assert match is not None
+    mk = micro_kernel(c, match, cpu(16))
+    assert (mk.rows, mk.vectors) == (rows, 2)
+
+
+def test_blocks_are_whole_micro_kernels_and_keep_cores_busy() -> None:
+    c = matmul(512, 512, 512)
+    m = match_contraction(c)
+    assert m is not None
+    g = gemm_blocking(c, m, default_tile(c, CPU), CPU)
+    assert g.mc % g.mk.rows == 0 and g.nc % g.mk.cols == 0 and g.kc * g.mk.cols * 4 <= 32 << 10
+    assert -(-g.m // g.mc) * -(-g.n // g.nc) >= 2 * CPU.units
+
+
+def test_prepacked_weights_let_row_blocks_fill_l2_so_patches_are_gathered_once() -> None:
+    """A convolution packs its input patches (B) again for every row block; with its
+    weights (A) packed at load, rows may take all of L2 instead of half of it. (Its
+    width read mirrored: patches that cannot be read in place, c/direct.py.)"""
+    x = Load(0, (i0, r0, i2 + r1 - 1, te.const(14, "int64") - i3 - r2), "float32", pad=0.0)
+    c = Compute(axes(1, 256, 14, 14), x * Load(1, (i1, r0, r1, r2), "float32"),
+                (TensorType((1, 256, 14, 14), "float32"), TensorType((256, 256, 3, 3), "float32")),
+                "float32", axes(256, 3, 3, prefix="r"), "sum")
+    m = match_contraction(c)
+    assert m is not None
+    tile = default_tile(c, CPU)
+    per_call, prepacked = gemm_blocking(c, m, tile, CPU), gemm_blocking(c, m, tile, CPU, constant_inputs=(1,))
+    assert per_call.mc < per_call.m <= prepacked.mc
+    assert 4 * prepacked.mc * (prepacked.kc + prepacked.nc) <= 512 << 10  # A block and C tile still fit L2
+
+
+def test_strided_windows_are_gathered() -> None:
+    c = conv2d(2, 1, 1, 40, 41)  # stride 2: a panel's patches are not consecutive input elements
+    m = gemm_contraction(c, CPU)
+    assert m is not None and gemm_blocking(c, m, default_tile(c, CPU), CPU, constant_inputs=(1, 2)).direct is None
+
+
+@pytest.mark.parametrize("units", [1, 2, 3, 4])
+def test_tasks_keep_every_core_busy(units: int) -> None:
+    """Three column blocks of 256 on two cores would leave one idle a third of the time:
+    the blocks narrow until static shares of the panels keep the cores 90% busy."""
+    c = matmul(64, 768, 64)
+    m = match_contraction(c)
+    assert m is not None
+    target = dataclasses.replace(cpu(16), units=units)
+    g = gemm_blocking(c, m, TileConfig((64, 256), (14, 32), (64,), 16), target)
+    panels = [min(g.nc, g.n - n0) // g.mk.cols for n0 in range(0, g.n, g.nc)] * -(-g.m // g.mc)
+    share, extra = divmod(len(panels), units)
+    runs = [sum(panels[u * share + min(u, extra):(u + 1) * share + min(u + 1, extra)]) for u in range(units)]
+    assert sum(panels) / (units * max(runs)) >= 0.9
+    assert units > 1 or len(panels) == 3  # one core: the tile's blocks as they were

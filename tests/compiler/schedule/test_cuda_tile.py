@@ -1,0 +1,41 @@
+"""CUDA kernel shapes and launches (compiler/schedule/cuda_tile.py): which kind each
+Compute gets, and a legal launch from any tile."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from compiler.ir.te import Compute
+from compiler.schedule.cuda_launch import MAX_GRID, MAX_THREADS, GemmGeometry
+from compiler.schedule.cuda_tile import SMEM_LIMIT, cuda_launch
+from compiler.schedule.plan import TileConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))  # the kernels' cases
+from cuda_cases import tile_for
+from test_c_kernels import conv2d, depthwise, matmul, maxpool, row_reduce
+
+
+@pytest.mark.parametrize(("compute", "kind"), [
+    (matmul(64, 64, 64), "gemm"), (conv2d(2, 1, 1), "gemm"), (depthwise(), "general"),
+    (maxpool(), "general"), (row_reduce("max", 4, 300), "rowreduce"),
+    (row_reduce("max", 4, 8), "general"),
+])
+def test_kernel_kind(compute: Compute, kind: str) -> None:
+    assert cuda_launch(compute, tile_for((compute, None, None))).kind == kind
+
+
+@pytest.mark.parametrize("tile", [
+    TileConfig((4096, 4096), (64, 64), (1024,)), TileConfig((1, 1), (1, 1), (1,)),
+    TileConfig((3, 5000), (7, 1), (3,)),
+])
+@pytest.mark.parametrize("compute", [matmul(2000, 3000, 500, "float64"), matmul(3, 5000, 7)])
+def test_any_tile_gives_a_legal_launch(compute: Compute, tile: TileConfig) -> None:
+    launch = cuda_launch(compute, tile)
+    (grid, gy, gz), (block, by, bz) = launch.grid, launch.block
+    assert 1 <= grid <= MAX_GRID and 1 <= block <= MAX_THREADS and gy == gz == by == bz == 1
+    g = launch.geometry
+    assert isinstance(g, GemmGeometry)
+    assert g.bk * (g.bm + g.bn + 2) * 8 <= SMEM_LIMIT and g.tm * g.tn <= 64
