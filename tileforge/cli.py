@@ -67,7 +67,10 @@ def _report(jobs: list[Job], output: str | None) -> int:
     for job in jobs:
         if job.data["status"] != "succeeded":
             print(f"{job.id} ({job.target}) {job.data['status']}: {job.error or 'no artifact'}", file=sys.stderr)
-        elif output:
+            continue
+        if job.validated is False:
+            print(f"{job.id} ({job.target}) NOT VALIDATED: {job.validation_note}", file=sys.stderr)
+        if output:
             Path(output).mkdir(parents=True, exist_ok=True)
             print(f"{job.id} ({job.target}) -> {job.download(output)}")
         else:
@@ -89,7 +92,8 @@ def cmd_job(a: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return 0
     for key in ("id", "model_id", "target", "status", "stage", "progress", "attempts", "worker", "error",
-                "cache_hits", "cache_misses", "artifact_id", "artifact_sha256", "created_at", "finished_at"):
+                "validated", "validation_note", "cache_hits", "cache_misses", "artifact_id", "artifact_sha256",
+                "created_at", "finished_at"):
         if data.get(key) is not None:
             print(f"{key + ':':<17}{data[key]}")
     if data.get("stage_seconds"):

@@ -79,6 +79,17 @@ class Job:
     def artifact_id(self) -> str | None:
         return self.data.get("artifact_id")
 
+    @property
+    def validated(self) -> bool | None:
+        """Whether the artifact ran on its device and matched onnxruntime (None until the
+        job has succeeded; False with `validation_note` when it could not be run)."""
+        return self.data.get("validated")
+
+    @property
+    def validation_note(self) -> str | None:
+        """Why a succeeded job's artifact was not validated."""
+        return self.data.get("validation_note")
+
     def refresh(self) -> Job:
         """Read the job's state from the server."""
         self.data = self._t.request("GET", f"/v1/compilations/{self.id}").json()

@@ -17,7 +17,7 @@ from server.jobs import state
 from server.jobs.queue import JobQueue
 from server.jobs.reaper import sweep
 from server.jobs.routing import record_worker
-from worker.capabilities import announced_cpu_models
+from worker.capabilities import announced
 from worker.celery_app import COMPILE_TASK, app
 from worker.context import worker_context
 from worker.runner import run_job
@@ -60,10 +60,10 @@ _reaper_stop = threading.Event()
 @worker_ready.connect
 def _start_reaper(sender: object = None, **_: object) -> None:
     """Flag stale kernels, then, every few seconds in the main process, announce this worker
-    (the CPU models it validates) and reap expired job leases."""
+    (the CPU models and CUDA archs it validates) and reap expired job leases."""
     ctx = worker_context()
     name = str(getattr(sender, "hostname", None) or "worker")
-    models = announced_cpu_models(ctx.settings)
+    models, archs = announced(ctx.settings)
     try:
         with transaction(ctx.sessions) as s:
             mark_stale_kernels(s)
@@ -74,7 +74,7 @@ def _start_reaper(sender: object = None, **_: object) -> None:
     def announce() -> None:
         try:
             with transaction(ctx.sessions) as s:
-                record_worker(s, name, models)
+                record_worker(s, name, models, archs)
         except Exception as e:  # jobs still run; they are routed to the kind's queue meanwhile
             log.warning("could not announce worker %s: %s", name, e)
 

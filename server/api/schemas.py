@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 
 class ErrorOut(BaseModel):
@@ -79,6 +79,22 @@ class CompilationOut(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+    @computed_field(description="whether the artifact ran on its device and matched onnxruntime: null until "
+                                "the job has succeeded; false when no worker that ran it could run its code "
+                                "(`validation_note` says why)")
+    @property
+    def validated(self) -> bool | None:
+        if self.status != "succeeded":
+            return None
+        return bool(self.validation and self.validation.get("passed") is True)
+
+    @computed_field(description="why a succeeded job's artifact was not validated (null when it was)")
+    @property
+    def validation_note(self) -> str | None:
+        if self.validated is not False:
+            return None
+        return (self.validation or {}).get("skipped") or "no validation was recorded"
 
 
 class KernelOut(BaseModel):

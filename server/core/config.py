@@ -33,7 +33,10 @@ class Settings(BaseSettings):
     storage_dir: Path | None = Field(None, description="artifact and model folder (default HOME/storage)")
     max_upload_bytes: int = Field(256 * MiB, gt=0, description="largest model upload accepted")
     queue_prefix: str = Field("tileforge", pattern=r"^[A-Za-z0-9_.-]+$", description="Celery queue names are PREFIX.KIND")
-    worker_queues: str = Field("cpu,cuda", description="target kinds a `tileforge worker` takes")
+    worker_queues: str = Field(
+        "auto", description="target kinds a `tileforge worker` takes: `auto` (cpu, and cuda where the host "
+                            "has a GPU), or named (`cpu,cuda` on a host without a GPU cross-compiles CUDA jobs, "
+                            "reported as not validated)")
     job_lease_seconds: float = Field(60.0, gt=0, description="a running job whose worker is silent this long is reaped")
     job_max_attempts: int = Field(3, ge=1, description="times a job is started before it fails for good")
     job_soft_time_limit: int = Field(1800, gt=0, description="seconds before a compile is asked to stop")
@@ -101,13 +104,17 @@ class Settings(BaseSettings):
         itself every reaper interval)."""
         return 3 * self.reaper_interval_seconds
 
-    def consumed_queues(self) -> list[str]:
-        """The queues a worker started with these settings takes jobs from."""
+    def worker_kinds(self, has_gpu: bool) -> list[str]:
+        """The target kinds a worker with these settings takes jobs of, on a host with or
+        without a GPU: `auto` takes CUDA jobs only where it can run (and so validate) them."""
+        if self.worker_queues.strip() == "auto":
+            return ["cpu", "cuda"] if has_gpu else ["cpu"]
         kinds = [k.strip() for k in self.worker_queues.split(",") if k.strip()]
         unknown = sorted(set(kinds) - set(TARGET_KINDS))
-        if unknown:
-            raise ValueError(f"TILEFORGE_WORKER_QUEUES names unknown target kinds {unknown}; known: {list(TARGET_KINDS)}")
-        return [self.queue_for(k) for k in kinds]
+        if unknown or not kinds:
+            raise ValueError(f"TILEFORGE_WORKER_QUEUES names unknown target kinds {unknown or kinds}; "
+                             f"known: {list(TARGET_KINDS)} or 'auto'")
+        return kinds
 
     def to_env(self) -> dict[str, str]:
         """These settings as environment variables, for a child process (a worker) to share them."""

@@ -177,14 +177,15 @@ class Kernel(Base):
 
 
 class WorkerHost(Base):
-    """A worker that announced itself: the named CPU models its host runs, and when it was
-    last seen. Jobs for such a model go to that model's queue while a worker that runs it
-    is alive, so they are validated where they can run."""
+    """A worker that announced itself: the named CPU models and the CUDA archs its host runs,
+    and when it was last seen. Jobs for such a model or arch go to its queue while a worker
+    that runs it is alive, so they are validated where they can run."""
 
     __tablename__ = "workers"
 
     name: Mapped[str] = mapped_column(String(255), primary_key=True)
     cpu_models: Mapped[list] = mapped_column(JSON, default=list)
+    cuda_archs: Mapped[list] = mapped_column(JSON, default=list)
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
 
 

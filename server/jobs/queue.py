@@ -13,8 +13,9 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 from compiler.target.cpu_models import CPU_MODELS
+from compiler.target.cuda import SPECS
 from server.core.config import TARGET_KINDS, Settings
-from server.jobs.routing import model_queue_key
+from server.jobs.routing import arch_queue_key, model_queue_key
 
 COMPILE_TASK = "tileforge.compile"
 
@@ -32,8 +33,7 @@ def create_celery(settings: Settings, include_tasks: bool = False) -> Celery:
         # job's own lease and the reaper usually recover it sooner.
         transport_options["visibility_timeout"] = settings.job_hard_time_limit + 4 * settings.job_lease_seconds
     app.conf.update(
-        task_queues=[_queue(settings.queue_for(key)) for key in
-                     (*TARGET_KINDS, *(model_queue_key(m) for m in CPU_MODELS))],
+        task_queues=[_queue(settings.queue_for(key)) for key in queue_keys()],
         task_default_queue=settings.queue_for("cpu"),
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -50,6 +50,12 @@ def create_celery(settings: Settings, include_tasks: bool = False) -> Celery:
         worker_enable_remote_control=not settings.is_embedded_broker,
     )
     return app
+
+
+def queue_keys() -> list[str]:
+    """Every queue key: the target kinds', each named CPU model's and each CUDA arch's."""
+    archs = sorted({spec.arch for spec in SPECS})
+    return [*TARGET_KINDS, *map(model_queue_key, CPU_MODELS), *map(arch_queue_key, archs)]
 
 
 def _queue(name: str) -> Queue:

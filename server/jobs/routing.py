@@ -1,6 +1,7 @@
-"""Which queue a job goes to: a named CPU model's own queue while a live worker's host runs
-that model (so the job is validated there), else its target kind's queue, where any worker
-compiles it and one that cannot run it says so in the report."""
+"""Which queue a job goes to: the queue of the code it runs (a named CPU model's, a CUDA
+arch's) while a live worker's host runs that code, so the job is validated there; else its
+target kind's queue, where any worker of that kind compiles it and one that cannot run it
+says so (the job then reports `validated: false` with the reason)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from compiler.target import get_target
 from compiler.target.cpu_models import model_of_target
 from server.db.models import WorkerHost
 from server.db.types import utcnow
@@ -25,19 +27,29 @@ def model_queue_key(model: str) -> str:
     return f"cpu.{model}"
 
 
+def arch_queue_key(arch: str) -> str:
+    """The queue key of the jobs of one CUDA arch (`sm_90`)."""
+    return f"cuda.{arch}"
+
+
 def queue_key(session: Session, target: str, kind: str, fresh_seconds: float) -> str:
-    """The queue key for a job of `target` (of `kind`): its CPU model's queue if a worker
-    seen in the last `fresh_seconds` runs that model, else `kind`."""
-    model = cpu_model_of(target) if kind == "cpu" else None
-    if model is None:
-        return kind
+    """The queue key for a job of `target` (of `kind`): the queue of its CPU model or CUDA
+    arch if a worker seen in the last `fresh_seconds` runs it, else `kind`."""
     since = utcnow() - timedelta(seconds=fresh_seconds)
-    for models in session.scalars(select(WorkerHost.cpu_models).where(WorkerHost.last_seen >= since)):
-        if model in (models or []):
-            return model_queue_key(model)
+    fresh = select(WorkerHost).where(WorkerHost.last_seen >= since)
+    if kind == "cuda":
+        arch = get_target(target).arch
+        if any(arch in (w.cuda_archs or []) for w in session.scalars(fresh)):
+            return arch_queue_key(arch)
+        return kind
+    model = cpu_model_of(target) if kind == "cpu" else None
+    if model is not None and any(model in (w.cpu_models or []) for w in session.scalars(fresh)):
+        return model_queue_key(model)
     return kind
 
 
-def record_worker(session: Session, name: str, cpu_models: list[str], now: datetime | None = None) -> None:
-    """Say that worker `name` is alive and which named CPU models its host runs."""
-    session.merge(WorkerHost(name=name, cpu_models=sorted(cpu_models), last_seen=now or utcnow()))
+def record_worker(session: Session, name: str, cpu_models: list[str], cuda_archs: list[str] = (),
+                  now: datetime | None = None) -> None:
+    """Say that worker `name` is alive and which named CPU models and CUDA archs its host runs."""
+    session.merge(WorkerHost(name=name, cpu_models=sorted(cpu_models), cuda_archs=sorted(cuda_archs),
+                             last_seen=now or utcnow()))

@@ -67,7 +67,7 @@ def test_a_named_cpu_target_is_compiled_validated_and_runs(flow, onnx_models, tm
     data = onnx_models.mlp(seed=23)
     done = flow.wait(flow.submit(flow.upload(data)["id"], "cpu:x86-64-v3")["id"])
     assert done["status"] == "succeeded", done
-    assert done["validation"]["passed"] is True
+    assert done["validation"]["passed"] is True and done["validated"] is True
     assert done["validation"]["validated_on"]  # where it ran against onnxruntime
     flow.assert_runs_like_onnxruntime(flow.download(done, tmp_path), data)
 
@@ -81,5 +81,19 @@ def test_a_target_no_worker_can_run_is_cross_compiled_and_says_so(flow, onnx_mod
         pytest.skip("this host runs every named CPU model")
     done = flow.wait(flow.submit(flow.upload(onnx_models.mlp(seed=24))["id"], foreign[0])["id"])
     assert done["status"] == "succeeded", done
-    assert done["validation"]["passed"] is None
-    assert done["validation"]["skipped"].startswith("not validated on this ISA"), done["validation"]
+    assert done["validation"]["passed"] is None and done["validated"] is False
+    assert done["validation_note"].startswith("not validated on this ISA"), done["validation"]
+
+
+def test_a_cuda_job_cross_compiled_without_a_gpu_says_it_was_not_validated(flow, onnx_models):
+    """This module's worker takes the CUDA queue by choice (TILEFORGE_WORKER_QUEUES=cpu,cuda);
+    on a host without a GPU its CUDA artifacts are built but never run: the job says so."""
+    from compiler.runtime.cuda import gpu_runs
+    from compiler.target.toolchain import find_tool
+
+    if gpu_runs("sm_90") or find_tool("nvcc") is None:
+        pytest.skip("needs nvcc and no sm_90 GPU (where one runs the job it is validated)")
+    done = flow.wait(flow.submit(flow.upload(onnx_models.mlp(seed=25))["id"], "cuda:h100")["id"])
+    assert done["status"] == "succeeded", done
+    assert done["validated"] is False and done["validation"]["passed"] is None
+    assert done["validation_note"] == done["validation"]["skipped"] and done["validation_note"]

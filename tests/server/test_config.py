@@ -34,6 +34,11 @@ def test_to_env_round_trips(tmp_path, monkeypatch):
 
 
 def test_worker_queues_are_per_target_kind(tmp_path):
-    assert Settings(home=tmp_path, worker_queues="cuda").consumed_queues() == ["tileforge.cuda"]
-    with pytest.raises(ValueError, match="tpu"):
-        Settings(home=tmp_path, worker_queues="cpu,tpu").consumed_queues()
+    auto = Settings(home=tmp_path)  # the default: CUDA jobs only where a GPU runs them
+    assert auto.worker_kinds(has_gpu=False) == ["cpu"] and auto.worker_kinds(has_gpu=True) == ["cpu", "cuda"]
+    cross = Settings(home=tmp_path, worker_queues="cpu,cuda")  # a cross-compiler, by choice
+    assert cross.worker_kinds(has_gpu=False) == ["cpu", "cuda"]
+    assert Settings(home=tmp_path, worker_queues="cuda").worker_kinds(has_gpu=False) == ["cuda"]
+    for bad in ("cpu,tpu", " , "):
+        with pytest.raises(ValueError, match="TILEFORGE_WORKER_QUEUES"):
+            Settings(home=tmp_path, worker_queues=bad).worker_kinds(has_gpu=False)

@@ -15,24 +15,40 @@ def test_reliability_settings(tmp_path):
     assert conf.worker_prefetch_multiplier == 1
 
 
-def test_each_target_kind_and_cpu_model_has_its_own_queue_and_exchange(tmp_path):
+def test_each_target_kind_cpu_model_and_cuda_arch_has_its_own_queue_and_exchange(tmp_path):
     from compiler.target.cpu_models import CPU_MODELS
+    from compiler.target.cuda import SPECS
 
     queues: list[Queue] = create_celery(Settings(home=tmp_path, queue_prefix="p")).conf.task_queues
-    names = ["p.cpu", "p.cuda", *(f"p.cpu.{m}" for m in CPU_MODELS)]
+    archs = sorted({spec.arch for spec in SPECS})
+    names = ["p.cpu", "p.cuda", *(f"p.cpu.{m}" for m in CPU_MODELS), *(f"p.cuda.{a}" for a in archs)]
     assert [(q.name, q.exchange.name, q.routing_key) for q in queues] == [(n, n, n) for n in names]
 
 
 def test_a_cpu_worker_takes_the_queues_of_the_models_its_host_runs(tmp_path):
     import platform
 
-    from worker.capabilities import runnable_cpu_models, worker_queues
+    from worker.capabilities import runnable_cpu_models, runnable_cuda_archs, worker_queues
 
     if platform.machine() == "x86_64":
         assert "x86-64-v2" in runnable_cpu_models()  # every x86-64 host of this decade
+    models = [f"p.cpu.{m}" for m in runnable_cpu_models()]
+    archs = [f"p.cuda.{a}" for a in runnable_cuda_archs()]
     cpu = worker_queues(Settings(home=tmp_path, queue_prefix="p", worker_queues="cpu"))
-    assert cpu == ["p.cpu", *(f"p.cpu.{m}" for m in runnable_cpu_models())]
-    assert worker_queues(Settings(home=tmp_path, queue_prefix="p", worker_queues="cuda")) == ["p.cuda"]
+    assert cpu == ["p.cpu", *models]
+    assert worker_queues(Settings(home=tmp_path, queue_prefix="p", worker_queues="cuda")) == ["p.cuda", *archs]
+    auto = worker_queues(Settings(home=tmp_path, queue_prefix="p"))
+    assert auto == (["p.cpu", "p.cuda", *models, *archs] if archs else ["p.cpu", *models])
+
+
+def test_the_gpu_probe_in_a_child_process_says_what_this_process_finds():
+    from compiler.runtime.cuda import gpu_runs
+    from compiler.target.cuda import SPECS
+    from worker.capabilities import runnable_cuda_archs
+
+    # The worker asks a child (CUDA must not be initialized in the parent it forks from);
+    # here the test process asks the GPU itself: none on a host without one.
+    assert set(runnable_cuda_archs()) == {s.arch for s in SPECS if gpu_runs(s.arch)}
 
 
 def test_compile_task_retries_only_transient_faults():

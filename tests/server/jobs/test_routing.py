@@ -24,6 +24,12 @@ def test_a_fresh_worker_that_runs_the_model_gets_its_jobs(db_sessions) -> None:
         assert queue_key(s, "cpu:x86-64-v4", "cpu", 45) == "cpu"  # its only worker went silent
         assert queue_key(s, "cpu", "cpu", 45) == "cpu"
         assert queue_key(s, "cuda:h100", "cuda", 45) == "cuda"
+    with transaction(db_sessions) as s:  # a GPU worker validates its arch's CUDA jobs
+        record_worker(s, "h100-box", [], ["sm_90"])
+    with db_sessions() as s:
+        assert queue_key(s, "cuda:h100", "cuda", 45) == "cuda.sm_90"
+        assert queue_key(s, "cuda:sm_90", "cuda", 45) == "cuda.sm_90"
+        assert queue_key(s, "cuda:a100", "cuda", 45) == "cuda"  # nobody runs sm_80
     with transaction(db_sessions) as s:  # announcing again refreshes the row in place
         record_worker(s, "old-avx512-box", ["x86-64-v4"])
     with db_sessions() as s:
