@@ -52,13 +52,13 @@ def _library_version(source: str) -> str:
         return torch.__version__
 
 
-def cache_path(model: RealModel, exporter: str, cache_dir: Path = CACHE_DIR) -> Path:
-    """Where `model` exported by `exporter` is cached."""
+def cache_path(model: RealModel, exporter: str, cache_dir: Path | None = None) -> Path:
+    """Where `model` exported by `exporter` is cached (in `cache_dir`, default CACHE_DIR)."""
     key = f"{model.name}-{exporter}-torch{torch.__version__}-{model.source}{_library_version(model.source)}"
-    return cache_dir / f"{key.replace('/', '_').replace('+', '_')}.onnx"
+    return (cache_dir or CACHE_DIR) / f"{key.replace('/', '_').replace('+', '_')}.onnx"
 
 
-def exported(model: RealModel, exporter: str, cache_dir: Path = CACHE_DIR) -> bytes:
+def exported(model: RealModel, exporter: str, cache_dir: Path | None = None) -> bytes:
     """The serialized ONNX of `model` exported by `exporter`: from the cache, or exported
     (from seed 0) and cached. A failed export raises and caches nothing."""
     path = cache_path(model, exporter, cache_dir)

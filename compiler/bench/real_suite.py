@@ -8,6 +8,7 @@ validate keeps its row, with the error's class and message.
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -68,17 +69,26 @@ def peak_flops_per_thread() -> float:
 
 
 def _error(e: BaseException) -> str:
-    first = (str(e).strip().splitlines() or [""])[0]
-    return f"{type(e).__name__}: {first[:240]}"
+    """The error's class and first line, and its root cause's where it wraps one (the
+    exporters wrap the model code's error in their own)."""
+    def line(x: BaseException) -> str:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(x)).strip()
+        return f"{type(x).__name__}: {(text.splitlines() or [''])[0][:200]}"
+
+    root = e
+    while root.__cause__ is not None:
+        root = root.__cause__
+    return line(e) if root is e else f"{line(e)} <- {line(root)}"
 
 
-def bench_one(model: RealModel, exporter: str, threads: list[int]) -> RealRow:
-    """Export (cached), compile, validate and time one model; failures become the row's status."""
+def bench_one(model: RealModel, exporter: str, threads: list[int], cache_dir: Path | None = None) -> RealRow:
+    """Export (cached in `cache_dir`, default build/bench/real), compile, validate and time one
+    model; failures become the row's status."""
     from compiler.bench.real_export import exported
 
     row = RealRow(model, exporter)
     try:
-        data = exported(model, exporter)
+        data = exported(model, exporter, cache_dir)
     except Exception as e:  # any exporter failure is a result to report, not a crash
         row.status, row.error = "export failed", _error(e)
         return row
