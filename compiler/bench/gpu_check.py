@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from compiler.bench.real_models import GPU, suite
+
 ROOT = Path(__file__).resolve().parents[2]
 GPU_TEST_FILES = ["tests/compiler/codegen/test_cuda_gpu.py", "tests/compiler/codegen/test_cuda_compile.py",
                   "tests/compiler/runtime/test_cuda_run.py", "tests/compiler/test_cuda_models.py"]
@@ -200,6 +202,19 @@ def hot_kernels(times: dict[str, list[float]], kernels: list[dict[str, Any]],
              "tile": info.get(s, {}).get("tile")} for ms, s in ranked[:top]]
 
 
+def _first_export(module: Any, inputs: tuple, exporters: tuple[str, ...]) -> onnx.ModelProto:
+    """The model exported by the first of `exporters` that can (the last one's error otherwise)."""
+    from compiler.bench.real_export import export_onnx
+
+    failure: Exception = ValueError("no exporter named")
+    for exporter in exporters:
+        try:
+            return export_onnx(module, inputs, exporter)
+        except Exception as e:  # the next exporter may manage; the last one's error is raised
+            failure = e
+    raise failure
+
+
 def _feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     init = {i.name for i in model.graph.initializer}
@@ -261,16 +276,17 @@ def model_rows(target: str, names: set[str] | None) -> list[ModelRow]:
         rows.append(bench_one(name, "memory", model, TorchGraph(model), target, _feeds(model)))
         _print_row(rows[-1])
     try:
-        from compiler.bench.torch_models import TORCH_MODELS, build, export_onnx
+        import torch  # noqa: F401  (the exporters need it)
     except ImportError as e:
         print(f"gpu_check: no torch models ({e})", file=sys.stderr)
         return rows
-    for name in TORCH_MODELS:
+    for entry in suite(GPU):
+        name = entry.name
         if names and name not in names:
             continue
-        module, inputs = build(name)
+        module, inputs = entry.build()
         try:
-            model = export_onnx(module, inputs)
+            model = _first_export(module, inputs, entry.exporters)
         except Exception as e:
             rows.append(ModelRow(name, "torch", note=f"export failed: {type(e).__name__}: {e}"[:300]))
             continue

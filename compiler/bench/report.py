@@ -1,5 +1,6 @@
-"""`make bench`: run the zoo (and the operator table) through tileforge and onnxruntime,
-write docs/BENCHMARKS.md with medians, ratios, and the command that produced them."""
+"""`make bench`: run the zoo, the operator table and the real-model suite through tileforge
+and onnxruntime, write docs/BENCHMARKS.md with medians, ratios, and the command that
+produced them (`--section real` reruns only the real-model section and splices it in)."""
 
 from __future__ import annotations
 
@@ -85,8 +86,10 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
                       f"{r.onnxruntime_ms:.3f} ms ({r.speedup:.2f}x)", file=sys.stderr)
                 results.append(r)
     from compiler.bench.operators import operator_section
+    from compiler.bench.real_suite import real_section
 
     ops_lines, ops_json = operator_section(threads[0])
+    real_lines, real_json = real_section(threads)
     cold, warm = cli_compile_times()
     cmd = "make bench  (python -m compiler.bench.report --out docs/BENCHMARKS.md)"
     lines = [
@@ -112,14 +115,26 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
         f"{cold:.2f} s; warm (every kernel a cache hit) {warm:.2f} s.",
         "",
         *ops_lines,
+        *real_lines,
         *gpu_section(out.parent / GPU_CHECK_FILE),
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
-    data = {"models": [r.to_dict() for r in results], "operators": ops_json,
+    data = {"models": [r.to_dict() for r in results], "operators": ops_json, "real_models": real_json,
             "cli_compile_seconds": {"cold": round(cold, 3), "warm": round(warm, 3)}}
     out.with_suffix(".json").write_text(json.dumps(data, indent=2))
     return data
+
+
+def run_real(out: Path, threads: list[int]) -> None:
+    """Only the real-model section: spliced into `out`, its JSON into out's .json beside it."""
+    from compiler.bench.real_suite import real_section, write_section
+
+    lines, rows = real_section(threads)
+    write_section(out, lines)
+    js = out.with_suffix(".json")
+    data = json.loads(js.read_text()) if js.exists() else {}
+    js.write_text(json.dumps({**data, "real_models": rows}, indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,8 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo model names")
+    p.add_argument("--section", choices=["all", "real"], default="all",
+                   help="'real': rerun only the real-model section and splice it into --out")
     a = p.parse_args(argv)
-    run(a.out, [int(t) for t in a.threads.split(",")], a.models.split(","))
+    threads = [int(t) for t in a.threads.split(",")]
+    if a.section == "real":
+        run_real(a.out, threads)
+    else:
+        run(a.out, threads, a.models.split(","))
     return 0
 
 

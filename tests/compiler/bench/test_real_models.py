@@ -1,0 +1,78 @@
+"""The real-model suite: the registry covers what issue 17 asks for (no torch needed), its
+section is spliced into BENCHMARKS.md in place, and, where torch is installed, a small model
+exports with both exporters, caches, compiles, validates and times against onnxruntime."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from compiler.bench.real_models import FAMILIES, GPU, MODELS, REAL, REQUIRED_FEATURES, suite
+from compiler.bench.real_suite import HEADING, geomean, splice
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (the `bench` extra installs it)")
+
+
+def test_the_suite_has_24_architectures_covering_every_required_feature() -> None:
+    real = suite(REAL)
+    assert len(real) >= 24
+    covered = {f for m in real for f in m.features}
+    assert covered >= REQUIRED_FEATURES, REQUIRED_FEATURES - covered
+    assert {m.family for m in real} == set(FAMILIES)
+    assert all(m.exporters for m in real)
+    assert sum(len(m.exporters) == 2 for m in real) >= 4  # a representative subset with both exporters
+
+
+def test_every_builder_names_a_function_of_a_bench_module() -> None:
+    for m in MODELS.values():
+        module, fn = m.builder.split(":")
+        assert module.startswith("compiler.bench.") and fn.isidentifier(), m.builder
+    assert {m.name for m in suite(GPU)} >= {"bert_encoder", "mlp"}
+
+
+def test_splice_replaces_the_section_in_place_and_inserts_it_before_the_gpu_one() -> None:
+    doc = "# Benchmarks\n\n## Models\n\nzoo\n\n## GPU\n\ngpu table\n"
+    first = splice(doc, ["", HEADING, "", "old table"])
+    assert first == "# Benchmarks\n\n## Models\n\nzoo\n\n" + HEADING + "\n\nold table\n\n## GPU\n\ngpu table\n"
+    again = splice(first, ["", HEADING, "", "new table"])
+    assert again == first.replace("old table", "new table")
+    assert splice("# Benchmarks\n", ["", HEADING]) == "# Benchmarks\n\n" + HEADING + "\n"
+
+
+def test_geomean() -> None:
+    assert geomean([2.0, 0.5]) == pytest.approx(1.0)
+    assert geomean([]) is None
+
+
+@needs_torch
+@pytest.mark.slow
+def test_a_small_model_exports_with_both_exporters_validates_and_times(tmp_path: Path) -> None:
+    from compiler.bench.real_export import cache_path, exported
+    from compiler.bench.real_suite import bench_one, section
+
+    lstm = MODELS["lstm"]
+    for exporter in lstm.exporters:
+        data = exported(lstm, exporter, tmp_path)
+        assert cache_path(lstm, exporter, tmp_path).read_bytes() == data  # exported once, then cached
+    row = bench_one(lstm, lstm.exporters[0], [1], tmp_path)
+    assert row.status == "ok", row.error
+    r = row.results[1]
+    assert r.rel_l2_error < 1e-4 and r.tileforge_ms > 0 and r.onnxruntime_ms > 0
+    assert row.gflop and row.gflop > 0.05  # 2 layers x 64 steps x 4 gates of 256x(128|256)+256x256 MACs
+    assert any(k.get("measured_us") for k in r.kernel_times)
+    text = "\n".join(section([row], [1], peak=1e11))
+    assert "| lstm | other | torch.nn | dynamo | ok |" in text
+
+
+@needs_torch
+def test_a_model_that_cannot_export_gets_a_row_saying_why(tmp_path: Path) -> None:
+    from compiler.bench.real_models import RealModel
+    from compiler.bench.real_suite import bench_one
+
+    broken = RealModel("broken", "other", "tileforge", "compiler.bench.torch_nets:no_such_builder")
+    row = bench_one(broken, "dynamo", [1], tmp_path)
+    assert row.status == "export failed" and row.error.startswith("AttributeError")
+    assert not row.results
