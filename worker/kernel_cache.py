@@ -3,14 +3,18 @@ the worker's compilations read and fill it (the web process only shows the table
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
+from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint, exact_hit
 from server.db.models import Kernel
 from server.db.session import transaction
 from server.db.types import utcnow
+
+log = logging.getLogger(__name__)
 
 _SIGNATURE_PARTS = ("op_pattern", "shapes", "dtypes", "te_hash", "target_fingerprint",
                     "compiler_fingerprint", "options")
@@ -23,15 +27,21 @@ class DatabaseKernelCache:
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self._sessions = sessions
 
-    def get(self, key: str) -> KernelEntry | None:
-        """The entry for `key`, counting the hit; None on a miss."""
+    def get(self, signature: KernelSignature) -> KernelEntry | None:
+        """The entry built for exactly `signature`, counting the hit; None on a miss (a row under
+        the same key whose stored signature differs is a hash collision, not a hit)."""
+        key = signature.key
         with transaction(self._sessions) as s:
             row = s.get(Kernel, key)
             if row is None or row.stale:
                 return None
+            hit = exact_hit(entry_of(row), signature)
+            if hit is None:
+                log.warning("kernel key %s collides: its stored signature is another kernel's", key)
+                return None
             s.execute(update(Kernel).where(Kernel.key == key)
                       .values(hit_count=Kernel.hit_count + 1, last_used_at=utcnow()))
-            return entry_of(row)
+            return hit
 
     def put(self, entry: KernelEntry) -> None:
         """Store `entry` unless its key is already there (the first writer wins)."""
@@ -50,6 +60,7 @@ class DatabaseKernelCache:
             "created_at": utcnow(),
             "last_used_at": utcnow(),
             "stale": sig.compiler_fingerprint != compiler_fingerprint(),
+            "size_bytes": entry.size_bytes,
         }
         with transaction(self._sessions) as s:
             dialect = postgresql if s.bind.dialect.name == "postgresql" else sqlite
