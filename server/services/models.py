@@ -76,10 +76,25 @@ def delete_model(session: Session, storage: Storage, tenant: Tenant, model_id: s
     if active:
         raise ServiceError(409, f"model {model_id!r} has {active} queued or running compilation(s); "
                                 "cancel them first")
+    blobs = delete_model_rows(session, model)
+    session.commit()
+    delete_unreferenced(session, storage, blobs)
+
+
+def delete_model_rows(session: Session, model: Model) -> list[str]:
+    """Delete a model's row with its jobs and their artifacts (not yet committed); returns the
+    blobs they referred to, for the caller to delete once the rows are gone for good."""
     job_ids = select(Job.id).where(Job.model_id == model.id)
     blobs = [model.sha256, *session.scalars(select(Artifact.sha256).where(Artifact.job_id.in_(job_ids)))]
     session.execute(delete(Artifact).where(Artifact.job_id.in_(job_ids)))
     session.execute(delete(Job).where(Job.model_id == model.id))
     session.delete(model)
+    return blobs
+
+
+def set_pinned(session: Session, tenant: Tenant, model_id: str, pinned: bool) -> Model:
+    """Pin a model (it and its artifacts never expire) or unpin it; returns the model."""
+    model = get_model(session, tenant, model_id)
+    model.pinned = pinned
     session.commit()
-    delete_unreferenced(session, storage, blobs)
+    return model
