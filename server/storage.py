@@ -8,6 +8,7 @@ pages through the bucket).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -28,6 +29,16 @@ class BlobTooLarge(Exception):
     def __init__(self, limit: int) -> None:
         self.limit = limit
         super().__init__(f"larger than the limit of {limit} bytes")
+
+
+class StorageFull(Exception):
+    """The store has no room for a blob (no space left, or over a quota); nothing was stored."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the blob store is full ({reason}); nothing was stored")
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 @dataclass(frozen=True)
@@ -80,7 +91,16 @@ class LocalStorage:
         return self.root / sha256[:2] / sha256
 
     def put(self, source: BinaryIO, max_bytes: int | None = None) -> Blob:
-        """Copy `source` in, hashing as it streams; BlobTooLarge past `max_bytes`."""
+        """Copy `source` in, hashing as it streams; BlobTooLarge past `max_bytes`, StorageFull
+        when the disk is; either way no part of the blob is left."""
+        try:
+            return self._put(source, max_bytes)
+        except OSError as e:
+            if e.errno in _FULL:
+                raise StorageFull(e.strerror or str(e)) from None
+            raise
+
+    def _put(self, source: BinaryIO, max_bytes: int | None) -> Blob:
         digest, size = hashlib.sha256(), 0
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=_INCOMING)
         try:

@@ -16,7 +16,7 @@ from server.blobs import delete_unreferenced
 from server.core.config import Settings
 from server.db.models import TERMINAL, Artifact, Job, Model, Tenant
 from server.services.errors import ServiceError, owned
-from server.storage import BlobTooLarge, Storage
+from server.storage import BlobTooLarge, Storage, StorageFull
 
 
 def upload_model(session: Session, storage: Storage, settings: Settings, tenant: Tenant,
@@ -28,6 +28,8 @@ def upload_model(session: Session, storage: Storage, settings: Settings, tenant:
     except BlobTooLarge:
         raise ServiceError(413, f"model is larger than the upload limit of {settings.max_upload_bytes} "
                                 "bytes (TILEFORGE_MAX_UPLOAD_BYTES)") from None
+    except StorageFull as e:
+        raise ServiceError(507, f"model not stored: {e}") from None
     existing = _by_sha(session, tenant, blob.sha256)
     if existing is not None:
         return existing, False
