@@ -84,11 +84,23 @@ class KernelEntry:
     def key(self) -> str:
         return self.signature.key
 
+    @property
+    def size_bytes(self) -> int:
+        """Bytes the entry holds (source, binary, TE): what a size-capped cache counts."""
+        return len(self.source.encode()) + len(self.binary) + len(self.te_json.encode())
+
+
+def exact_hit(entry: KernelEntry | None, signature: KernelSignature) -> KernelEntry | None:
+    """`entry` when it was built for exactly `signature`, else None: a key is only a hash of the
+    signature, so a stored entry under the same key with another signature is a collision, a miss."""
+    return entry if entry is not None and entry.signature == signature else None
+
 
 class KernelCache(Protocol):
-    """Where compiled kernels are kept. `put` is idempotent: the first writer of a key wins."""
+    """Where compiled kernels are kept, looked up by their whole signature (not only its hash).
+    `put` is idempotent: the first writer of a key wins."""
 
-    def get(self, key: str) -> KernelEntry | None: ...
+    def get(self, signature: KernelSignature) -> KernelEntry | None: ...
 
     def put(self, entry: KernelEntry) -> None: ...
 
@@ -99,11 +111,15 @@ class MemoryKernelCache:
     def __init__(self) -> None:
         self._d: dict[str, KernelEntry] = {}
 
-    def get(self, key: str) -> KernelEntry | None:
-        return self._d.get(key)
+    def get(self, signature: KernelSignature) -> KernelEntry | None:
+        return exact_hit(self._d.get(signature.key), signature)
 
     def put(self, entry: KernelEntry) -> None:
         self._d.setdefault(entry.key, entry)
+
+    def entries(self) -> dict[str, KernelEntry]:
+        """Every stored entry by key (a copy)."""
+        return dict(self._d)
 
 
 class FileKernelCache:
@@ -119,14 +135,14 @@ class FileKernelCache:
         d = self.root / key[:2]
         return d / f"{key}.json", d / f"{key}.bin"
 
-    def get(self, key: str) -> KernelEntry | None:
-        meta, binf = self._paths(key)
+    def get(self, signature: KernelSignature) -> KernelEntry | None:
+        meta, binf = self._paths(signature.key)
         if not meta.exists() or not binf.exists():
             return None
         try:
             j = json.loads(meta.read_text())
             j["signature"] = KernelSignature(**j["signature"])
-            return KernelEntry(binary=binf.read_bytes(), **j)
+            return exact_hit(KernelEntry(binary=binf.read_bytes(), **j), signature)
         except (ValueError, TypeError, KeyError):
             return None  # a damaged entry is a miss, never an error
 

@@ -182,7 +182,7 @@ class _Compilation:
         sig = signature_of(compute, self.fingerprint, {**self.opts.codegen_key(), **constant_options(constants)})
         if sig.key not in self.signatures:
             self.signatures[sig.key] = sig
-            hit = self.cache.get(sig.key)
+            hit = self.cache.get(sig)
             if hit is not None:
                 self.entries[sig.key] = hit
         return sig.key

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 from compiler.cli import add_commands, run_parsed
+from server.cache_cli import add_cache_commands
 from server.core.config import Settings, get_settings
 from tileforge.cli import add_remote_commands
 
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_commands(sub)
     add_service_commands(sub)
     add_remote_commands(sub)
+    add_cache_commands(sub)
     return parser
 
 

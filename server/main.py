@@ -26,7 +26,7 @@ from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import make_sessionmaker, settings_engine, transaction
 from server.jobs.queue import JobQueue, create_celery
 from server.jobs.reaper import sweep
-from server.storage import LocalStorage
+from server.storage import LocalStorage, Storage
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
         await run_in_threadpool(mark_stale)
-        reaper = asyncio.create_task(_reap_forever(settings, sessions, gate, job_queue))
+        reaper = asyncio.create_task(_reap_forever(settings, sessions, gate, job_queue, app.state.storage))
         try:
             yield
         finally:
@@ -84,13 +84,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 async def _reap_forever(settings: Settings, sessions: sessionmaker[Session], gate: ConnectionGate,
-                        job_queue: JobQueue) -> None:
-    """Re-queue or fail jobs whose worker went silent, and publish again queued jobs whose
-    message may be lost, every reaper interval."""
+                        job_queue: JobQueue, storage: Storage) -> None:
+    """Every reaper interval: re-queue or fail jobs whose worker went silent, publish again
+    queued jobs whose message may be lost, and apply retention (`reaper.sweep`)."""
     while True:
         await asyncio.sleep(settings.reaper_interval_seconds)
         try:
             async with gate.slot():
-                await run_in_threadpool(sweep, sessions, job_queue.enqueue, settings)
+                await run_in_threadpool(sweep, sessions, job_queue.enqueue, settings, storage)
         except Exception as e:  # keep reaping; the database may come back
             log.warning("reaper pass failed: %s", e)

@@ -1,12 +1,14 @@
 """Blob storage for models and artifacts: content-addressed by sha256, written atomically.
 
 `Storage` is the interface the service uses; `LocalStorage` keeps blobs in a
-folder. An S3-compatible backend would implement the same five methods (put
-streams to a temporary object, then copies to the content address).
+folder. An S3-compatible backend would implement the same methods (put
+streams to a temporary object, then copies to the content address; listing
+pages through the bucket).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -18,6 +20,7 @@ from typing import BinaryIO, Protocol
 
 CHUNK = 1024 * 1024
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_INCOMING = ".incoming-"  # prefix of a blob being written
 
 
 class BlobTooLarge(Exception):
@@ -28,12 +31,32 @@ class BlobTooLarge(Exception):
         super().__init__(f"larger than the limit of {limit} bytes")
 
 
+class StorageFull(Exception):
+    """The store has no room for a blob (no space left, or over a quota); nothing was stored."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the blob store is full ({reason}); nothing was stored")
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 @dataclass(frozen=True)
 class Blob:
     """A stored blob: its sha256 (which is also its address) and size in bytes."""
 
     sha256: str
     size: int
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """A file in the store as listed for clean-up: a blob (`sha256` set) or the temporary file
+    of a write that never finished (`sha256` None), with when it was last written."""
+
+    name: str  # the store's own name for it
+    sha256: str | None
+    modified: float  # seconds since the epoch
 
 
 class Storage(Protocol):
@@ -48,6 +71,10 @@ class Storage(Protocol):
     def exists(self, sha256: str) -> bool: ...
 
     def delete(self, sha256: str) -> None: ...
+
+    def list_files(self) -> Iterator[StoredFile]: ...
+
+    def delete_file(self, file: StoredFile) -> None: ...
 
 
 class LocalStorage:
@@ -64,9 +91,18 @@ class LocalStorage:
         return self.root / sha256[:2] / sha256
 
     def put(self, source: BinaryIO, max_bytes: int | None = None) -> Blob:
-        """Copy `source` in, hashing as it streams; BlobTooLarge past `max_bytes`."""
+        """Copy `source` in, hashing as it streams; BlobTooLarge past `max_bytes`, StorageFull
+        when the disk is; either way no part of the blob is left."""
+        try:
+            return self._put(source, max_bytes)
+        except OSError as e:
+            if e.errno in _FULL:
+                raise StorageFull(e.strerror or str(e)) from None
+            raise
+
+    def _put(self, source: BinaryIO, max_bytes: int | None) -> Blob:
         digest, size = hashlib.sha256(), 0
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".incoming-")
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=_INCOMING)
         try:
             with os.fdopen(fd, "wb") as out:
                 while chunk := source.read(CHUNK):
@@ -100,3 +136,31 @@ class LocalStorage:
 
     def delete(self, sha256: str) -> None:
         self.path_of(sha256).unlink(missing_ok=True)
+
+    def list_files(self) -> Iterator[StoredFile]:
+        """Every blob, and every temporary file a crashed write left behind."""
+        for path in self.root.glob(f"{_INCOMING}*"):
+            yield StoredFile(path.name, None, _modified(path))
+        for path in self.root.glob("??/*"):
+            if _SHA256.match(path.name) and path.parent.name == path.name[:2]:
+                yield StoredFile(f"{path.parent.name}/{path.name}", path.name, _modified(path))
+
+    def delete_file(self, file: StoredFile) -> None:
+        """Delete a listed file unless it was written again since it was listed (the same
+        bytes uploaded anew, say)."""
+        if file.sha256 is not None:
+            path = self.path_of(file.sha256)
+            if _modified(path) <= file.modified:
+                path.unlink(missing_ok=True)
+        elif file.name.startswith(_INCOMING) and "/" not in file.name:
+            (self.root / file.name).unlink(missing_ok=True)
+        else:
+            raise ValueError(f"not a file of this store: {file.name!r}")
+
+
+def _modified(path: Path) -> float:
+    """When `path` was last written; +inf when it vanished meanwhile (never old enough to sweep)."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")

@@ -39,7 +39,8 @@ def postgres_url() -> Iterator[str]:
         pytest.skip(f"PostgreSQL is not reachable at {server.host}:{server.port} (TILEFORGE_TEST_PG)")
 
     name = f"tileforge_test_{os.getpid()}_{secrets.token_hex(3)}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    # pre-ping: the pooled connection may be dead by the end (a test restarts PostgreSQL)
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
     try:
         with admin.connect() as c:
             c.execute(text(f'CREATE DATABASE "{name}"'))

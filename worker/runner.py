@@ -16,6 +16,7 @@ from compiler.pipeline import CompileResult, compile_model
 from server.db.models import Job, JobStatus, Model
 from server.db.session import transaction
 from server.jobs import state
+from server.storage import StorageFull
 from worker.context import WorkerContext
 from worker.transient import TRANSIENT_ERRORS
 
@@ -105,6 +106,9 @@ def run_job(ctx: WorkerContext, job_id: str, worker: str, task_id: str) -> str:
     except ModelError as e:
         _end(ctx, job_id, attempt, JobStatus.failed, error=str(e))
         return "failed: the model"
+    except StorageFull as e:
+        _end(ctx, job_id, attempt, JobStatus.failed, error=f"the artifact could not be stored: {e}")
+        return "failed: artifact store full"
     except SoftTimeLimitExceeded:
         limit = ctx.settings.job_soft_time_limit
         _end(ctx, job_id, attempt, JobStatus.failed, error=f"compilation exceeded the time limit of {limit} s")

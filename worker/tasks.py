@@ -60,7 +60,7 @@ _reaper_stop = threading.Event()
 @worker_ready.connect
 def _start_reaper(sender: object = None, **_: object) -> None:
     """Flag stale kernels, then, every few seconds in the main process, announce this worker
-    (the CPU models and CUDA archs it validates) and reap expired job leases."""
+    (the CPU models and CUDA archs it validates), reap expired job leases and apply retention."""
     ctx = worker_context()
     name = str(getattr(sender, "hostname", None) or "worker")
     models, archs = announced(ctx.settings)
@@ -83,7 +83,7 @@ def _start_reaper(sender: object = None, **_: object) -> None:
         while not _reaper_stop.wait(ctx.settings.reaper_interval_seconds):
             announce()
             try:
-                sweep(ctx.sessions, queue.enqueue, ctx.settings)
+                sweep(ctx.sessions, queue.enqueue, ctx.settings, ctx.storage)
             except Exception as e:  # keep reaping; the database may come back
                 log.warning("reaper pass failed: %s", e)
 

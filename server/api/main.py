@@ -19,6 +19,7 @@ ERRORS = {
     413: _error("the upload is larger than the limit"),
     422: _error("invalid input, named: a field, a model the compiler refuses, an unknown target"),
     503: _error("the database or the broker is unreachable; retry after `Retry-After` seconds"),
+    507: _error("the blob store is full: nothing was stored"),
 }
 
 api_router = APIRouter(prefix="/v1", responses=ERRORS)

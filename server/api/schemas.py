@@ -27,6 +27,7 @@ class ModelOut(BaseModel):
     parameters: int
     opset: int
     created_at: datetime
+    pinned: bool = Field(description="a pinned model and its artifacts never expire")
 
 
 MAX_TARGETS = 16  # one request's fan-out: each target is a job and a worker's time

@@ -50,6 +50,14 @@ class Settings(BaseSettings):
     db_max_overflow: int = Field(10, ge=0, description="connections opened beyond the pool under load")
     db_pool_timeout: float = Field(30.0, gt=0, description="seconds a checkout waits for a free connection")
     api_threads: int = Field(40, ge=1, description="worker threads of the API process for blocking work")
+    model_retention_seconds: float = Field(
+        0.0, ge=0, description="an unpinned model older than this is deleted with its jobs and artifacts (0: kept)")
+    artifact_retention_seconds: float = Field(
+        0.0, ge=0, description="an artifact older than this is deleted unless its model is pinned (0: kept)")
+    kernel_cache_max_bytes: int = Field(
+        0, ge=0, description="kernel cache size cap; least recently used rows, stale first, are evicted (0: none)")
+    orphan_blob_grace_seconds: float = Field(
+        3600.0, gt=0, description="a stored blob no row refers to is deleted once it is this old")
 
     @property
     def db_url(self) -> str:
@@ -129,7 +137,8 @@ class Settings(BaseSettings):
                      "job_max_attempts", "job_soft_time_limit", "job_hard_time_limit",
                      "transient_retries", "reaper_interval_seconds", "job_republish_seconds",
                      "sse_poll_seconds", "db_pool_size", "db_max_overflow", "db_pool_timeout",
-                     "api_threads"):
+                     "api_threads", "model_retention_seconds", "artifact_retention_seconds",
+                     "kernel_cache_max_bytes", "orphan_blob_grace_seconds"):
             env[f"TILEFORGE_{name.upper()}"] = str(getattr(self, name))
         return env
 

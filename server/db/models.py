@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -18,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -89,6 +91,8 @@ class Model(Base):
     parameters: Mapped[int] = mapped_column(Integer)
     opset: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # A pinned model, with its compilations' artifacts, is never expired (server/services/retention.py).
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Job(Base):
@@ -174,6 +178,8 @@ class Kernel(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     stale: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    # Bytes the row holds (source, binary, TE): what the cache's size cap counts.
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class WorkerHost(Base):

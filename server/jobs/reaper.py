@@ -1,5 +1,6 @@
 """The reaper: running jobs whose worker went silent are re-queued, or failed with the
-reason; queued jobs whose broker message may be lost are published again.
+reason; queued jobs whose broker message may be lost are published again; expired models
+and artifacts are deleted and the kernel cache is kept under its cap.
 
 Runs in the API process and in every worker (`sweep`, each reaper interval), so a job
 never stays `running` forever even when all workers of its queue died, nor `queued`
@@ -20,6 +21,9 @@ from server.db.models import Job, JobStatus, new_id
 from server.db.session import transaction
 from server.db.types import utcnow
 from server.jobs.routing import queue_key
+from server.services.cache_admin import evict_to_bytes
+from server.services.retention import sweep_retention
+from server.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +100,14 @@ def _publish(sessions: sessionmaker[Session], enqueue: Enqueue, job_id: str, tar
     enqueue(job_id, key, task_id)
 
 
-def sweep(sessions: sessionmaker[Session], enqueue: Enqueue, settings: Settings) -> None:
-    """One reaper pass: expired leases first, then queued jobs whose message may be lost."""
+def sweep(sessions: sessionmaker[Session], enqueue: Enqueue, settings: Settings, storage: Storage) -> None:
+    """One reaper pass: expired leases first, then queued jobs whose message may be lost, then
+    retention (expired models and artifacts, orphan blobs) and the kernel cache's size cap."""
     reap_expired_jobs(sessions, enqueue, settings.job_max_attempts, settings.worker_fresh_seconds)
     republish_lost_jobs(sessions, enqueue, settings.job_republish_seconds, settings.worker_fresh_seconds)
+    sweep_retention(sessions, storage, settings)
+    if settings.kernel_cache_max_bytes:
+        with transaction(sessions) as s:
+            evicted = evict_to_bytes(s, settings.kernel_cache_max_bytes)
+        if evicted.rows:
+            log.info("kernel cache over its cap: evicted %d row(s), %d bytes", evicted.rows, evicted.bytes)

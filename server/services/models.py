@@ -16,7 +16,7 @@ from server.blobs import delete_unreferenced
 from server.core.config import Settings
 from server.db.models import TERMINAL, Artifact, Job, Model, Tenant
 from server.services.errors import ServiceError, owned
-from server.storage import BlobTooLarge, Storage
+from server.storage import BlobTooLarge, Storage, StorageFull
 
 
 def upload_model(session: Session, storage: Storage, settings: Settings, tenant: Tenant,
@@ -28,6 +28,8 @@ def upload_model(session: Session, storage: Storage, settings: Settings, tenant:
     except BlobTooLarge:
         raise ServiceError(413, f"model is larger than the upload limit of {settings.max_upload_bytes} "
                                 "bytes (TILEFORGE_MAX_UPLOAD_BYTES)") from None
+    except StorageFull as e:
+        raise ServiceError(507, f"model not stored: {e}") from None
     existing = _by_sha(session, tenant, blob.sha256)
     if existing is not None:
         return existing, False
@@ -76,10 +78,25 @@ def delete_model(session: Session, storage: Storage, tenant: Tenant, model_id: s
     if active:
         raise ServiceError(409, f"model {model_id!r} has {active} queued or running compilation(s); "
                                 "cancel them first")
+    blobs = delete_model_rows(session, model)
+    session.commit()
+    delete_unreferenced(session, storage, blobs)
+
+
+def delete_model_rows(session: Session, model: Model) -> list[str]:
+    """Delete a model's row with its jobs and their artifacts (not yet committed); returns the
+    blobs they referred to, for the caller to delete once the rows are gone for good."""
     job_ids = select(Job.id).where(Job.model_id == model.id)
     blobs = [model.sha256, *session.scalars(select(Artifact.sha256).where(Artifact.job_id.in_(job_ids)))]
     session.execute(delete(Artifact).where(Artifact.job_id.in_(job_ids)))
     session.execute(delete(Job).where(Job.model_id == model.id))
     session.delete(model)
+    return blobs
+
+
+def set_pinned(session: Session, tenant: Tenant, model_id: str, pinned: bool) -> Model:
+    """Pin a model (it and its artifacts never expire) or unpin it; returns the model."""
+    model = get_model(session, tenant, model_id)
+    model.pinned = pinned
     session.commit()
-    delete_unreferenced(session, storage, blobs)
+    return model

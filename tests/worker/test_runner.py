@@ -23,11 +23,11 @@ class HookedCache(DatabaseKernelCache):
         super().__init__(sessions)
         self.hook, self.fired = hook, False
 
-    def get(self, key):
+    def get(self, signature):
         if not self.fired:
             self.fired = True
             self.hook()
-        return super().get(key)
+        return super().get(signature)
 
 
 @pytest.fixture

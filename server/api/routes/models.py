@@ -41,3 +41,15 @@ def delete_model(model_id: str, session: SessionDep, storage: StorageDep, tenant
     """Delete a model with its finished compilations and their artifacts (409 while one is active)."""
     service.delete_model(session, storage, tenant, model_id)
     return Response(status_code=204)
+
+
+@router.post("/{model_id}/pin", response_model=ModelOut)
+def pin_model(model_id: str, session: SessionDep, tenant: TenantDep) -> Model:
+    """Pin a model: it and its compilations' artifacts never expire."""
+    return service.set_pinned(session, tenant, model_id, True)
+
+
+@router.post("/{model_id}/unpin", response_model=ModelOut)
+def unpin_model(model_id: str, session: SessionDep, tenant: TenantDep) -> Model:
+    """Unpin a model: it and its artifacts expire again after their retention age."""
+    return service.set_pinned(session, tenant, model_id, False)

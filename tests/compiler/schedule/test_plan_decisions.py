@@ -54,7 +54,7 @@ def test_cpu_contractions_carry_their_gemm_blocking(tmp_path: Path) -> None:
     assert all(tiles[s].gemm is None for s in tiles if s not in convs)  # pooling: no GEMM
     assert _round_trips(first)
     # the kernel cache stores the same blocking, so a hit is placed as it was rendered
-    assert all(cache.get(k["key"]).tile_config == k["tile"] for k in first["kernels"])
+    assert all(cache.entries()[k["key"]].tile_config == k["tile"] for k in first["kernels"])
     again = compile_model(conv_stage(channels=16, size=16), CPU, OPTIONS, cache=cache, output=tmp_path / "b.tar.gz")
     assert again.cache_misses == 0
     second = _manifest(again.artifact_path)

@@ -51,3 +51,14 @@ def test_model_with_active_compilation_cannot_be_deleted(api, onnx_models):
     assert api.post(f"/v1/compilations/{job.json()['id']}/cancel", headers=auth(token)).status_code == 202
     assert api.delete(f"/v1/models/{model['id']}", headers=auth(token)).status_code == 204
     assert api.get(f"/v1/compilations/{job.json()['id']}", headers=auth(token)).status_code == 404
+
+
+def test_pin_and_unpin_a_model(api, onnx_models):
+    alice, bob = make_token(api.settings, "alice"), make_token(api.settings, "bob")
+    model = api.post("/v1/models", files={"file": ("m.onnx", onnx_models.mlp())}, headers=auth(alice)).json()
+    assert model["pinned"] is False
+    pinned = api.post(f"/v1/models/{model['id']}/pin", headers=auth(alice))
+    assert pinned.status_code == 200 and pinned.json()["pinned"] is True
+    assert api.get(f"/v1/models/{model['id']}", headers=auth(alice)).json()["pinned"] is True
+    assert api.post(f"/v1/models/{model['id']}/pin", headers=auth(bob)).status_code == 404  # not bob's
+    assert api.post(f"/v1/models/{model['id']}/unpin", headers=auth(alice)).json()["pinned"] is False

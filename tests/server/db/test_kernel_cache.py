@@ -30,11 +30,11 @@ def entry(op: str = "MatMul", source: str = "void k0(void) {}", fingerprint: str
 def test_round_trip_and_hit_count(db_sessions):
     cache = DatabaseKernelCache(db_sessions)
     e = entry()
-    assert cache.get(e.key) is None
+    assert cache.get(e.signature) is None
     cache.put(e)
-    got = cache.get(e.key)
+    got = cache.get(e.signature)
     assert got == e and got.key == e.key
-    cache.get(e.key)
+    cache.get(e.signature)
     with db_sessions() as s:
         row = s.get(Kernel, e.key)
         assert row.hit_count == 2 and not row.stale
@@ -47,7 +47,7 @@ def test_put_is_insert_or_ignore(db_sessions):
     assert first.key == second.key
     cache.put(first)
     cache.put(second)
-    assert cache.get(first.key).source == "first"
+    assert cache.get(first.signature).source == "first"
 
 
 def test_concurrent_writers_store_each_kernel_once(db_sessions):
@@ -69,7 +69,7 @@ def test_old_compiler_rows_are_marked_stale_and_never_served(db_sessions):
         s.commit()
     with transaction(db_sessions) as s:
         assert mark_stale_kernels(s) == 1
-    assert cache.get(old.key) is None
+    assert cache.get(old.signature) is None
 
 
 def test_planned_tiles_read_back_as_written(db_sessions):
@@ -87,5 +87,25 @@ def test_planned_tiles_read_back_as_written(db_sessions):
     for n, tile in enumerate(tiles):
         e = dataclasses.replace(entry(op=f"MatMul{n}"), tile_config=tile.to_json())
         cache.put(e)
-        got = cache.get(e.key)
+        got = cache.get(e.signature)
         assert got is not None and TileConfig.from_json(got.tile_config) == tile
+
+
+def test_a_forged_hash_collision_is_a_miss(db_sessions):
+    """A row stored under a key whose signature is another kernel's (what a sha256 collision
+    would leave) is not served for that key: the whole stored signature must match."""
+    cache = DatabaseKernelCache(db_sessions)
+    stored, wanted = entry(op="MatMul"), entry(op="Gemm")
+    cache.put(stored)
+    with transaction(db_sessions) as s:  # forge: the stored row now answers to `wanted`'s key
+        s.execute(Kernel.__table__.update().where(Kernel.key == stored.key).values(key=wanted.key))
+    assert cache.get(wanted.signature) is None
+    with db_sessions() as s:
+        assert s.get(Kernel, wanted.key).hit_count == 0  # a collision counts no hit
+
+
+def test_put_records_the_rows_size(db_sessions):
+    e = entry()
+    DatabaseKernelCache(db_sessions).put(e)
+    with db_sessions() as s:
+        assert s.get(Kernel, e.key).size_bytes == len(e.source) + len(e.binary) + len(e.te_json) > 0

@@ -40,3 +40,30 @@ def test_migration_chain_on_sqlite(tmp_path):
 @pytest.mark.services
 def test_migration_chain_on_postgres(empty_postgres_url):
     _check_chain(empty_postgres_url)
+
+
+def _check_retention_backfill(url: str) -> None:
+    """0007 gives kernel rows written before it their size, and models an unpinned flag."""
+    engine = create_engine(url)
+    try:
+        upgrade(url, "0004")
+        with engine.begin() as c:
+            c.execute(text("INSERT INTO kernels (key, op_pattern, shapes, dtypes, te_hash, target_fingerprint, "
+                           "compiler_fingerprint, options, tile_config, te_json, source, \"binary\", extras, "
+                           "hit_count, created_at, last_used_at, stale) VALUES ('k', 'Relu', '[]', '[]', 'h', "
+                           "'cpu:x:1', 'c', '{}', '{}', 'te', 'source', :b, '{}', 0, :t, :t, false)"),
+                      {"b": b"\x00\x01\x02", "t": "2026-01-01 00:00:00+00:00"})
+        upgrade(url)
+        with engine.connect() as c:
+            assert c.execute(text("SELECT size_bytes FROM kernels WHERE key = 'k'")).scalar() == 2 + 6 + 3
+    finally:
+        engine.dispose()
+
+
+def test_retention_backfill_on_sqlite(tmp_path):
+    _check_retention_backfill(f"sqlite:///{tmp_path}/m.sqlite")
+
+
+@pytest.mark.services
+def test_retention_backfill_on_postgres(empty_postgres_url):
+    _check_retention_backfill(empty_postgres_url)
