@@ -23,7 +23,7 @@ def _check_chain(url: str) -> None:
         assert not TABLES & set(inspect(engine).get_table_names())
         upgrade(url)
         with engine.connect() as c:
-            assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0004"
+            assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0005"
     finally:
         engine.dispose()
 
