@@ -48,7 +48,18 @@ def create_compilations(session: Session, queue: JobQueue, tenant: Tenant, model
     CompileOptions.from_dict(options)
     jobs = [Job(id=new_id(), tenant_id=tenant.id, model_id=model.id, target=target, target_kind=kind,
                 options=options, task_id=new_id()) for target, kind in zip(targets, kinds, strict=True)]
+    return submit_jobs(session, queue, tenant, jobs, [], fingerprint, idempotency_key)
+
+
+def submit_jobs(session: Session, queue: JobQueue, tenant: Tenant, jobs: list[Job], rows: list[Any],
+                fingerprint: str, idempotency_key: str | None) -> list[Job]:
+    """Commit new `jobs` (then `rows` that refer to them) with the request's `idempotency_key`,
+    and publish them; returns them, or, when a concurrent request with the same key won the
+    race, that request's jobs (the caller answers an earlier request's key before building
+    anything: `replayed_jobs`)."""
     session.add_all(jobs)
+    session.flush()  # the jobs first: `rows` refer to them
+    session.add_all(rows)
     if idempotency_key is not None:
         remember(session, tenant, idempotency_key, fingerprint, jobs)
     try:

@@ -20,8 +20,9 @@ from server.core.config import Settings
 from server.db.models import Artifact, Job, JobKind, JobStatus, RunJob, Tenant, new_id
 from server.jobs.queue import JobQueue
 from server.services.artifacts import get_artifact
-from server.services.compilations import owned_job, publish
+from server.services.compilations import owned_job, submit_jobs
 from server.services.errors import ServiceError
+from server.services.idempotency import replayed_jobs, request_sha256
 from server.services.npz import read_npz
 from server.storage import Storage
 
@@ -29,17 +30,19 @@ NOUNS = {JobKind.profile: "profile", JobKind.inference: "inference"}
 
 
 def create_profile(session: Session, queue: JobQueue, tenant: Tenant, artifact_id: str, runs: int,
-                   threads: int | None) -> tuple[Job, RunJob]:
-    """Queue a profile of one of the tenant's artifacts: `runs` timed runs with `threads` CPU threads."""
+                   threads: int | None, idempotency_key: str | None = None) -> tuple[Job, RunJob]:
+    """Queue a profile of one of the tenant's artifacts: `runs` timed runs with `threads` CPU
+    threads (a repeated `idempotency_key` returns the first request's job)."""
     artifact = get_artifact(session, tenant, artifact_id)
-    return _create(session, queue, tenant, artifact, JobKind.profile, {"runs": runs, "threads": threads}, None)
+    return _create(session, queue, tenant, artifact, JobKind.profile, {"runs": runs, "threads": threads}, None,
+                   idempotency_key)
 
 
 def create_inference(session: Session, storage: Storage, settings: Settings, queue: JobQueue, tenant: Tenant,
-                     artifact_id: str, inputs: BinaryIO) -> tuple[Job, RunJob]:
+                     artifact_id: str, inputs: BinaryIO, idempotency_key: str | None = None) -> tuple[Job, RunJob]:
     """Queue a run of one of the tenant's artifacts on the inputs of an .npz (at most
     `max_inference_bytes`; 413 above it, 422 naming any name, shape or dtype the
-    artifact does not take)."""
+    artifact does not take; a repeated `idempotency_key` returns the first request's job)."""
     artifact = get_artifact(session, tenant, artifact_id)
     data = inputs.read(settings.max_inference_bytes + 1)
     if len(data) > settings.max_inference_bytes:
@@ -47,7 +50,7 @@ def create_inference(session: Session, storage: Storage, settings: Settings, que
                                 "(TILEFORGE_MAX_INFERENCE_BYTES)")
     read_npz(data, input_specs(storage, artifact))
     blob = storage.put(io.BytesIO(data))
-    return _create(session, queue, tenant, artifact, JobKind.inference, {}, blob.sha256)
+    return _create(session, queue, tenant, artifact, JobKind.inference, {}, blob.sha256, idempotency_key)
 
 
 def get_run(session: Session, tenant: Tenant, job_id: str, kind: JobKind) -> tuple[Job, RunJob]:
@@ -77,15 +80,17 @@ def input_specs(storage: Storage, artifact: Artifact) -> list[TensorSpec]:
 
 
 def _create(session: Session, queue: JobQueue, tenant: Tenant, artifact: Artifact, kind: JobKind,
-            options: dict, inputs_sha256: str | None) -> tuple[Job, RunJob]:
+            options: dict, inputs_sha256: str | None, idempotency_key: str | None) -> tuple[Job, RunJob]:
+    """Queue a job of `kind` on the artifact's model and target (see module doc)."""
+    fingerprint = request_sha256({"kind": kind, "artifact_id": artifact.id, "options": options,
+                                  "inputs_sha256": inputs_sha256})
+    if idempotency_key is not None:
+        earlier = replayed_jobs(session, tenant, idempotency_key, fingerprint)
+        if earlier is not None:
+            return earlier[0], session.get(RunJob, earlier[0].id)
     built = session.get(Job, artifact.job_id)
     job = Job(id=new_id(), tenant_id=tenant.id, model_id=built.model_id, target=built.target,
               target_kind=built.target_kind, kind=kind, options=options, task_id=new_id())
     run = RunJob(job_id=job.id, artifact_id=artifact.id, inputs_sha256=inputs_sha256)
-    session.add(job)
-    session.flush()  # the job row first: run_jobs refers to it
-    session.add(run)
-    session.commit()
-    publish(session, queue, [job])
-    return job, run
-
+    job = submit_jobs(session, queue, tenant, [job], [run], fingerprint, idempotency_key)[0]
+    return job, session.get(RunJob, job.id)

@@ -7,7 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Form, UploadFile
 from fastapi.responses import StreamingResponse
 
-from server.api.deps import JobQueueDep, SessionDep, SettingsDep, StorageDep, TenantDep
+from server.api.deps import (
+    IdempotencyKeyHeader,
+    JobQueueDep,
+    SessionDep,
+    SettingsDep,
+    StorageDep,
+    TenantDep,
+)
 from server.api.schemas import InferenceOut
 from server.api.views import inference_out
 from server.db.models import JobKind
@@ -19,10 +26,11 @@ router = APIRouter(prefix="/inferences", tags=["inferences"])
 @router.post("", response_model=InferenceOut, status_code=202)
 def create_inference(artifact_id: Annotated[str, Form()], inputs: UploadFile, session: SessionDep,
                      storage: StorageDep, settings: SettingsDep, queue: JobQueueDep,
-                     tenant: TenantDep) -> InferenceOut:
+                     tenant: TenantDep, idempotency_key: IdempotencyKeyHeader = None) -> InferenceOut:
     """Queue a run of an artifact on the arrays of `inputs` (an .npz, one array per model input;
     422 names a missing, unexpected or mis-shaped array, 413 one over TILEFORGE_MAX_INFERENCE_BYTES)."""
-    job, run = service.create_inference(session, storage, settings, queue, tenant, artifact_id, inputs.file)
+    job, run = service.create_inference(session, storage, settings, queue, tenant, artifact_id, inputs.file,
+                                        idempotency_key)
     return inference_out(job, run)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from server.api.deps import JobQueueDep, SessionDep, TenantDep
+from server.api.deps import IdempotencyKeyHeader, JobQueueDep, SessionDep, TenantDep
 from server.api.schemas import ProfileIn, ProfileOut
 from server.api.views import profile_out
 from server.db.models import JobKind
@@ -14,9 +14,11 @@ router = APIRouter(prefix="/profiles", tags=["profiles"])
 
 
 @router.post("", response_model=ProfileOut, status_code=202)
-def create_profile(body: ProfileIn, session: SessionDep, queue: JobQueueDep, tenant: TenantDep) -> ProfileOut:
+def create_profile(body: ProfileIn, session: SessionDep, queue: JobQueueDep, tenant: TenantDep,
+                   idempotency_key: IdempotencyKeyHeader = None) -> ProfileOut:
     """Queue a profile of an artifact: first-load time, median and p90 latency, peak memory, per-kernel roofline."""
-    job, run = service.create_profile(session, queue, tenant, body.artifact_id, body.runs, body.threads)
+    job, run = service.create_profile(session, queue, tenant, body.artifact_id, body.runs, body.threads,
+                                      idempotency_key)
     return profile_out(job, run)
 
 
