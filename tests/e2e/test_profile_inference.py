@@ -2,10 +2,14 @@
 and a real `celery worker` (the `service` fixture: embedded default, PostgreSQL + Redis)."""
 
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import onnxruntime as ort
 import pytest
-from service_kit import INFERENCE_LIMIT
+from service_kit import INFERENCE_LIMIT, ROOT
 
 import tileforge
 
@@ -82,3 +86,33 @@ def test_each_refusal_of_a_run_is_its_own_exception(service, built):
         with pytest.raises(tileforge.TooLarge, match="TILEFORGE_MAX_INFERENCE_BYTES") as e:
             client.infer(job, {"x": np.zeros(INFERENCE_LIMIT, np.float32)})
         assert e.value.status == 413
+
+
+def _tileforge(service, *args: str) -> subprocess.CompletedProcess:
+    env = os.environ | {"TILEFORGE_URL": service.url, "TILEFORGE_TOKEN": service.token}
+    return subprocess.run([sys.executable, "-m", "tileforge", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=180)
+
+
+def test_cli_submit_profile_and_infer(service, built, tmp_path):
+    data, job_id = built
+    with service.client() as client:
+        artifact_id = client.job(job_id).artifact_id
+    run = _tileforge(service, "submit-profile", artifact_id, "--runs", "5", "--threads", "1")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("submitted profile ") and "over 5 runs" in run.stdout
+    table = lines[next(i for i, x in enumerate(lines) if "time us" in x) + 1:]
+    assert table and all(float(row.split()[-5]) > 0 for row in table), run.stdout
+
+    x = np.random.default_rng(6).standard_normal((4, 16)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    run = _tileforge(service, "infer", artifact_id, str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz"))
+    assert run.returncode == 0, run.stderr
+    (want,) = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    with np.load(tmp_path / "out.npz") as out:
+        np.testing.assert_allclose(out["y"], want, rtol=1e-4, atol=1e-4)
+
+    missing = _tileforge(service, "submit-profile", "nope")
+    assert (missing.returncode, missing.stdout) == (2, "")
+    assert missing.stderr == "error: artifact 'nope' not found (HTTP 404)\n"
