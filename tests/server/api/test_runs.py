@@ -9,7 +9,7 @@ from service_kit import auth, make_token
 
 import tileforge
 from compiler.pipeline import compile_model
-from server.db.models import Artifact, Job, JobStatus
+from server.db.models import Artifact, Job, JobStatus, RunJob
 from server.db.session import one_off_transaction
 from server.storage import LocalStorage
 
@@ -115,3 +115,20 @@ def test_the_openapi_schema_documents_the_new_routes(api):
     assert {"404", "409", "413", "422"} <= set(paths["/v1/inferences"]["post"]["responses"])
     assert "application/octet-stream" in paths["/v1/inferences/{job_id}/outputs"]["get"]["responses"]["200"]["content"]
 
+
+
+def test_deleting_the_model_deletes_its_inferences_and_their_inputs(api, artifact):
+    token, artifact_id, _ = artifact
+    job = api.post("/v1/inferences", data={"artifact_id": artifact_id},
+                   files={"inputs": ("i.npz", _npz(x=np.ones((4, 16), np.float32)))}, headers=auth(token)).json()
+    model_id = job["model_id"]
+    r = api.delete(f"/v1/models/{model_id}", headers=auth(token))
+    assert r.status_code == 409 and "1 queued or running job(s)" in r.json()["detail"]  # the inference
+    with one_off_transaction(api.settings.db_url) as s:
+        s.get(Job, job["id"]).status = JobStatus.cancelled
+        inputs = s.get(RunJob, job["id"]).inputs_sha256
+    storage = LocalStorage(api.settings.storage_root)
+    assert storage.exists(inputs)
+    assert api.delete(f"/v1/models/{model_id}", headers=auth(token)).status_code == 204
+    assert not storage.exists(inputs)
+    assert api.get(f"/v1/inferences/{job['id']}", headers=auth(token)).status_code == 404
