@@ -72,8 +72,9 @@ def jobs_of_model(session: Session, tenant_id: str, model_id: str, limit: int = 
 
 
 def status_counts(session: Session, tenant_id: str) -> dict[str, int]:
-    """How many of the tenant's jobs are in each status."""
-    rows = session.execute(select(Job.status, func.count()).where(Job.tenant_id == tenant_id)
+    """How many of the tenant's compile jobs are in each status."""
+    rows = session.execute(select(Job.status, func.count()).where(Job.tenant_id == tenant_id,
+                                                                  Job.kind == JobKind.compile)
                            .group_by(Job.status)).all()
     return {status: n for status, n in rows}
 
