@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import shutil
 import statistics
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from compiler.backends import backend_for
 from compiler.bench.measure import time_interleaved
+from compiler.bench.memory import resident_bytes
 from compiler.cache import KernelCache
 from compiler.cost.roofline import roofline_report
 from compiler.errors import TargetError
@@ -25,6 +29,7 @@ from compiler.options import CompileOptions
 from compiler.pipeline import CompileResult, compile_model, kernel_times, model_bytes
 from compiler.runtime import load
 from compiler.runtime.validate import random_inputs
+from compiler.schedule.plan import ExecutionPlan
 from compiler.target.base import Target
 
 # The model's time: its median over at least this many runs and this long.
@@ -69,21 +74,64 @@ def profile_model(model: bytes | str | Path | onnx.ModelProto, target: str | Tar
     result = compile_model(data, target, opts, cache=cache)
     try:
         assert result.plan is not None and result.target is not None
-        backend = backend_for(result.target)
-        why = backend.unrunnable(result.target)
-        if why is not None:
-            raise TargetError(f"cannot profile target {result.target.name} on this machine: {why}")
+        require_runnable(result.target)
         exe = load(result.artifact_path, threads=opts.threads)
         feeds = random_inputs(exe.input_specs, onnx.load_from_string(data), opts.seed)
         runs = time_interleaved([lambda: exe.run(feeds)], min_runs=MODEL_RUNS, min_seconds=MODEL_SECONDS)[0]
         model_us = statistics.median(runs) * 1e6
-        rounds = [backend.time_plan(result.plan, result.artifact_path, feeds, opts) for _ in range(KERNEL_ROUNDS)]
-        measured = {sym: statistics.median(r[sym] for r in rounds) for sym in rounds[0]}
+        kernels_us, roofline = kernel_roofline(result.plan, result.target, result.artifact_path, feeds, opts,
+                                               model_us)
     finally:
         shutil.rmtree(result.artifact_path.parent, ignore_errors=True)  # compile_model's own folder
-    kernels = kernel_times(result.plan, measured)
-    return Profile(result.target.name, opts.threads, model_us, sum(k.measured_us for k in kernels),
-                   roofline_report(kernels, result.target, model_us), result)
+    return Profile(result.target.name, opts.threads, model_us, kernels_us, roofline, result)
+
+
+def require_runnable(target: Target) -> None:
+    """TargetError naming why this machine cannot run `target`'s code, if it cannot."""
+    why = backend_for(target).unrunnable(target)
+    if why is not None:
+        raise TargetError(f"cannot profile target {target.name} on this machine: {why}")
+
+
+def kernel_roofline(plan: ExecutionPlan, target: Target, artifact: Path, feeds: Mapping[str, np.ndarray],
+                    opts: CompileOptions, model_us: float) -> tuple[float, dict]:
+    """Each kernel of `artifact` (built from `plan`) timed by its backend, the median of
+    KERNEL_ROUNDS rounds, against the target's roofline; returns (the kernels' summed time
+    in us, `roofline_report`'s dict)."""
+    backend = backend_for(target)
+    rounds = [backend.time_plan(plan, artifact, feeds, opts) for _ in range(KERNEL_ROUNDS)]
+    measured = {sym: statistics.median(r[sym] for r in rounds) for sym in rounds[0]}
+    kernels = kernel_times(plan, measured)
+    return sum(k.measured_us for k in kernels), roofline_report(kernels, target, model_us)
+
+
+def profile_artifact(artifact: Path, plan: ExecutionPlan, target: Target, model: bytes, runs: int,
+                     threads: int | None = None, seed: int = 0) -> dict:
+    """Time a built artifact whose plan is `plan` (so that its kernels' symbols name the
+    library's functions): its first load, `runs` runs of the whole model on seeded inputs
+    after one warm-up (median and p90), how far this process's resident memory grew from
+    before the load to its highest sample (taken after the load and after each run; a
+    GPU's own memory is not in it), and each kernel against the roofline."""
+    require_runnable(target)
+    before = resident_bytes()
+    start = time.perf_counter()
+    exe = load(artifact, threads=threads)
+    first_load = time.perf_counter() - start
+    peak = resident_bytes()
+    feeds = random_inputs(exe.input_specs, onnx.load_from_string(model), seed)
+    exe.run(feeds)  # the warm-up: first touches of the arena and the weights
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        exe.run(feeds)
+        times.append(time.perf_counter() - start)
+        peak = max(peak, resident_bytes())
+    median_us = statistics.median(times) * 1e6
+    opts = CompileOptions.from_dict({"threads": threads} if threads else {})
+    kernels_us, roofline = kernel_roofline(plan, target, artifact, feeds, opts, median_us)
+    return {"target": target.name, "threads": threads, "runs": runs, "first_load_ms": round(first_load * 1e3, 3),
+            "median_us": round(median_us, 3), "p90_us": round(float(np.percentile(times, 90)) * 1e6, 3),
+            "peak_memory_bytes": max(0, peak - before), "kernels_us": round(kernels_us, 3), **roofline}
 
 
 COLUMNS = ("#", "kernel", "time us", "model %", "MFLOP", "MB", "GFLOP/s", "GB/s", "bound", "% bound",

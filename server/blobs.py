@@ -1,13 +1,13 @@
-"""Blob lifetime: a blob is removed from storage once no model or artifact row refers to it."""
+"""Blob lifetime: a blob is removed from storage once no model, artifact or profile/inference row refers to it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from server.db.models import Artifact, Model
+from server.db.models import Artifact, Model, RunJob
 from server.storage import Storage
 
 
@@ -15,6 +15,8 @@ def delete_unreferenced(session: Session, storage: Storage, sha256s: Iterable[st
     """Delete each blob that no row refers to any more (the same bytes may belong to other tenants)."""
     for sha in set(sha256s):
         used = session.scalar(select(Model.id).where(Model.sha256 == sha).limit(1)) or \
-            session.scalar(select(Artifact.id).where(Artifact.sha256 == sha).limit(1))
+            session.scalar(select(Artifact.id).where(Artifact.sha256 == sha).limit(1)) or \
+            session.scalar(select(RunJob.job_id).where(or_(RunJob.inputs_sha256 == sha,
+                                                           RunJob.outputs_sha256 == sha)).limit(1))
         if not used:
             storage.delete(sha)

@@ -76,6 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.add_middleware(UploadLimitMiddleware, paths=("/v1/models",), max_bytes=settings.max_upload_bytes,
                        authorize=authorize)
+    app.add_middleware(UploadLimitMiddleware, paths=("/v1/inferences",), max_bytes=settings.max_inference_bytes,
+                       authorize=authorize, setting="TILEFORGE_MAX_INFERENCE_BYTES")
     app.include_router(health.router)
     app.include_router(api_router)
     if importlib.util.find_spec(DASHBOARD_MODULE) is not None:

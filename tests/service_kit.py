@@ -36,6 +36,24 @@ FAST_JOB_SETTINGS = {
 }
 
 
+# The upload limits of the client's end-to-end service (tests/e2e/conftest.py).
+UPLOAD_LIMIT = 64 * 1024
+INFERENCE_LIMIT = 16 * 1024
+
+
+@dataclass
+class ClientService:
+    """A live service for the client library: its URL and a token of tenant `alice`."""
+
+    url: str
+    token: str
+
+    def client(self, **kwargs):
+        import tileforge
+
+        return tileforge.Client(self.url, self.token, **kwargs)
+
+
 def reachable(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=1):

@@ -5,8 +5,10 @@
     job = client.compile(client.upload("model.onnx"), "cpu")
     job.wait(on_progress=lambda j: print(j.stage, j.progress))
     job.download("out/")
+    profile = client.profile(job, runs=50).result()   # latency, memory, per-kernel roofline
+    outputs = client.infer(job, {"x": x})              # run it on a worker: {name: ndarray}
 
-It needs httpx and nothing of the compiler (`pip install tileforge[client]`).
+It needs httpx and numpy and nothing of the compiler (`pip install tileforge[client]`).
 """
 
 from tileforge.client import Client
@@ -26,6 +28,7 @@ from tileforge.errors import (
 )
 from tileforge.job import Job
 from tileforge.model import Model
+from tileforge.runs import InferenceJob, ProfileJob
 
-__all__ = ["AuthError", "BadRequest", "ChecksumMismatch", "Client", "ClientError", "Conflict", "Job", "JobError",
-           "Model", "NotFound", "ServerError", "TooLarge", "TooManyRequests", "Unreachable", "WaitTimeout"]
+__all__ = ["AuthError", "BadRequest", "ChecksumMismatch", "Client", "ClientError", "Conflict", "InferenceJob", "Job",
+           "JobError", "Model", "NotFound", "ProfileJob", "ServerError", "TooLarge", "TooManyRequests", "Unreachable", "WaitTimeout"]

@@ -1,5 +1,6 @@
-"""The remote commands of `tileforge`: login, submit, jobs, job and download, all on the
-client library (they work with only `tileforge[client]` installed: `python -m tileforge`).
+"""The remote commands of `tileforge`: login, submit, jobs, job, download, submit-profile and
+infer, all on the client library (they work with only `tileforge[client]` installed:
+`python -m tileforge`).
 Errors are one line on stderr and exit status 2; a job that did not succeed, 1."""
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+
 from tileforge.client import Client
 from tileforge.config import save_config
 from tileforge.errors import ClientError
 from tileforge.job import Job
+from tileforge.profile_table import format_profile_result
 from tileforge.progress import ProgressBoard, job_line
 
 
@@ -108,6 +112,32 @@ def cmd_download(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_submit_profile(a: argparse.Namespace) -> int:
+    with Client() as client:
+        job = client.profile(a.artifact_id, runs=a.runs, threads=a.threads)
+        print(f"submitted profile {job.id}", flush=True)
+        job.wait(a.timeout)
+        if job.data["status"] != "succeeded":
+            print(f"profile {job.id} {job.data['status']}: {job.error or 'no result'}", file=sys.stderr)
+            return 1
+        result = job.result()
+    print(json.dumps(result, indent=2) if a.json else format_profile_result(result))
+    return 0
+
+
+def cmd_infer(a: argparse.Namespace) -> int:
+    try:
+        with np.load(a.inputs, allow_pickle=False) as archive:
+            inputs = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError) as e:
+        raise ClientError(f"cannot read {a.inputs} as an .npz of arrays: {e}") from None
+    with Client() as client:
+        outputs = client.infer(a.artifact_id, inputs, timeout=a.timeout)
+    np.savez(a.output, **outputs)
+    print(f"{', '.join(f'{n} {list(v.shape)} {v.dtype}' for n, v in outputs.items())} -> {a.output}")
+    return 0
+
+
 def _one_line_errors(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(a: argparse.Namespace) -> int:
         try:
@@ -123,7 +153,7 @@ def _one_line_errors(command: Callable[[argparse.Namespace], int]) -> Callable[[
 
 
 def add_remote_commands(sub: argparse._SubParsersAction) -> None:
-    """Register login / submit / jobs / job / download (server and token from TILEFORGE_URL,
+    """Register login / submit / jobs / job / download / submit-profile / infer (server and token from TILEFORGE_URL,
     TILEFORGE_TOKEN or `tileforge login`)."""
     p = sub.add_parser("login", help="save the server URL and token for the remote commands")
     p.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
@@ -154,6 +184,22 @@ def add_remote_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("job_id")
     p.add_argument("-o", "--output", default=".", help="folder (default the current one)")
     p.set_defaults(func=_one_line_errors(cmd_download))
+
+    p = sub.add_parser("submit-profile", help="profile an artifact on a worker of its target (latency, "
+                                              "memory, per-kernel roofline)")
+    p.add_argument("artifact_id", help="an artifact id (`tileforge job ID` shows a compilation's)")
+    p.add_argument("--runs", type=int, default=50, help="timed runs of the whole model (default 50)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default the artifact's)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait at most")
+    p.add_argument("--json", action="store_true", help="the result as the server's JSON")
+    p.set_defaults(func=_one_line_errors(cmd_submit_profile))
+
+    p = sub.add_parser("infer", help="run an artifact on a worker of its target on your inputs (.npz)")
+    p.add_argument("artifact_id", help="an artifact id")
+    p.add_argument("inputs", help="an .npz with one array per model input, by name")
+    p.add_argument("-o", "--output", default="outputs.npz", help="where the outputs go (default outputs.npz)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait at most")
+    p.set_defaults(func=_one_line_errors(cmd_infer))
 
 
 def main(argv: list[str] | None = None) -> int:

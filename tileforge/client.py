@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any, overload
 
 import httpx
+import numpy as np
 
 from tileforge.config import resolve
 from tileforge.errors import ClientError
 from tileforge.job import Job
 from tileforge.model import Model
+from tileforge.runs import InferenceJob, ProfileJob, npz_bytes
 from tileforge.transport import Transport, new_idempotency_key
 
 
@@ -108,3 +110,31 @@ class Client:
         prefix, `op` a substring of the op pattern."""
         params = {k: v for k, v in {"target": target, "op": op, "limit": limit}.items() if v is not None}
         return self._t.request("GET", "/v1/kernels", params=params).json()["items"]
+
+    def profile(self, artifact_or_job: Job | str, runs: int = 50, threads: int | None = None) -> ProfileJob:
+        """Queue a profile of an artifact (a succeeded Job, or an artifact id) on a worker of its
+        target: `runs` timed runs after a warm-up, with `threads` CPU threads. Its `result()`
+        holds the first-load time, median and p90 latency, peak memory and per-kernel roofline."""
+        body = {"artifact_id": _artifact_id(artifact_or_job), "runs": runs, "threads": threads}
+        return ProfileJob(self._t, self._t.request("POST", "/v1/profiles", json=body,
+                                                   idempotency_key=new_idempotency_key()).json())
+
+    def submit_inference(self, artifact_or_job: Job | str, inputs: Mapping[str, np.ndarray]) -> InferenceJob:
+        """Queue a run of an artifact (a succeeded Job, or an artifact id) on `inputs` (by name)."""
+        data, artifact_id = npz_bytes(inputs), _artifact_id(artifact_or_job)
+        response = self._t.request("POST", "/v1/inferences", data={"artifact_id": artifact_id},
+                                   idempotency_key=new_idempotency_key(),
+                                   files=lambda: {"inputs": ("inputs.npz", data, "application/octet-stream")})
+        return InferenceJob(self._t, response.json())
+
+    def infer(self, artifact_or_job: Job | str, inputs: Mapping[str, np.ndarray],
+              timeout: float | None = None) -> dict[str, np.ndarray]:
+        """Run an artifact on a worker of its target on `inputs` and return its outputs by name."""
+        return self.submit_inference(artifact_or_job, inputs).outputs(timeout)
+
+
+def _artifact_id(artifact_or_job: Job | str) -> str:
+    """The artifact id of a compile job (which must have one) or the id given."""
+    if isinstance(artifact_or_job, str):
+        return artifact_or_job
+    return artifact_or_job.require_artifact()

@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -30,14 +30,18 @@ SHA256_HEADER = "X-Artifact-SHA256"
 EVENTS_READ_TIMEOUT = 40.0
 
 
-class Job:
-    """One compilation; `data` is the server's latest `CompilationOut` as seen by this object."""
+class RemoteJob:
+    """A job on the server of any kind; `data` is its latest JSON as seen by this object.
+    Subclasses say where it lives (`PATH`) and whether it has an events stream."""
+
+    PATH = "/v1/compilations"
+    HAS_EVENTS = True
 
     def __init__(self, transport: Transport, data: dict[str, Any]) -> None:
         self._t, self.data = transport, data
 
     def __repr__(self) -> str:
-        return f"Job({self.id!r}, target={self.target!r}, status={self.data['status']!r})"
+        return f"{type(self).__name__}({self.id!r}, target={self.target!r}, status={self.data['status']!r})"
 
     @property
     def id(self) -> str:
@@ -90,22 +94,22 @@ class Job:
         """Why a succeeded job's artifact was not validated."""
         return self.data.get("validation_note")
 
-    def refresh(self) -> Job:
+    def refresh(self) -> Self:
         """Read the job's state from the server."""
-        self.data = self._t.request("GET", f"/v1/compilations/{self.id}").json()
+        self.data = self._t.request("GET", f"{self.PATH}/{self.id}").json()
         return self
 
-    def wait(self, timeout: float | None = None, on_progress: Callable[[Job], None] | None = None,
-             poll_interval: float = 0.5) -> Job:
+    def wait(self, timeout: float | None = None, on_progress: Callable[[Self], None] | None = None,
+             poll_interval: float = 0.5) -> Self:
         """Block until the job ends (WaitTimeout after `timeout` seconds), calling
         `on_progress(job)` each time its status, stage or progress changes. Follows the
         server-sent events; polls instead when the stream cannot be had or breaks."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        if not self.finished:
+        if not self.finished and self.HAS_EVENTS:
             with contextlib.suppress(Unreachable, httpx.HTTPError, ValueError):
                 self._follow_events(deadline, on_progress)
         while not self.finished:
-            self._changed(self._t.request("GET", f"/v1/compilations/{self.id}").json(), on_progress)
+            self._changed(self._t.request("GET", f"{self.PATH}/{self.id}").json(), on_progress)
             if self.finished:
                 break
             left = None if deadline is None else deadline - time.monotonic()
@@ -114,10 +118,10 @@ class Job:
             time.sleep(poll_interval if left is None else min(poll_interval, left))
         return self
 
-    def _follow_events(self, deadline: float | None, on_progress: Callable[[Job], None] | None) -> None:
+    def _follow_events(self, deadline: float | None, on_progress: Callable[[Self], None] | None) -> None:
         left = EVENTS_READ_TIMEOUT if deadline is None else deadline - time.monotonic()
         timeout = httpx.Timeout(10.0, read=max(0.1, min(EVENTS_READ_TIMEOUT, left)))
-        with self._t.stream("GET", f"/v1/compilations/{self.id}/events", timeout=timeout) as r:
+        with self._t.stream("GET", f"{self.PATH}/{self.id}/events", timeout=timeout) as r:
             if not r.headers.get("content-type", "").startswith("text/event-stream"):
                 return
             for event, data in iter_events(r.iter_lines()):
@@ -126,11 +130,21 @@ class Job:
                 if self.finished or event == "end" or (deadline is not None and time.monotonic() > deadline):
                     return
 
-    def _changed(self, data: dict[str, Any], on_progress: Callable[[Job], None] | None) -> None:
+    def _changed(self, data: dict[str, Any], on_progress: Callable[[Self], None] | None) -> None:
         if data != self.data:
             self.data = data
             if on_progress is not None:
                 on_progress(self)
+
+    def _require_success(self) -> None:
+        """Wait-free check that the job succeeded (JobError naming its state otherwise)."""
+        if self.status != "succeeded":
+            reason = f": {self.error}" if self.error else ""
+            raise JobError(f"{type(self).__name__} {self.id} has no result: it is {self.data['status']}{reason}")
+
+
+class Job(RemoteJob):
+    """One compilation; `data` is the server's latest `CompilationOut` as seen by this object."""
 
     def cancel(self) -> Job:
         """Cancel the job: at once if queued, at its next stage if running (Conflict once
@@ -142,7 +156,8 @@ class Job:
                 raise
         return self
 
-    def _require_artifact(self) -> str:
+    def require_artifact(self) -> str:
+        """The job's artifact id (JobError when it has none: it failed, was cancelled, or runs)."""
         if self.artifact_id is None:
             self.refresh()
         if self.artifact_id is None:
@@ -154,7 +169,7 @@ class Job:
         """Save the artifact (.tar.gz) to `path` (a file, or a folder; default the current
         one) and return where it is. Its sha256 must match what the server announced, or
         nothing is kept (ChecksumMismatch)."""
-        artifact_id = self._require_artifact()
+        artifact_id = self.require_artifact()
         where = Path.cwd() if path is None else Path(path)
         target = where / f"{artifact_id}.tar.gz" if where.is_dir() else where
         part = target.with_name(target.name + ".part")
@@ -181,4 +196,4 @@ class Job:
 
     def report(self) -> dict[str, Any]:
         """The artifact's report.json: per kernel config, times, cache hit or miss; validation."""
-        return self._t.request("GET", f"/v1/artifacts/{self._require_artifact()}/report").json()
+        return self._t.request("GET", f"/v1/artifacts/{self.require_artifact()}/report").json()

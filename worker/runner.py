@@ -1,5 +1,6 @@
-"""One attempt at one compile job: claim it, compile with the database kernel cache while
-reporting progress and renewing the lease, store the artifact, record the outcome."""
+"""One attempt at one job: claim it, do its work (compile with the database kernel cache and
+store the artifact; or profile or run an artifact: worker/artifact_runs.py) while
+reporting progress and renewing the lease, record the outcome."""
 
 from __future__ import annotations
 
@@ -7,16 +8,19 @@ import logging
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from compiler.errors import ModelError
+from compiler.errors import ArtifactError, ModelError
 from compiler.pipeline import CompileResult, compile_model
-from server.db.models import Job, JobStatus, Model
+from server.db.models import Job, JobKind, JobStatus, Model
 from server.db.session import transaction
 from server.jobs import state
+from server.services.errors import ServiceError
 from server.storage import StorageFull
+from worker.artifact_runs import run_inference, run_profile
 from worker.context import WorkerContext
 from worker.transient import TRANSIENT_ERRORS
 
@@ -81,29 +85,33 @@ class JobReporter:
             raise JobCancelled(self.job_id)
 
 
+# What each kind of job does once claimed: (context, job, attempt, progress, scratch folder).
+Work = Callable[[WorkerContext, Job, int, Callable[[str, float], None], Path], None]
+# How a job of each kind is named in its error messages.
+NOUNS = {JobKind.compile: "compilation", JobKind.profile: "profile", JobKind.inference: "inference"}
+
+
 def run_job(ctx: WorkerContext, job_id: str, worker: str, task_id: str) -> str:
-    """Run one attempt of `job_id`; returns the outcome. Transient faults propagate (to be retried)."""
+    """Run one attempt of `job_id` (of any kind); returns the outcome. Transient faults propagate (to be retried)."""
     with transaction(ctx.sessions) as s:
         attempt = state.claim(s, job_id, worker, task_id, ctx.settings.job_lease_seconds)
     if attempt is None:
         return "skipped: not queued (finished, cancelled, or running elsewhere)"
     with ctx.sessions() as s:
         job = s.get(Job, job_id)
-        model = s.get(Model, job.model_id)
+    work: dict[str, Work] = {JobKind.compile: _compile, JobKind.profile: run_profile,
+                             JobKind.inference: run_inference}
     try:
         with JobReporter(ctx, job_id, attempt) as reporter, \
                 tempfile.TemporaryDirectory(prefix="tileforge-job-") as tmp:
-            data = ctx.storage.open(model.sha256).read()
-            result = compile_model(data, job.target, job.options, cache=ctx.kernel_cache,
-                                   progress=reporter, output=Path(tmp) / "artifact.tar.gz")
-            _store(ctx, job, attempt, result)
+            work[job.kind](ctx, job, attempt, reporter, Path(tmp))
         return "succeeded"
     except state.LeaseLost:
         return "abandoned: the job was taken over after this worker's lease ran out"
     except JobCancelled:
         _end(ctx, job_id, attempt, JobStatus.cancelled, error=None)
         return "cancelled"
-    except ModelError as e:
+    except (ModelError, ArtifactError, ServiceError) as e:  # the model, the artifact or the inputs
         _end(ctx, job_id, attempt, JobStatus.failed, error=str(e))
         return "failed: the model"
     except StorageFull as e:
@@ -111,7 +119,7 @@ def run_job(ctx: WorkerContext, job_id: str, worker: str, task_id: str) -> str:
         return "failed: artifact store full"
     except SoftTimeLimitExceeded:
         limit = ctx.settings.job_soft_time_limit
-        _end(ctx, job_id, attempt, JobStatus.failed, error=f"compilation exceeded the time limit of {limit} s")
+        _end(ctx, job_id, attempt, JobStatus.failed, error=f"{NOUNS[job.kind]} exceeded the time limit of {limit} s")
         return "failed: time limit"
     except TRANSIENT_ERRORS as e:
         _release(ctx, job_id, attempt, e)
@@ -120,6 +128,16 @@ def run_job(ctx: WorkerContext, job_id: str, worker: str, task_id: str) -> str:
         log.exception("job %s failed", job_id)
         _end(ctx, job_id, attempt, JobStatus.failed, error=f"compiler error: {type(e).__name__}: {e}")
         return "failed: internal"
+
+
+def _compile(ctx: WorkerContext, job: Job, attempt: int, reporter: Callable[[str, float], None], tmp: Path) -> None:
+    """Compile the job's model for its target and store the artifact."""
+    with ctx.sessions() as s:
+        model = s.get(Model, job.model_id)
+    data = ctx.storage.open(model.sha256).read()
+    result = compile_model(data, job.target, job.options, cache=ctx.kernel_cache, progress=reporter,
+                           output=tmp / "artifact.tar.gz")
+    _store(ctx, job, attempt, result)
 
 
 def _store(ctx: WorkerContext, job: Job, attempt: int, result: CompileResult) -> None:

@@ -1,4 +1,4 @@
-"""The `compile` task: late-acknowledged, time-limited, retried with backoff for
+"""The `compile`, `profile` and `inference` tasks: late-acknowledged, time-limited, retried with backoff for
 transient faults only, and idempotent by job id (see worker/runner.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from server.core.config import get_settings
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import transaction
 from server.jobs import state
-from server.jobs.queue import JobQueue
+from server.jobs.queue import TASKS, JobQueue
 from server.jobs.reaper import sweep
 from server.jobs.routing import record_worker
 from worker.capabilities import announced
@@ -43,15 +43,35 @@ class CompileTask(Task):
             log.error("could not record the failure of job %s: %s", args[0], e)
 
 
-@app.task(name=COMPILE_TASK, bind=True, base=CompileTask, acks_late=True, reject_on_worker_lost=True,
-          autoretry_for=TRANSIENT_ERRORS, retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
-          max_retries=get_settings().transient_retries, ignore_result=True)
-def compile_job(self: Task, job_id: str) -> str:
-    """Compile one job's model for its target (does nothing if the job is not queued)."""
-    outcome = run_job(worker_context(), job_id, worker=self.request.hostname or "worker",
-                      task_id=self.request.id)
+# Every job kind's task: late-acknowledged, retried for transient faults only, failed with
+# the reason when it gives up. All run worker.runner.run_job, which does the job's kind's work.
+TASK_OPTIONS = {"bind": True, "base": CompileTask, "acks_late": True, "reject_on_worker_lost": True,
+                "autoretry_for": TRANSIENT_ERRORS, "retry_backoff": 2, "retry_backoff_max": 60,
+                "retry_jitter": True, "max_retries": get_settings().transient_retries, "ignore_result": True}
+
+
+def _run(task: Task, job_id: str) -> str:
+    outcome = run_job(worker_context(), job_id, worker=task.request.hostname or "worker", task_id=task.request.id)
     log.info("job %s: %s", job_id, outcome)
     return outcome
+
+
+@app.task(name=COMPILE_TASK, **TASK_OPTIONS)
+def compile_job(self: Task, job_id: str) -> str:
+    """Compile one job's model for its target (does nothing if the job is not queued)."""
+    return _run(self, job_id)
+
+
+@app.task(name=TASKS["profile"], **TASK_OPTIONS)
+def profile_job(self: Task, job_id: str) -> str:
+    """Profile one job's artifact on this worker (does nothing if the job is not queued)."""
+    return _run(self, job_id)
+
+
+@app.task(name=TASKS["inference"], **TASK_OPTIONS)
+def inference_job(self: Task, job_id: str) -> str:
+    """Run one job's artifact on its inputs on this worker (does nothing if the job is not queued)."""
+    return _run(self, job_id)
 
 
 _reaper_stop = threading.Event()

@@ -21,7 +21,7 @@ import tempfile
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from compiler.errors import ArtifactError
 
@@ -125,3 +125,23 @@ def _check_manifest(manifest: Any, hashes: Mapping[str, str]) -> None:
         if recorded[name] != hashes[name]:
             raise ArtifactError(f"artifact file {name!r} does not match its sha256 in the manifest "
                                 "(tampered or corrupted)")
+
+
+def peek_manifest(source: BinaryIO) -> dict[str, Any]:
+    """The manifest of an artifact read as a stream (it is the archive's first member), without
+    extracting or checking the rest: for a service that only needs an artifact's input and
+    output specs of an artifact it stored itself. Anything else raises ArtifactError."""
+    try:
+        with tarfile.open(fileobj=source, mode="r|gz") as tar:
+            first = tar.next()
+            if first is None or first.name != MANIFEST or not first.isreg():
+                raise ArtifactError(f"artifact does not start with its {MANIFEST}")
+            if first.size > MAX_JSON_BYTES:
+                raise ArtifactError(f"artifact's {MANIFEST} is too large")
+            data = tar.extractfile(first)
+            manifest = json.loads(data.read()) if data is not None else None
+    except (tarfile.TarError, EOFError, OSError, zlib.error, ValueError) as e:
+        raise ArtifactError(f"artifact's {MANIFEST} cannot be read: {e}") from e
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"artifact's {MANIFEST} is not an object")
+    return manifest

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Query, Request
+from fastapi import Depends, Header, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -88,3 +88,9 @@ async def page_params(limit: Annotated[int, Query(ge=1, le=500)] = 50,
 
 
 PageDep = Annotated[PageParams, Depends(page_params)]
+
+
+IdempotencyKeyHeader = Annotated[str | None, Header(
+    alias="Idempotency-Key", min_length=1, max_length=255,
+    description="a key unique to this submission (a UUID): sent again with a retry, it returns the "
+                "jobs the first request created instead of new ones")]

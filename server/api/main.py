@@ -3,7 +3,15 @@ the OpenAPI schema with the body they really have, `{"detail": "..."}`)."""
 
 from fastapi import APIRouter
 
-from server.api.routes import artifacts, compilations, kernels, models, targets
+from server.api.routes import (
+    artifacts,
+    compilations,
+    inferences,
+    kernels,
+    models,
+    profiles,
+    targets,
+)
 from server.api.schemas import ErrorOut
 
 
@@ -15,13 +23,15 @@ ERRORS = {
     400: _error("a malformed request"),
     401: _error("no bearer token, or one that is invalid or revoked"),
     404: _error("no such object for this tenant"),
-    409: _error("the object's state forbids it (a finished job, a model with active jobs)"),
+    409: _error("the object's state forbids it (a finished job, a model with active jobs, "
+                "an inference without outputs yet)"),
     413: _error("the upload is larger than the limit"),
-    422: _error("invalid input, named: a field, a model the compiler refuses, an unknown target"),
+    422: _error("invalid input, named: a field, a model the compiler refuses, an unknown target, "
+                "an inference input of the wrong name, shape or dtype"),
     503: _error("the database or the broker is unreachable; retry after `Retry-After` seconds"),
     507: _error("the blob store is full: nothing was stored"),
 }
 
 api_router = APIRouter(prefix="/v1", responses=ERRORS)
-for module in (models, compilations, artifacts, kernels, targets):
+for module in (models, compilations, artifacts, profiles, inferences, kernels, targets):
     api_router.include_router(module.router)

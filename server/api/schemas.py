@@ -134,3 +134,48 @@ class Page(BaseModel, Generic[T]):
     total: int
     limit: int
     offset: int
+
+
+MAX_PROFILE_RUNS = 10_000  # each run is a worker's time
+
+
+class ProfileIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    artifact_id: str
+    runs: int = Field(50, ge=1, le=MAX_PROFILE_RUNS, description="timed runs of the whole model, after one warm-up")
+    threads: int | None = Field(None, ge=1, le=1024, description="CPU threads (default: the artifact's own)")
+
+
+class RunJobOut(BaseModel):
+    """A profile or inference job: its state (as a compilation's) and the artifact it runs."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    kind: str
+    artifact_id: str
+    model_id: str
+    target: str
+    options: dict[str, Any]
+    status: str
+    stage: str | None
+    progress: float
+    error: str | None
+    attempts: int
+    worker: str | None = Field(None, description="the Celery worker that ran (or runs) the job")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class ProfileOut(RunJobOut):
+    result: dict[str, Any] | None = Field(
+        None, description="once succeeded: `first_load_ms`, `median_us`, `p90_us`, `runs`, `threads`, "
+                          "`peak_memory_bytes` (how far the worker's resident memory grew from before "
+                          "the load to its highest sample, taken after the load and after each run), "
+                          "`kernels_us`, and the roofline: `bounds`, `note`, `rows` (one per kernel)")
+
+
+class InferenceOut(RunJobOut):
+    outputs_url: str | None = Field(None, description="once succeeded: where the outputs (.npz) are")

@@ -25,11 +25,12 @@ class UploadLimitMiddleware:
     """
 
     def __init__(self, app: ASGIApp, paths: tuple[str, ...], max_bytes: int,
-                 authorize: Authorize | None = None) -> None:
+                 authorize: Authorize | None = None, setting: str = "TILEFORGE_MAX_UPLOAD_BYTES") -> None:
         self.app, self.paths, self.max_bytes, self.authorize = app, paths, max_bytes, authorize
+        self.setting = setting  # the variable that sets the limit, named in the 413
 
     def _message(self) -> str:
-        return f"upload is larger than the limit of {self.max_bytes} bytes (TILEFORGE_MAX_UPLOAD_BYTES)"
+        return f"upload is larger than the limit of {self.max_bytes} bytes ({self.setting})"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in self.paths:

@@ -8,8 +8,8 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 
-from server.api.schemas import CompilationOut
-from server.db.models import Artifact, Job, Tenant
+from server.api.schemas import CompilationOut, InferenceOut, ProfileOut, RunJobOut
+from server.db.models import Artifact, Job, JobStatus, RunJob, Tenant
 from server.services import compilations as service
 
 
@@ -37,3 +37,21 @@ def event_stream(request: Request, session: Session, tenant: Tenant, job_id: str
     return StreamingResponse(service.compilation_events(snapshot, request.app.state.settings.sse_poll_seconds),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+
+def _run_fields(job: Job, run: RunJob) -> dict:
+    """What a profile and an inference job show alike: the job's state and the artifact it runs."""
+    return {name: getattr(job, name) for name in RunJobOut.model_fields if name != "artifact_id"} | {
+        "artifact_id": run.artifact_id}
+
+
+def profile_out(job: Job, run: RunJob) -> ProfileOut:
+    """A profile job as the API shows it, with its measurements once it has succeeded."""
+    return ProfileOut(**_run_fields(job, run), result=run.result if job.status == JobStatus.succeeded else None)
+
+
+def inference_out(job: Job, run: RunJob) -> InferenceOut:
+    """An inference job as the API shows it, with where its outputs are once it has succeeded."""
+    done = job.status == JobStatus.succeeded
+    return InferenceOut(**_run_fields(job, run), outputs_url=f"/v1/inferences/{job.id}/outputs" if done else None)

@@ -2,8 +2,8 @@
 
 from fastapi import APIRouter
 
-from server.dashboard.routes import jobs, kernels, login, models, static
+from server.dashboard.routes import jobs, kernels, login, models, profiles, static
 
 router = APIRouter(include_in_schema=False)
-for module in (login, static, kernels, jobs, models):
+for module in (login, static, kernels, jobs, models, profiles):
     router.include_router(module.router)

@@ -44,6 +44,11 @@ def render(request: Request, name: str, status_code: int = 200, **context: objec
     return response
 
 
+def not_found_page(request: Request, tenant: object, nav: str, what: str, ident: str) -> HTMLResponse:
+    """The 404 page for a `what` (job, model, ...) `ident` the tenant has not got."""
+    return render(request, "not_found.html", status_code=404, tenant=tenant, nav=nav, what=what, ident=ident)
+
+
 def url_with(request: Request, **changes: object) -> str:
     """This page's URL with some query parameters changed (None or "" removes one).
 

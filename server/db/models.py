@@ -54,6 +54,14 @@ class JobStatus(StrEnum):
 TERMINAL = (JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled)
 
 
+class JobKind(StrEnum):
+    """What a job does: build an artifact, or run one (see `RunJob`)."""
+
+    compile = "compile"
+    profile = "profile"
+    inference = "inference"
+
+
 class Tenant(Base):
     __tablename__ = "tenants"
 
@@ -111,6 +119,9 @@ class Job(Base):
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
     target: Mapped[str] = mapped_column(String(64))
     target_kind: Mapped[str] = mapped_column(String(16))
+    # Profile and inference jobs share the lease, reaper and republishing of compile jobs;
+    # what they run and find lives in `run_jobs`.
+    kind: Mapped[str] = mapped_column(String(16), default=JobKind.compile, server_default=JobKind.compile)
     options: Mapped[dict] = mapped_column(JSON, default=dict)
     status: Mapped[str] = mapped_column(String(16), default=JobStatus.queued)
     stage: Mapped[str | None] = mapped_column(String(32))
@@ -211,3 +222,18 @@ class IdempotencyKey(Base):
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
     job_ids: Mapped[list] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class RunJob(Base):
+    """What a profile or inference job (a `jobs` row of that kind, which holds its state,
+    lease and target) runs, and what it found: the artifact, the inputs' blob (inference),
+    the outputs' blob (inference) or the measurements (profile)."""
+
+    __tablename__ = "run_jobs"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    artifact_id: Mapped[str] = mapped_column(ForeignKey("artifacts.id", ondelete="CASCADE"), index=True)
+    inputs_sha256: Mapped[str | None] = mapped_column(String(64))
+    outputs_sha256: Mapped[str | None] = mapped_column(String(64))
+    outputs_size: Mapped[int | None] = mapped_column(Integer)
+    result: Mapped[dict | None] = mapped_column(JSON)

@@ -18,6 +18,8 @@ from server.core.config import TARGET_KINDS, Settings
 from server.jobs.routing import arch_queue_key, model_queue_key
 
 COMPILE_TASK = "tileforge.compile"
+# The task of each job kind (server/db/models.py JobKind); the worker registers each name.
+TASKS = {"compile": COMPILE_TASK, "profile": "tileforge.profile", "inference": "tileforge.inference"}
 
 
 def create_celery(settings: Settings, include_tasks: bool = False) -> Celery:
@@ -73,10 +75,10 @@ class JobQueue:
         self.celery = celery
         self.settings = settings
 
-    def enqueue(self, job_id: str, queue_key: str, task_id: str) -> None:
-        """Send the compile task for `job_id` to queue `queue_key` (a target kind, or a
+    def enqueue(self, job_id: str, queue_key: str, task_id: str, kind: str = "compile") -> None:
+        """Send the task of job `kind` for `job_id` to queue `queue_key` (a target kind, or a
         named CPU model's key: see server/jobs/routing.py)."""
-        self.celery.send_task(COMPILE_TASK, args=[job_id], task_id=task_id,
+        self.celery.send_task(TASKS[kind], args=[job_id], task_id=task_id,
                               queue=self.settings.queue_for(queue_key))
 
     def revoke(self, task_id: str) -> None:

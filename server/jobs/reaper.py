@@ -27,7 +27,7 @@ from server.storage import Storage
 
 log = logging.getLogger(__name__)
 
-Enqueue = Callable[[str, str, str], None]  # (job_id, queue key, task_id)
+Enqueue = Callable[[str, str, str, str], None]  # (job_id, queue key, task_id, job kind)
 
 
 def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_attempts: int,
@@ -37,10 +37,10 @@ def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_att
     now = utcnow()
     with sessions() as s:
         expired = s.execute(select(Job.id, Job.attempts, Job.stage, Job.cancel_requested, Job.target_kind,
-                                   Job.target)
+                                   Job.target, Job.kind)
                             .where(Job.status == JobStatus.running, Job.lease_expires_at < now)).all()
     handled = 0
-    for job_id, attempts, stage, cancel_requested, kind, target in expired:
+    for job_id, attempts, stage, cancel_requested, kind, target, job_kind in expired:
         where = (Job.id == job_id, Job.status == JobStatus.running, Job.attempts == attempts,
                  Job.lease_expires_at < now)
         lost = f"the worker running this job stopped responding during stage {stage or 'start'}"
@@ -58,7 +58,7 @@ def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_att
         handled += 1
         if values["status"] == JobStatus.queued:
             log.warning("re-queueing job %s: %s", job_id, values["error"])
-            _publish(sessions, enqueue, job_id, target, kind, values["task_id"], fresh_seconds)
+            _publish(sessions, enqueue, job_id, target, kind, job_kind, values["task_id"], fresh_seconds)
     return handled
 
 
@@ -75,11 +75,11 @@ def republish_lost_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, lost_
     cutoff = utcnow() - timedelta(seconds=lost_after_seconds)
     published = func.coalesce(Job.published_at, Job.created_at)
     with sessions() as s:
-        waiting = s.execute(select(Job.id, Job.target, Job.target_kind, Job.published_at)
+        waiting = s.execute(select(Job.id, Job.target, Job.target_kind, Job.kind, Job.published_at)
                             .where(Job.status == JobStatus.queued, Job.cancel_requested.is_(False),
                                    published < cutoff)).all()
     handled = 0
-    for job_id, target, kind, last in waiting:
+    for job_id, target, kind, job_kind, last in waiting:
         task_id, now = new_id(), utcnow()
         same = Job.published_at.is_(None) if last is None else Job.published_at == last
         with transaction(sessions) as s:
@@ -87,17 +87,17 @@ def republish_lost_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, lost_
                          .values(published_at=now, task_id=task_id)).rowcount != 1:
                 continue  # claimed, cancelled or published by another reaper meanwhile
         log.warning("publishing job %s again: queued since its task was sent %s", job_id, last)
-        _publish(sessions, enqueue, job_id, target, kind, task_id, fresh_seconds)
+        _publish(sessions, enqueue, job_id, target, kind, job_kind, task_id, fresh_seconds)
         handled += 1
     return handled
 
 
 def _publish(sessions: sessionmaker[Session], enqueue: Enqueue, job_id: str, target: str, kind: str,
-             task_id: str, fresh_seconds: float) -> None:
-    """Send the job's task, routed as a new job's would be (`routing.queue_key`)."""
+             job_kind: str, task_id: str, fresh_seconds: float) -> None:
+    """Send the task of the job's kind, routed as a new job's would be (`routing.queue_key`)."""
     with sessions() as s:
         key = queue_key(s, target, kind, fresh_seconds)
-    enqueue(job_id, key, task_id)
+    enqueue(job_id, key, task_id, job_kind)
 
 
 def sweep(sessions: sessionmaker[Session], enqueue: Enqueue, settings: Settings, storage: Storage) -> None:

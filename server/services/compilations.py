@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from compiler.options import CompileOptions
 from compiler.target import get_target
-from server.db.models import TERMINAL, Artifact, Job, JobStatus, Model, Tenant, new_id
+from server.db.models import TERMINAL, Artifact, Job, JobKind, JobStatus, Model, Tenant, new_id
 from server.db.types import utcnow
 from server.jobs import state
 from server.jobs.queue import JobQueue
@@ -48,7 +48,18 @@ def create_compilations(session: Session, queue: JobQueue, tenant: Tenant, model
     CompileOptions.from_dict(options)
     jobs = [Job(id=new_id(), tenant_id=tenant.id, model_id=model.id, target=target, target_kind=kind,
                 options=options, task_id=new_id()) for target, kind in zip(targets, kinds, strict=True)]
+    return submit_jobs(session, queue, tenant, jobs, [], fingerprint, idempotency_key)
+
+
+def submit_jobs(session: Session, queue: JobQueue, tenant: Tenant, jobs: list[Job], rows: list[Any],
+                fingerprint: str, idempotency_key: str | None) -> list[Job]:
+    """Commit new `jobs` (then `rows` that refer to them) with the request's `idempotency_key`,
+    and publish them; returns them, or, when a concurrent request with the same key won the
+    race, that request's jobs (the caller answers an earlier request's key before building
+    anything: `replayed_jobs`)."""
     session.add_all(jobs)
+    session.flush()  # the jobs first: `rows` refer to them
+    session.add_all(rows)
     if idempotency_key is not None:
         remember(session, tenant, idempotency_key, fingerprint, jobs)
     try:
@@ -60,22 +71,39 @@ def create_compilations(session: Session, queue: JobQueue, tenant: Tenant, model
             raise
         return earlier
     try:
+        publish(session, queue, jobs)
+    except ServiceError:
+        if idempotency_key is not None:
+            forget(session, tenant, idempotency_key)
+        raise
+    return jobs
+
+
+def publish(session: Session, queue: JobQueue, jobs: list[Job]) -> None:
+    """Send each committed job's task to its queue (`routing.queue_key`); when the broker is
+    unreachable the jobs are failed with the reason, and a 503 says so."""
+    try:
         for job in jobs:
             key = queue_key(session, job.target, job.target_kind, queue.settings.worker_fresh_seconds)
-            queue.enqueue(job.id, key, job.task_id)
+            queue.enqueue(job.id, key, job.task_id, job.kind)
     except Exception as e:
         for job in jobs:
             job.status, job.error, job.finished_at = JobStatus.failed, f"could not queue the job: {e}", utcnow()
         session.commit()
-        if idempotency_key is not None:
-            forget(session, tenant, idempotency_key)
         raise ServiceError(503, f"the job queue (broker) is unreachable: {type(e).__name__}") from None
-    return jobs
 
 
 def get_compilation(session: Session, tenant: Tenant, job_id: str) -> Job:
-    """One of the tenant's compilations (404 otherwise)."""
-    return owned(session, Job, job_id, tenant, "compilation")
+    """One of the tenant's compilations (404 otherwise, and for its profile and inference jobs)."""
+    return owned_job(session, tenant, job_id, JobKind.compile, "compilation")
+
+
+def owned_job(session: Session, tenant: Tenant, job_id: str, kind: JobKind, noun: str) -> Job:
+    """One of the tenant's jobs of `kind` (404 naming it as `noun` otherwise)."""
+    job = owned(session, Job, job_id, tenant, noun)
+    if job.kind != kind:
+        raise ServiceError(404, f"{noun} {job_id[:80]!r} not found")
+    return job
 
 
 def artifact_of(session: Session, job: Job) -> Artifact | None:
@@ -87,7 +115,7 @@ def list_compilations(session: Session, tenant: Tenant, limit: int, offset: int,
                       status: JobStatus | None = None,
                       model_id: str | None = None) -> tuple[Sequence[tuple[Job, Artifact | None]], int]:
     """A page of the tenant's compilations with their artifacts, newest first, and the count."""
-    where = [Job.tenant_id == tenant.id]
+    where = [Job.tenant_id == tenant.id, Job.kind == JobKind.compile]
     if status is not None:
         where.append(Job.status == status)
     if model_id is not None:

@@ -14,7 +14,7 @@ from compiler.errors import ModelError
 from compiler.frontend import check_model
 from server.blobs import delete_unreferenced
 from server.core.config import Settings
-from server.db.models import TERMINAL, Artifact, Job, Model, Tenant
+from server.db.models import TERMINAL, Artifact, Job, Model, RunJob, Tenant
 from server.services.errors import ServiceError, owned
 from server.storage import BlobTooLarge, Storage, StorageFull
 
@@ -71,12 +71,13 @@ def get_model(session: Session, tenant: Tenant, model_id: str) -> Model:
 
 
 def delete_model(session: Session, storage: Storage, tenant: Tenant, model_id: str) -> None:
-    """Delete a model with its finished compilations and their artifacts (409 while one is active)."""
+    """Delete a model with its finished jobs (compilations, profiles, inferences), their artifacts
+    and their inputs and outputs (409 while one is active)."""
     model = get_model(session, tenant, model_id)
     active = session.scalar(select(func.count()).select_from(Job)
                             .where(Job.model_id == model.id, Job.status.not_in(TERMINAL)))
     if active:
-        raise ServiceError(409, f"model {model_id!r} has {active} queued or running compilation(s); "
+        raise ServiceError(409, f"model {model_id!r} has {active} queued or running job(s); "
                                 "cancel them first")
     blobs = delete_model_rows(session, model)
     session.commit()
@@ -88,6 +89,8 @@ def delete_model_rows(session: Session, model: Model) -> list[str]:
     blobs they referred to, for the caller to delete once the rows are gone for good."""
     job_ids = select(Job.id).where(Job.model_id == model.id)
     blobs = [model.sha256, *session.scalars(select(Artifact.sha256).where(Artifact.job_id.in_(job_ids)))]
+    for run in session.scalars(select(RunJob).where(RunJob.job_id.in_(job_ids))):  # inference inputs and outputs
+        blobs += [sha for sha in (run.inputs_sha256, run.outputs_sha256) if sha]
     session.execute(delete(Artifact).where(Artifact.job_id.in_(job_ids)))
     session.execute(delete(Job).where(Job.model_id == model.id))
     session.delete(model)

@@ -1,4 +1,4 @@
-"""An artifact's roofline as pages show it: report.json's rows (compiler/cost/roofline.py),
+"""A roofline as pages show it: report.json's rows, or a profile job's (compiler/cost/roofline.py),
 read defensively, since reports written before the roofline existed lack it."""
 
 from __future__ import annotations
@@ -26,7 +26,12 @@ def roofline_table(artifact: Artifact | None, top: int = TOP_ROWS) -> RooflineTa
     """The artifact's roofline, its rows already sorted by time lost; None when the artifact
     has none (no artifact, a report from before the roofline, or no kernel measured)."""
     report = artifact.report if artifact is not None else None
-    roofline = report.get("roofline") if isinstance(report, dict) else None
+    return roofline_of(report.get("roofline") if isinstance(report, dict) else None, top)
+
+
+def roofline_of(roofline: object, top: int = TOP_ROWS) -> RooflineTable | None:
+    """A roofline dict (`roofline_report`'s: a report's, or a profile job's result) as a
+    table; None when it is not one or has no rows."""
     if not isinstance(roofline, dict):
         return None
     rows = [r for r in roofline.get("rows") or [] if isinstance(r, dict)]

@@ -1,50 +1,24 @@
 """The client library and the remote CLI against a real uvicorn and a real `celery worker`,
-on the embedded default (SQLite, SQLite broker) and on PostgreSQL + Redis: one server and
-one worker per backend for the whole module (the worker takes CPU jobs only, so CUDA jobs
-wait in their queue)."""
+on the embedded default (SQLite, SQLite broker) and on PostgreSQL + Redis (the `service`
+fixture of tests/e2e/conftest.py)."""
 
 import hashlib
 import os
 import stat
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from service_kit import FAST_JOB_SETTINGS, ROOT, ServiceFlow, make_token, migrated
+from service_kit import ROOT, UPLOAD_LIMIT, ServiceFlow
 
 import tileforge
 from tileforge.job import Job
 
 pytestmark = pytest.mark.slow
 
-UPLOAD_LIMIT = 64 * 1024
 STAGES = {"load", "lower", "partition", "schedule", "codegen", "build", "package", "validate"}
-
-
-@dataclass
-class Service:
-    url: str
-    token: str
-
-    def client(self, **kwargs) -> tileforge.Client:
-        return tileforge.Client(self.url, self.token, **kwargs)
-
-
-@pytest.fixture(scope="module", params=["embedded", pytest.param("postgres_redis", marks=pytest.mark.services)])
-def service(request, module_tmp, start_worker, start_server):
-    from server.core.config import Settings
-
-    if request.param == "embedded":
-        settings = Settings(home=module_tmp / "home", max_upload_bytes=UPLOAD_LIMIT, **FAST_JOB_SETTINGS)
-        migrated(settings.db_url)
-    else:
-        settings = request.getfixturevalue("pg_redis_settings").model_copy(update={"max_upload_bytes": UPLOAD_LIMIT})
-    worker = start_worker(settings, f"client-{request.param}", queues="cpu")
-    yield Service(start_server(settings), make_token(settings, "alice"))
-    worker.kill()  # the other backend's tests need the CPU
 
 
 def test_upload_compile_wait_download_run(service, onnx_models, tmp_path):

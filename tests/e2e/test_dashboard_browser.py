@@ -254,3 +254,42 @@ def test_script_names_render_as_text(page, service):
     assert f"x{script}" in page.locator("#model-io").inner_text()
     shot(page, "11-script-names-as-text")
     assert dialogs == [], f"a model-derived string ran as script: {dialogs}"
+
+
+def test_variants_side_by_side_and_a_profile_with_its_kernel_chart(page, service, onnx_models):
+    import tileforge
+
+    with tileforge.Client(service.url, service.token) as client:
+        model = client.upload(onnx_models.mlp(seed=8, hidden=24))
+        cpu, gpu = client.compile(model, ["cpu", "cuda:h100"])  # no CUDA worker: that one stays queued
+        assert cpu.wait(timeout=180).status == "succeeded", cpu.error
+        kernels = len(cpu.report()["kernels"])
+    log_in(page, service)
+    page.goto(f"{service.url}/models/{model.id}")
+    variants = page.locator("#model-variants .variant")
+    assert variants.count() == 2
+    assert page.eval_on_selector_all("#model-variants .variant", "vs => vs.map(v => v.dataset.target)") == \
+        ["cpu", "cuda:h100"]
+    built = page.locator('#model-variants .variant[data-target="cpu"]')
+    assert built.locator("[data-field=status]").inner_text() == "succeeded"
+    assert built.locator("[data-field=kernels]").inner_text() == str(kernels)
+    assert built.locator("[data-field=latency]").inner_text().endswith("s")  # a time, e.g. "3.1 µs"
+    assert built.locator("[data-field=validation]").inner_text() == "passed"
+    waiting = page.locator('#model-variants .variant[data-target="cuda:h100"]')
+    assert waiting.locator("[data-field=status]").inner_text() == "queued"
+    assert waiting.locator("[data-field=kernels]").inner_text() == "—"
+    assert waiting.locator("button").count() == 0  # nothing to profile yet
+    shot(page, "12-model-variants")
+
+    built.locator("button", has_text="Profile").click()
+    page.wait_for_url("**/profiles/*")
+    page.wait_for_selector("#profile-kernels svg", timeout=180_000)  # the page refreshes until it is done
+    assert page.locator("#profile-kernels rect.chart-bar").count() == kernels
+    assert page.locator("#job-roofline tbody tr").count() == min(kernels, 10)
+    assert page.locator("#profile-summary [data-field=median]").inner_text() != "—"
+    shot(page, "13-profile")
+
+    page.goto(f"{service.url}/models/{model.id}")
+    assert "median" in built.locator("[data-field=profiled]").inner_text()
+    with tileforge.Client(service.url, service.token) as client:
+        client.job(gpu.id).cancel()

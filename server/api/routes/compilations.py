@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from server.api.deps import JobQueueDep, PageDep, SessionDep, TenantDep
+from server.api.deps import IdempotencyKeyHeader, JobQueueDep, PageDep, SessionDep, TenantDep
 from server.api.schemas import CompilationIn, CompilationOut, Page
 from server.api.views import compilation_out, event_stream, with_artifact
 from server.db.models import JobStatus
 from server.services import compilations as service
 
 router = APIRouter(prefix="/compilations", tags=["compilations"])
-
-IdempotencyKeyHeader = Annotated[str | None, Header(
-    alias="Idempotency-Key", min_length=1, max_length=255,
-    description="a key unique to this submission (a UUID): sent again with a retry, it returns the "
-                "jobs the first request created instead of new ones")]
-
 
 @router.post("", response_model=CompilationOut | list[CompilationOut], status_code=202,
              responses={202: {"description": "the compilation; with `targets`, one per target, in order"}})

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.dashboard.queries.paging import Page, paginate
-from server.db.models import TERMINAL, Artifact, Job, JobStatus, Model
+from server.db.models import TERMINAL, Artifact, Job, JobKind, JobStatus, Model
 
 STATUS_CHOICES = ("", *(s.value for s in JobStatus))
 
@@ -46,7 +46,7 @@ def _rows(session: Session, jobs: list[Job]) -> list[JobRow]:
 def job_page(session: Session, tenant_id: str, status: str = "", model_id: str = "",
              page: int = 1, per_page: int = 25) -> Page[JobRow]:
     """The tenant's jobs, newest first, optionally of one status or one model."""
-    query = select(Job).where(Job.tenant_id == tenant_id).order_by(Job.created_at.desc(), Job.id)
+    query = select(Job).where(Job.tenant_id == tenant_id, Job.kind == JobKind.compile).order_by(Job.created_at.desc(), Job.id)
     if status:
         query = query.where(Job.status == status)
     if model_id:
@@ -58,21 +58,23 @@ def job_page(session: Session, tenant_id: str, status: str = "", model_id: str =
 def get_job(session: Session, tenant_id: str, job_id: str) -> JobRow | None:
     """The tenant's job `job_id`; another tenant's job is as absent as a missing one."""
     job = session.get(Job, job_id)
-    if job is None or job.tenant_id != tenant_id:
+    if job is None or job.tenant_id != tenant_id or job.kind != JobKind.compile:
         return None
     return _rows(session, [job])[0]
 
 
 def jobs_of_model(session: Session, tenant_id: str, model_id: str, limit: int = 100) -> list[JobRow]:
     """The jobs that compiled one of the tenant's models, newest first."""
-    jobs = session.scalars(select(Job).where(Job.tenant_id == tenant_id, Job.model_id == model_id)
+    jobs = session.scalars(select(Job).where(Job.tenant_id == tenant_id, Job.model_id == model_id,
+                                             Job.kind == JobKind.compile)
                            .order_by(Job.created_at.desc(), Job.id).limit(limit)).all()
     return _rows(session, list(jobs))
 
 
 def status_counts(session: Session, tenant_id: str) -> dict[str, int]:
-    """How many of the tenant's jobs are in each status."""
-    rows = session.execute(select(Job.status, func.count()).where(Job.tenant_id == tenant_id)
+    """How many of the tenant's compile jobs are in each status."""
+    rows = session.execute(select(Job.status, func.count()).where(Job.tenant_id == tenant_id,
+                                                                  Job.kind == JobKind.compile)
                            .group_by(Job.status)).all()
     return {status: n for status, n in rows}
 

@@ -17,7 +17,7 @@ from server.dashboard.auth import CookieTenantDep, SameOriginDep
 from server.dashboard.charts.line import rate_over_time
 from server.dashboard.charts.timeline import stage_timeline
 from server.dashboard.queries import jobs as q
-from server.dashboard.templating import render
+from server.dashboard.templating import not_found_page, render
 from server.services import artifacts, compilations
 from server.services.errors import ServiceError
 from server.services.roofline import roofline_table
@@ -50,8 +50,7 @@ def job_page(job_id: str, request: Request, session: SessionDep, tenant: CookieT
     """One job: stages, timings, cache hits, validation, error, kernels, roofline and artifact."""
     row = q.get_job(session, tenant.id, job_id)
     if row is None:
-        return render(request, "not_found.html", status_code=404, tenant=tenant, nav="jobs",
-                      what="job", ident=job_id)
+        return not_found_page(request, tenant, "jobs", "job", job_id)
     stages = ordered_stages(row.job.stage_seconds or {})
     report = row.artifact.report if row.artifact is not None else {}
     return render(request, "job.html", tenant=tenant, nav="jobs", row=row, stages=STAGES,

@@ -12,7 +12,7 @@ from server.dashboard.charts.scatter import ScatterPoint, predicted_vs_measured
 from server.dashboard.formatting import target_labels
 from server.dashboard.queries import kernels as q
 from server.dashboard.queries.usage import kernel_uses
-from server.dashboard.templating import render, url_with
+from server.dashboard.templating import not_found_page, render, url_with
 from server.dashboard.tiles import tile_levels
 
 router = APIRouter()
@@ -49,8 +49,7 @@ def kernel_page(key: str, request: Request, session: SessionDep, tenant: CookieT
     """One kernel: source, tile config per memory level, times, and the tenant's jobs that used it."""
     kernel = q.get_kernel(session, key)
     if kernel is None:
-        return render(request, "not_found.html", status_code=404, tenant=tenant, nav="cache",
-                      what="kernel", ident=key)
+        return not_found_page(request, tenant, "cache", "kernel", key)
     return render(request, "kernel.html", tenant=tenant, nav="cache", kernel=kernel,
                   tiles=tile_levels(kernel.tile_config or {}, kernel.target_fingerprint),
                   uses=kernel_uses(session, tenant.id, kernel.key), binary_size=len(kernel.binary or b""))

@@ -23,7 +23,8 @@ from server.dashboard.auth import CookieTenantDep, SameOriginDep
 from server.dashboard.charts.bars import bar_chart
 from server.dashboard.queries import jobs as job_queries
 from server.dashboard.queries import models as q
-from server.dashboard.templating import render
+from server.dashboard.queries import runs as run_queries
+from server.dashboard.templating import not_found_page, render
 from server.db.models import Tenant
 from server.jobs.queue import JobQueue
 from server.services import compilations, models
@@ -92,18 +93,17 @@ def _model_page(request: Request, session: Session, tenant: Tenant, model_id: st
                 error: str | None = None, status_code: int = 200) -> Response:
     model = q.get_model(session, tenant.id, model_id)
     if model is None:
-        return render(request, "not_found.html", status_code=404, tenant=tenant, nav="models",
-                      what="model", ident=model_id)
+        return not_found_page(request, tenant, "models", "model", model_id)
     histogram = sorted((model.op_histogram or {}).items(), key=lambda kv: (-kv[1], kv[0]))
     return render(request, "model.html", status_code=status_code, tenant=tenant, nav="models",
                   model=model, histogram_chart=bar_chart(histogram, "Operators in this model"),
                   jobs=job_queries.jobs_of_model(session, tenant.id, model.id), targets=list_targets(),
-                  error=error)
+                  variants=run_queries.variants(session, tenant.id, model.id), error=error)
 
 
 @router.get("/models/{model_id}")
 def model_page(model_id: str, request: Request, session: SessionDep, tenant: CookieTenantDep) -> Response:
-    """One model: inputs, outputs, op histogram and the jobs that compiled it."""
+    """One model: inputs, outputs, op histogram, its variants (one per target) and the jobs that compiled it."""
     return _model_page(request, session, tenant, model_id)
 
 

@@ -122,13 +122,13 @@ def test_a_queued_job_whose_message_may_be_lost_is_published_again_once(db_sessi
     from server.jobs.reaper import republish_lost_jobs
 
     sent = []
-    enqueue = lambda job, key, task: sent.append((job, key, task))  # noqa: E731
+    enqueue = lambda job, key, task, kind: sent.append((job, key, task, kind))  # noqa: E731
     _published(db_sessions, job_id, ago=5)
     assert republish_lost_jobs(db_sessions, enqueue, lost_after_seconds=60) == 0  # not long enough
     _published(db_sessions, job_id, ago=120)
     assert republish_lost_jobs(db_sessions, enqueue, lost_after_seconds=60) == 1
     job = _job(db_sessions, job_id)
-    assert sent == [(job_id, "cpu", job.task_id)] and job.task_id != "t0"
+    assert sent == [(job_id, "cpu", job.task_id, "compile")] and job.task_id != "t0"
     assert job.status == JobStatus.queued and utcnow() - job.published_at < timedelta(seconds=30)
     assert republish_lost_jobs(db_sessions, enqueue, lost_after_seconds=60) == 0  # just published
     # the first message was not lost after all: whichever arrives first claims, the other finds nothing
@@ -143,3 +143,13 @@ def test_running_cancelled_or_finished_jobs_are_not_published_again(db_sessions,
     _published(db_sessions, job_id, ago=3600)
     assert republish_lost_jobs(db_sessions, lambda *a: sent.append(a), lost_after_seconds=60) == 0
     assert sent == []
+
+
+def test_a_profile_job_whose_worker_died_is_requeued_as_a_profile_job(db_sessions, job_id):
+    with transaction(db_sessions) as s:
+        s.get(Job, job_id).kind = "profile"
+    _claim(db_sessions, job_id)
+    _expire(db_sessions, job_id)
+    sent = []
+    assert reap_expired_jobs(db_sessions, lambda *a: sent.append(a), max_attempts=3) == 1
+    assert sent == [(job_id, "cpu", _job(db_sessions, job_id).task_id, "profile")]
