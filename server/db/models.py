@@ -1,4 +1,4 @@
-"""The service's tables: tenants, tokens, models, jobs, artifacts and the shared kernel cache."""
+"""The service's tables: tenants, tokens, models, jobs, artifacts, the kernel cache and\nper-tenant limits."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -18,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -70,6 +72,10 @@ class Token(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    # No expiry when None; `read` tokens may not change anything (see server/core/security.py).
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    scope: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Model(Base):
@@ -121,6 +127,9 @@ class Job(Base):
     task_id: Mapped[str | None] = mapped_column(String(64))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Queued but not yet sent to the broker: its tenant already has its dispatch window of
+    # jobs there (server/jobs/fairness.py); sent when one of them ends.
+    held: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false(), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # When its task was last sent to the broker: a queued job not picked up long after is
     # published again (server/jobs/reaper.py), since a broker may lose its messages.
@@ -174,6 +183,9 @@ class Kernel(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     stale: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    # None: the shared cache; else the id of the tenant whose private namespace holds it
+    # (server/services/kernel_namespace.py).
+    namespace: Mapped[str | None] = mapped_column(String(32), index=True)
 
 
 class WorkerHost(Base):
@@ -204,3 +216,17 @@ class IdempotencyKey(Base):
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
     job_ids: Mapped[list] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class TenantLimits(Base):
+    """One tenant's overrides of the quota settings (None: the setting's default) and
+    whether its kernels stay in a private namespace (server/services/quotas.py)."""
+
+    __tablename__ = "tenant_limits"
+
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True)
+    max_stored_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    max_models: Mapped[int | None] = mapped_column(Integer)
+    max_active_jobs: Mapped[int | None] = mapped_column(Integer)
+    requests_per_minute: Mapped[int | None] = mapped_column(Integer)
+    private_kernels: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())

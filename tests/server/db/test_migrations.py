@@ -8,7 +8,7 @@ from sqlalchemy import create_engine, inspect, text
 from server.db.migrate import downgrade, upgrade
 from server.db.models import Base
 
-TABLES = {"tenants", "tokens", "models", "jobs", "artifacts", "kernels", "workers", "idempotency_keys"}
+TABLES = {"tenants", "tokens", "models", "jobs", "artifacts", "kernels", "workers", "idempotency_keys", "tenant_limits"}
 
 
 def _check_chain(url: str) -> None:
@@ -23,7 +23,7 @@ def _check_chain(url: str) -> None:
         assert not TABLES & set(inspect(engine).get_table_names())
         upgrade(url)
         with engine.connect() as c:
-            assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0004"
+            assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0006"
     finally:
         engine.dispose()
 
