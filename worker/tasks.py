@@ -14,6 +14,7 @@ from server.core.config import get_settings
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import transaction
 from server.jobs import state
+from server.jobs.fairness import release_held
 from server.jobs.queue import JobQueue
 from server.jobs.reaper import sweep
 from server.jobs.routing import record_worker
@@ -48,9 +49,13 @@ class CompileTask(Task):
           max_retries=get_settings().transient_retries, ignore_result=True)
 def compile_job(self: Task, job_id: str) -> str:
     """Compile one job's model for its target (does nothing if the job is not queued)."""
-    outcome = run_job(worker_context(), job_id, worker=self.request.hostname or "worker",
-                      task_id=self.request.id)
+    ctx = worker_context()
+    outcome = run_job(ctx, job_id, worker=self.request.hostname or "worker", task_id=self.request.id)
     log.info("job %s: %s", job_id, outcome)
+    try:  # a dispatch slot came free: send the next held job of a tenant with room
+        release_held(ctx.sessions, JobQueue(app, ctx.settings).enqueue, ctx.settings)
+    except Exception as e:  # the reaper's sweep releases them later
+        log.warning("could not release held jobs: %s", e)
     return outcome
 
 

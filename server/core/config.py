@@ -47,6 +47,15 @@ class Settings(BaseSettings):
     db_max_overflow: int = Field(10, ge=0, description="connections opened beyond the pool under load")
     db_pool_timeout: float = Field(30.0, gt=0, description="seconds a checkout waits for a free connection")
     api_threads: int = Field(40, ge=1, description="worker threads of the API process for blocking work")
+    # Per-tenant quotas: defaults that `tileforge tenant limits` overrides for one tenant.
+    tenant_max_stored_bytes: int = Field(10 * 1024 * MiB, gt=0,
+                                         description="bytes of models and artifacts one tenant may keep")
+    tenant_max_models: int = Field(1000, gt=0, description="models one tenant may keep")
+    tenant_max_active_jobs: int = Field(200, gt=0, description="queued and running jobs one tenant may have")
+    tenant_requests_per_minute: int = Field(
+        6000, gt=0, description="API requests per minute per tenant (a token bucket holding one minute's worth)")
+    tenant_dispatch_window: int = Field(
+        2, gt=0, description="queued jobs of one tenant in the broker at once; the rest wait their turn")
 
     @property
     def db_url(self) -> str:
@@ -74,6 +83,14 @@ class Settings(BaseSettings):
         if broker.startswith(("redis://", "rediss://")):
             return broker
         return f"db+sqlite:///{(self.home / 'results.sqlite').resolve()}"
+
+    @property
+    def rate_limit_redis_url(self) -> str | None:
+        """The Redis that API processes share their rate limits through: REDIS_URL, else a
+        Redis broker; None on the embedded default (each process counts on its own)."""
+        if self.redis_url:
+            return self.redis_url
+        return self.broker_url if self.broker_url.startswith(("redis://", "rediss://")) else None
 
     @property
     def db_connections(self) -> int:
@@ -122,7 +139,8 @@ class Settings(BaseSettings):
                      "job_max_attempts", "job_soft_time_limit", "job_hard_time_limit",
                      "transient_retries", "reaper_interval_seconds", "job_republish_seconds",
                      "sse_poll_seconds", "db_pool_size", "db_max_overflow", "db_pool_timeout",
-                     "api_threads"):
+                     "api_threads", "tenant_max_stored_bytes", "tenant_max_models", "tenant_max_active_jobs",
+                     "tenant_requests_per_minute", "tenant_dispatch_window"):
             env[f"TILEFORGE_{name.upper()}"] = str(getattr(self, name))
         return env
 

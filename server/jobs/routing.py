@@ -4,14 +4,17 @@ compiles it and one that cannot run it says so in the report."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from compiler.target.cpu_models import model_of_target
 from server.db.models import WorkerHost
 from server.db.types import utcnow
+
+Enqueue = Callable[[str, str, str], None]  # (job_id, queue key, task_id)
 
 
 def cpu_model_of(target: str) -> str | None:
@@ -41,3 +44,11 @@ def queue_key(session: Session, target: str, kind: str, fresh_seconds: float) ->
 def record_worker(session: Session, name: str, cpu_models: list[str], now: datetime | None = None) -> None:
     """Say that worker `name` is alive and which named CPU models its host runs."""
     session.merge(WorkerHost(name=name, cpu_models=sorted(cpu_models), last_seen=now or utcnow()))
+
+
+def publish(sessions: sessionmaker[Session], enqueue: Enqueue, job_id: str, target: str, kind: str,
+             task_id: str, fresh_seconds: float) -> None:
+    """Send the job's task, routed as a new job's would be (`routing.queue_key`)."""
+    with sessions() as s:
+        key = queue_key(s, target, kind, fresh_seconds)
+    enqueue(job_id, key, task_id)

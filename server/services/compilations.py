@@ -17,10 +17,12 @@ from compiler.target import get_target
 from server.db.models import TERMINAL, Artifact, Job, JobStatus, Model, Tenant, new_id
 from server.db.types import utcnow
 from server.jobs import state
+from server.jobs.fairness import dispatch_room
 from server.jobs.queue import JobQueue
 from server.jobs.routing import queue_key
 from server.services.errors import ServiceError, owned
 from server.services.idempotency import forget, remember, replayed_jobs, request_sha256
+from server.services.quotas import check_submission
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -35,9 +37,10 @@ def create_compilations(session: Session, queue: JobQueue, tenant: Tenant, model
                         targets: list[str], options: dict[str, Any],
                         idempotency_key: str | None = None) -> list[Job]:
     """Queue one compilation of one of the tenant's models per target, all with the same
-    options (TargetError / OptionsError name an unknown target or option; 503 when the
-    broker is unreachable, the jobs then failed). With `idempotency_key`, a repeated
-    request returns the jobs the first one created."""
+    options (TargetError / OptionsError name an unknown target or option; 403 over the
+    tenant's quotas; 503 when the broker is unreachable, the jobs then failed). Jobs past
+    the tenant's dispatch window are held, not sent (server/jobs/fairness.py). With
+    `idempotency_key`, a repeated request returns the jobs the first one created."""
     model = owned(session, Model, model_id, tenant, "model")
     fingerprint = request_sha256({"model_id": model_id, "targets": targets, "options": options})
     if idempotency_key is not None:
@@ -46,8 +49,11 @@ def create_compilations(session: Session, queue: JobQueue, tenant: Tenant, model
             return earlier
     kinds = [get_target(target).kind for target in targets]
     CompileOptions.from_dict(options)
+    check_submission(session, queue.settings, tenant, len(targets))
+    room = dispatch_room(session, tenant.id, queue.settings.tenant_dispatch_window)
     jobs = [Job(id=new_id(), tenant_id=tenant.id, model_id=model.id, target=target, target_kind=kind,
-                options=options, task_id=new_id()) for target, kind in zip(targets, kinds, strict=True)]
+                options=options, task_id=new_id(), held=i >= room)
+            for i, (target, kind) in enumerate(zip(targets, kinds, strict=True))]
     session.add_all(jobs)
     if idempotency_key is not None:
         remember(session, tenant, idempotency_key, fingerprint, jobs)
@@ -60,7 +66,7 @@ def create_compilations(session: Session, queue: JobQueue, tenant: Tenant, model
             raise
         return earlier
     try:
-        for job in jobs:
+        for job in (job for job in jobs if not job.held):  # held ones wait their turn (jobs/fairness.py)
             key = queue_key(session, job.target, job.target_kind, queue.settings.worker_fresh_seconds)
             queue.enqueue(job.id, key, job.task_id)
     except Exception as e:
