@@ -8,6 +8,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
+from server.db.kernel_namespace import namespaced_key
 from server.db.models import Kernel
 from server.db.session import transaction
 from server.db.types import utcnow
@@ -18,13 +19,20 @@ _SIGNATURE_PARTS = ("op_pattern", "shapes", "dtypes", "te_hash", "target_fingerp
 
 class DatabaseKernelCache:
     """Kernels shared by every worker; `put` is insert-or-ignore on the key, so racing
-    workers store each kernel once."""
+    workers store each kernel once. With a `namespace` (a tenant's id) it reads and writes
+    that tenant's private namespace alone (server/db/kernel_namespace.py)."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(self, sessions: sessionmaker[Session], namespace: str | None = None) -> None:
         self._sessions = sessions
+        self.namespace = namespace
+
+    def in_namespace(self, namespace: str | None) -> DatabaseKernelCache:
+        """The same cache, on `namespace` (None: the shared one)."""
+        return self if namespace == self.namespace else DatabaseKernelCache(self._sessions, namespace)
 
     def get(self, key: str) -> KernelEntry | None:
         """The entry for `key`, counting the hit; None on a miss."""
+        key = namespaced_key(self.namespace, key)
         with transaction(self._sessions) as s:
             row = s.get(Kernel, key)
             if row is None or row.stale:
@@ -37,7 +45,8 @@ class DatabaseKernelCache:
         """Store `entry` unless its key is already there (the first writer wins)."""
         sig = entry.signature
         values = {part: getattr(sig, part) for part in _SIGNATURE_PARTS} | {
-            "key": entry.key,
+            "key": namespaced_key(self.namespace, entry.key),
+            "namespace": self.namespace,
             "tile_config": entry.tile_config,
             "te_json": entry.te_json,
             "source": entry.source,

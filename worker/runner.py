@@ -13,6 +13,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from compiler.errors import ModelError
 from compiler.pipeline import CompileResult, compile_model
+from server.db.kernel_namespace import kernel_namespace
 from server.db.models import Job, JobStatus, Model
 from server.db.session import transaction
 from server.jobs import state
@@ -89,11 +90,12 @@ def run_job(ctx: WorkerContext, job_id: str, worker: str, task_id: str) -> str:
     with ctx.sessions() as s:
         job = s.get(Job, job_id)
         model = s.get(Model, job.model_id)
+        cache = ctx.kernel_cache.in_namespace(kernel_namespace(s, job.tenant_id))
     try:
         with JobReporter(ctx, job_id, attempt) as reporter, \
                 tempfile.TemporaryDirectory(prefix="tileforge-job-") as tmp:
             data = ctx.storage.open(model.sha256).read()
-            result = compile_model(data, job.target, job.options, cache=ctx.kernel_cache,
+            result = compile_model(data, job.target, job.options, cache=cache,
                                    progress=reporter, output=Path(tmp) / "artifact.tar.gz")
             _store(ctx, job, attempt, result)
         return "succeeded"

@@ -25,21 +25,21 @@ def cache_page(request: Request, session: SessionDep, tenant: CookieTenantDep, t
                op: str = "", measured: str = "", stale: str = "", key: str = "", sort: str = "used",
                order: str = "desc", page: int = 1) -> Response:
     """The kernel cache: totals, charts, and the filtered, sorted, paginated table."""
-    flt = q.KernelFilter(target=target, op=op.strip(),
+    flt = q.KernelFilter(viewer=tenant.id, target=target, op=op.strip(),
                          measured=measured if measured in q.MEASURED_CHOICES else "",
                          stale=stale if stale in q.STALE_CHOICES else "", key=key.strip(),
                          sort=sort if sort in q.SORTABLE else "used", desc=order != "asc",
                          page=page, per_page=PER_PAGE)
-    totals = q.cache_totals(session)
+    totals = q.cache_totals(session, tenant.id)
     labels = target_labels([t.target for t in totals.per_target])
     per_target = bar_chart([(labels[t.target], t.kernels) for t in totals.per_target], "Kernels per target",
                            hrefs=[url_with(request, target=t.target) for t in totals.per_target])
     scatter = predicted_vs_measured(
         [ScatterPoint(k.predicted, k.measured, k.op_pattern, f"/kernels/{k.key}")
-         for k in q.timed_kernels(session, flt.target)],
+         for k in q.timed_kernels(session, tenant.id, flt.target)],
         "Predicted vs measured time per kernel")
     return render(request, "cache.html", tenant=tenant, nav="cache", flt=flt, totals=totals,
-                  rows=q.kernel_page(session, flt), op_patterns=q.known_op_patterns(session),
+                  rows=q.kernel_page(session, flt), op_patterns=q.known_op_patterns(session, tenant.id),
                   per_target_chart=per_target, scatter_chart=scatter,
                   measured_choices=q.MEASURED_CHOICES, stale_choices=q.STALE_CHOICES)
 
@@ -47,7 +47,7 @@ def cache_page(request: Request, session: SessionDep, tenant: CookieTenantDep, t
 @router.get("/kernels/{key}")
 def kernel_page(key: str, request: Request, session: SessionDep, tenant: CookieTenantDep) -> Response:
     """One kernel: source, tile config per memory level, times, and the tenant's jobs that used it."""
-    kernel = q.get_kernel(session, key)
+    kernel = q.get_kernel(session, tenant.id, key)
     if kernel is None:
         return render(request, "not_found.html", status_code=404, tenant=tenant, nav="cache",
                       what="kernel", ident=key)
