@@ -61,7 +61,8 @@ class Grant:
 
 
 def resolve_token(session: Session, token: str) -> Grant | None:
-    """The grant of a live token (not revoked, not expired), or None; records its use."""
+    """The grant of a live token (not revoked, not expired), or None; records its use in
+    the session's transaction (see `authenticate`)."""
     now = utcnow()
     row = session.execute(select(Tenant, Token).join(Token, Token.tenant_id == Tenant.id)
                           .where(Token.token_hash == hash_token(token), Token.revoked.is_(False),
@@ -71,8 +72,16 @@ def resolve_token(session: Session, token: str) -> Grant | None:
     tenant, tok = row
     if tok.last_used_at is None or now - tok.last_used_at >= LAST_USE_RESOLUTION:
         session.execute(update(Token).where(Token.id == tok.id).values(last_used_at=now))
-        session.commit()
     return Grant(tenant, tok.id, tok.scope)
+
+
+def authenticate(session: Session, token: str) -> Grant | None:
+    """`resolve_token` for a request's session, committing the recorded use at once (the
+    request has written nothing else yet)."""
+    grant = resolve_token(session, token)
+    if session.in_transaction():
+        session.commit()
+    return grant
 
 
 MISSING_TOKEN = "missing bearer token: send 'Authorization: Bearer <token>'"
@@ -84,4 +93,4 @@ def bearer_grant(session: Session, authorization: str | None) -> Grant | str:
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return MISSING_TOKEN
-    return resolve_token(session, token.strip()) or INVALID_TOKEN
+    return authenticate(session, token.strip()) or INVALID_TOKEN

@@ -14,7 +14,7 @@ from urllib.parse import quote, urlsplit
 from fastapi import Depends, HTTPException, Request, Response
 
 from server.api.deps import SessionDep
-from server.core.security import resolve_token
+from server.core.security import authenticate
 from server.db.models import Tenant
 
 COOKIE_NAME = "tileforge_token"
@@ -46,7 +46,7 @@ def cookie_tenant(request: Request, session: SessionDep) -> Tenant:
     """The tenant of the login cookie's token; otherwise a redirect to the login page (403
     for a form a read-only token may not send)."""
     token = request.cookies.get(COOKIE_NAME)
-    grant = resolve_token(session, token) if token else None
+    grant = authenticate(session, token) if token else None
     if grant is None:
         here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         # A 303 with Location: the browser goes to the login form and comes back here.
