@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     tenant_requests_per_minute: int = Field(
         6000, gt=0, description="API requests per minute per tenant (a token bucket holding one minute's worth)")
     tenant_dispatch_window: int = Field(
-        2, gt=0, description="queued jobs of one tenant in the broker at once; the rest wait their turn")
+        4, gt=0, description="jobs of one tenant and target kind in the broker or running at once; the rest wait their turn")
 
     @property
     def db_url(self) -> str:

@@ -1,6 +1,7 @@
-"""Fair dispatch between tenants: at most `tenant_dispatch_window` of a tenant's queued jobs
-are in the broker at once; the rest are kept `held` in the database and sent, oldest
-first, as that tenant's jobs end. The broker's queues are first in, first out, so a
+"""Fair dispatch between tenants: at most `tenant_dispatch_window` of a tenant's jobs of one
+target kind are in the broker or running at once; the rest are kept `held` in the
+database and sent, oldest first, as that tenant's jobs of that kind end. (Per kind: a
+tenant's CUDA jobs waiting for a GPU worker must not hold back its CPU jobs.) The broker's queues are first in, first out, so a
 tenant that queues 100 jobs puts only its window in front of another tenant's one job,
 and each of its later jobs goes to the back of the queue, behind the other's.
 
@@ -27,26 +28,26 @@ log = logging.getLogger(__name__)
 _DISPATCHED = or_(Job.status == JobStatus.running, and_(Job.status == JobStatus.queued, Job.held.is_(False)))
 
 
-def dispatch_room(session: Session, tenant_id: str, window: int) -> int:
-    """How many more of the tenant's jobs may go to the broker now."""
+def dispatch_room(session: Session, tenant_id: str, kind: str, window: int) -> int:
+    """How many more of the tenant's jobs of target kind `kind` may go to the broker now."""
     dispatched = session.scalar(select(func.count()).select_from(Job)
-                                .where(Job.tenant_id == tenant_id, _DISPATCHED)) or 0
+                                .where(Job.tenant_id == tenant_id, Job.target_kind == kind, _DISPATCHED)) or 0
     return max(window - dispatched, 0)
 
 
 def release_held(sessions: sessionmaker[Session], enqueue: Enqueue, settings: Settings) -> int:
-    """Send the oldest held jobs of every tenant with room in its window; returns how many."""
+    """Send the oldest held jobs of every tenant and kind with room in its window; returns how many."""
     window = settings.tenant_dispatch_window
     with sessions() as s:
-        tenants = s.scalars(select(Job.tenant_id).where(Job.status == JobStatus.queued, Job.held.is_(True))
-                            .distinct()).all()
+        waiting = s.execute(select(Job.tenant_id, Job.target_kind)
+                            .where(Job.status == JobStatus.queued, Job.held.is_(True)).distinct()).all()
         chosen = []
-        for tenant_id in tenants:
-            room = dispatch_room(s, tenant_id, window)
+        for tenant_id, kind in waiting:
+            room = dispatch_room(s, tenant_id, kind, window)
             if room:
                 chosen += s.execute(select(Job.id, Job.target, Job.target_kind)
-                                    .where(Job.tenant_id == tenant_id, Job.status == JobStatus.queued,
-                                           Job.held.is_(True))
+                                    .where(Job.tenant_id == tenant_id, Job.target_kind == kind,
+                                           Job.status == JobStatus.queued, Job.held.is_(True))
                                     .order_by(Job.created_at, Job.id).limit(room)).all()
     sent = 0
     for job_id, target, kind in chosen:

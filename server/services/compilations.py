@@ -50,10 +50,13 @@ def create_compilations(session: Session, queue: JobQueue, tenant: Tenant, model
     kinds = [get_target(target).kind for target in targets]
     CompileOptions.from_dict(options)
     check_submission(session, queue.settings, tenant, len(targets))
-    room = dispatch_room(session, tenant.id, queue.settings.tenant_dispatch_window)
     jobs = [Job(id=new_id(), tenant_id=tenant.id, model_id=model.id, target=target, target_kind=kind,
-                options=options, task_id=new_id(), held=i >= room)
-            for i, (target, kind) in enumerate(zip(targets, kinds, strict=True))]
+                options=options, task_id=new_id()) for target, kind in zip(targets, kinds, strict=True)]
+    window = queue.settings.tenant_dispatch_window
+    room = {kind: dispatch_room(session, tenant.id, kind, window) for kind in set(kinds)}
+    for job in jobs:  # past the tenant's window for its kind: held, sent as its jobs end
+        job.held = room[job.target_kind] <= 0
+        room[job.target_kind] -= 1
     session.add_all(jobs)
     if idempotency_key is not None:
         remember(session, tenant, idempotency_key, fingerprint, jobs)

@@ -55,3 +55,13 @@ def test_a_tenant_past_its_window_waits_its_turn_and_others_do_not(db_sessions, 
     assert release_held(db_sessions, queue.enqueue, queue.settings) == 1
     assert queue.sent == [a_jobs[3]]  # the oldest held job still queued; the cancelled one stays put
     assert release_held(db_sessions, queue.enqueue, queue.settings) == 0  # fenced: sent once
+
+
+def test_the_window_is_per_target_kind(db_sessions, tmp_path):
+    queue = RecordingQueue(Settings(home=tmp_path, tenant_dispatch_window=1))
+    with db_sessions() as s:
+        tenant, model = _tenant_with_model(s, "gpu-user")
+        cuda = [create_compilation(s, queue, tenant, model.id, "cuda:a100", {}).id for _ in range(2)]
+        cpu = create_compilation(s, queue, tenant, model.id, "cpu", {}).id
+    # CUDA jobs waiting for a GPU worker do not hold back the tenant's CPU job
+    assert queue.sent == [cuda[0], cpu]
