@@ -11,16 +11,20 @@ pytestmark = pytest.mark.slow
 BACKLOG = 8
 
 
-@pytest.fixture(scope="module")
-def client(module_tmp, start_worker):
+@pytest.fixture(scope="module", params=["embedded", pytest.param("postgres+redis", marks=pytest.mark.services)])
+def client(request, module_tmp, start_worker):
+    """The API and one worker (one job at a time) with a dispatch window of one job."""
     from fastapi.testclient import TestClient
 
     from server.core.config import Settings
     from server.main import create_app
 
-    settings = Settings(home=module_tmp / "home", tenant_dispatch_window=1, **FAST_JOB_SETTINGS)
-    migrated(settings.db_url)
-    start_worker(settings, "fair", queues="cpu")
+    if request.param == "embedded":
+        settings = Settings(home=module_tmp / "home", tenant_dispatch_window=1, **FAST_JOB_SETTINGS)
+        migrated(settings.db_url)
+    else:
+        settings = request.getfixturevalue("pg_redis_settings").model_copy(update={"tenant_dispatch_window": 1})
+    start_worker(settings, f"fair-{request.param}", queues="cpu")
     with TestClient(create_app(settings)) as c:
         c.settings = settings
         yield c
