@@ -10,10 +10,12 @@ never another tenant's private kernels.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import fields
 
 from sqlalchemy import ColumnElement, or_
 from sqlalchemy.orm import Session
 
+from compiler.cache import KernelSignature
 from server.db.models import Kernel, TenantLimits
 
 SHARED, PRIVATE = "shared", "private"
@@ -43,6 +45,13 @@ def visible_kernel(session: Session, tenant_id: str, key: str) -> Kernel | None:
         if row is not None and row.namespace in (None, tenant_id):
             return row
     return None
+
+
+def compiler_key(row: Kernel) -> str:
+    """The key the compiler (and a job's report) gives the kernel of `row`, in any namespace."""
+    if row.namespace is None:
+        return row.key
+    return KernelSignature(**{f.name: getattr(row, f.name) for f in fields(KernelSignature)}).key
 
 
 def namespace_label(namespace: str | None) -> str:

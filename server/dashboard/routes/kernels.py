@@ -14,6 +14,7 @@ from server.dashboard.queries import kernels as q
 from server.dashboard.queries.usage import kernel_uses
 from server.dashboard.templating import render, url_with
 from server.dashboard.tiles import tile_levels
+from server.db.kernel_namespace import compiler_key
 
 router = APIRouter()
 
@@ -53,4 +54,4 @@ def kernel_page(key: str, request: Request, session: SessionDep, tenant: CookieT
                       what="kernel", ident=key)
     return render(request, "kernel.html", tenant=tenant, nav="cache", kernel=kernel,
                   tiles=tile_levels(kernel.tile_config or {}, kernel.target_fingerprint),
-                  uses=kernel_uses(session, tenant.id, kernel.key), binary_size=len(kernel.binary or b""))
+                  uses=kernel_uses(session, tenant.id, compiler_key(kernel)), binary_size=len(kernel.binary or b""))

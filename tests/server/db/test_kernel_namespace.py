@@ -9,7 +9,7 @@ from service_kit import auth, make_token
 from test_kernel_cache import entry
 
 from server.core.security import create_token
-from server.db.kernel_namespace import kernel_namespace
+from server.db.kernel_namespace import compiler_key, kernel_namespace
 from server.db.models import Tenant
 from server.db.session import transaction
 from server.services.errors import ServiceError
@@ -48,6 +48,7 @@ def test_private_kernels_are_reused_and_seen_only_by_their_tenant(db_sessions):
         # the key a job's report names finds the tenant's own private row; nobody else's
         assert get_kernel(s, private, secret.key).op_pattern == "SecretOp"
         row_key = next(k.key for k in seen_by_private if k.namespace)
+        assert row_key != secret.key and compiler_key(get_kernel(s, private, row_key)) == secret.key
         assert get_kernel(s, private, row_key).op_pattern == "SecretOp"
         for key in (secret.key, row_key):
             with pytest.raises(ServiceError) as refused:
