@@ -1,4 +1,4 @@
-"""`tileforge`: the compiler's commands plus serve, worker, db upgrade and token create.
+"""`tileforge`: the compiler's commands plus serve, worker, db upgrade, token and tenant.
 
 Every command reads the same settings (DATABASE_URL, CELERY_BROKER_URL / REDIS_URL,
 TILEFORGE_HOME, ...), so a token created here works against a server started with
@@ -14,8 +14,9 @@ import subprocess
 import sys
 
 from compiler.cli import add_commands, run_parsed
+from server.admin_cli import add_admin_commands
 from server.cache_cli import add_cache_commands
-from server.core.config import Settings, get_settings
+from server.core.config import get_settings
 from tileforge.cli import add_remote_commands
 
 
@@ -26,24 +27,6 @@ def cmd_db_upgrade(a: argparse.Namespace) -> int:
     upgrade(settings.db_url, a.revision)
     print(f"database migrated to {a.revision}")
     return 0
-
-
-def cmd_token_create(a: argparse.Namespace) -> int:
-    from server.db.migrate import upgrade
-
-    settings = get_settings()
-    upgrade(settings.db_url)  # a fresh embedded home has no tables yet
-    print(new_token(settings, a.tenant))
-    return 0
-
-
-def new_token(settings: Settings, tenant: str) -> str:
-    """Create and return a token for `tenant` (the tenant is created if new)."""
-    from server.core.security import create_token
-    from server.db.session import one_off_transaction
-
-    with one_off_transaction(settings.db_url) as s:
-        return create_token(s, tenant)
 
 
 def cmd_worker(a: argparse.Namespace) -> int:
@@ -63,12 +46,13 @@ def cmd_serve(a: argparse.Namespace) -> int:
 
     from server.db.migrate import upgrade
     from server.jobs.queue import create_celery
+    from server.local_token import local_token, local_token_path
     from server.main import create_app
 
     settings = get_settings()
     settings.home.mkdir(parents=True, exist_ok=True)
     upgrade(settings.db_url)
-    token = None if a.no_token else new_token(settings, a.tenant)
+    token = None if a.no_token else local_token(settings, a.tenant)
     with create_celery(settings).connection_for_write() as conn:
         conn.ensure_connection(max_retries=3)  # creates the embedded broker's tables before the worker races for them
         conn.default_channel  # noqa: B018
@@ -79,7 +63,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
     url = f"http://{a.host}:{a.port}"
     print(f"tileforge serving on {url}  (API docs: {url}/docs)")
     if token is not None:
-        print(f"token for tenant {a.tenant!r}: {token}")
+        print(f"token for tenant {a.tenant!r}: {token}  (kept in {local_token_path(settings)}, reused at "
+              "every start; `tileforge token revoke` it to get a new one)")
         print(f"try: curl -H 'Authorization: Bearer {token}' {url}/v1/models")
     sys.stdout.flush()
     # uvicorn re-raises SIGTERM after its graceful shutdown; as SystemExit it still runs the
@@ -102,7 +87,7 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 
 def add_service_commands(sub: argparse._SubParsersAction) -> None:
-    """Register serve / worker / db / token."""
+    """Register serve / worker / db / token / tenant."""
     p = sub.add_parser("serve", help="migrate, then run the API (and a worker with --with-worker)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -123,10 +108,7 @@ def add_service_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("revision", nargs="?", default="head")
     p.set_defaults(func=cmd_db_upgrade)
 
-    token = sub.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
-    p = token.add_parser("create", help="create a token for a tenant and print it (only the token)")
-    p.add_argument("--tenant", required=True)
-    p.set_defaults(func=cmd_token_create)
+    add_admin_commands(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,10 +18,11 @@ from starlette.concurrency import run_in_threadpool
 from server.api.connection_gate import ConnectionGate
 from server.api.errors import install_error_handlers
 from server.api.main import api_router
+from server.api.rate_limit import rate_limiter
 from server.api.routes import health
 from server.api.upload_limit import UploadLimitMiddleware
 from server.core.config import Settings, get_settings
-from server.core.security import bearer_tenant
+from server.core.security import bearer_grant
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import make_sessionmaker, settings_engine, transaction
 from server.jobs.queue import JobQueue, create_celery
@@ -66,13 +67,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.storage = LocalStorage(settings.storage_root)
     app.state.celery = celery
     app.state.job_queue = job_queue
+    app.state.rate_limiter = rate_limiter(settings)
     install_error_handlers(app)
-    async def authorize(header: str | None) -> str | None:
+    async def authorize(header: str | None) -> tuple[int, str] | None:
         try:
-            tenant = await gate.run(lambda s: bearer_tenant(s, header))
+            grant = await gate.run(lambda s: bearer_grant(s, header))
         except (OperationalError, InterfaceError):
             return None  # the route's own token check answers the outage (503)
-        return tenant if isinstance(tenant, str) else None
+        if isinstance(grant, str):
+            return 401, grant
+        refusal = grant.refusal("POST")
+        return None if refusal is None else (403, refusal)
 
     app.add_middleware(UploadLimitMiddleware, paths=("/v1/models",), max_bytes=settings.max_upload_bytes,
                        authorize=authorize)

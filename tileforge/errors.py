@@ -19,7 +19,8 @@ class BadRequest(ClientError):
 
 
 class AuthError(ClientError):
-    """401 / 403: no token, or one that is invalid or revoked."""
+    """401 / 403: no token, or one that is invalid, expired or revoked; a read-only token on
+    a change; or a tenant quota reached (models, queued + running jobs: the message names it)."""
 
 
 class NotFound(ClientError):
@@ -31,7 +32,7 @@ class Conflict(ClientError):
 
 
 class TooLarge(ClientError):
-    """413: the upload is larger than the server's limit."""
+    """413: the upload is larger than the server's limit, or than the tenant's stored-bytes quota."""
 
 
 class TooManyRequests(ClientError):

@@ -62,7 +62,8 @@ def run_profile(ctx: WorkerContext, job: Job, attempt: int, progress: Progress, 
     given = _inputs(ctx, job, tmp)
     data = _model_bytes(ctx, job)
     progress("plan", 0.1)
-    rebuilt = compile_model(data, job.target, {**given.built.options, "validate": False}, cache=ctx.kernel_cache,
+    rebuilt = compile_model(data, job.target, {**given.built.options, "validate": False},
+                            cache=ctx.kernel_cache_of(job.tenant_id),
                             output=tmp / "rebuilt.tar.gz")
     assert rebuilt.plan is not None and rebuilt.target is not None
     manifest, folder = read_artifact(given.artifact, tmp)

@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.core.config import Settings, get_settings
+from server.db.kernel_namespace import kernel_namespace
 from server.db.session import make_sessionmaker, settings_engine
 from server.storage import LocalStorage, Storage
 from worker.kernel_cache import DatabaseKernelCache
@@ -21,6 +22,11 @@ class WorkerContext:
     sessions: sessionmaker[Session]
     storage: Storage
     kernel_cache: DatabaseKernelCache
+
+    def kernel_cache_of(self, tenant_id: str) -> DatabaseKernelCache:
+        """The kernel cache a tenant's jobs use: its private namespace where it keeps one."""
+        with self.sessions() as s:
+            return self.kernel_cache.in_namespace(kernel_namespace(s, tenant_id))
 
 
 _context: WorkerContext | None = None

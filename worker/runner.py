@@ -135,7 +135,7 @@ def _compile(ctx: WorkerContext, job: Job, attempt: int, reporter: Callable[[str
     with ctx.sessions() as s:
         model = s.get(Model, job.model_id)
     data = ctx.storage.open(model.sha256).read()
-    result = compile_model(data, job.target, job.options, cache=ctx.kernel_cache, progress=reporter,
+    result = compile_model(data, job.target, job.options, cache=ctx.kernel_cache_of(job.tenant_id), progress=reporter,
                            output=tmp / "artifact.tar.gz")
     _store(ctx, job, attempt, result)
 

@@ -14,6 +14,7 @@ from server.core.config import get_settings
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import transaction
 from server.jobs import state
+from server.jobs.fairness import release_held
 from server.jobs.queue import TASKS, JobQueue
 from server.jobs.reaper import sweep
 from server.jobs.routing import record_worker
@@ -51,8 +52,14 @@ TASK_OPTIONS = {"bind": True, "base": CompileTask, "acks_late": True, "reject_on
 
 
 def _run(task: Task, job_id: str) -> str:
-    outcome = run_job(worker_context(), job_id, worker=task.request.hostname or "worker", task_id=task.request.id)
+    """Run one job of any kind, then send the next held jobs of tenants with room again."""
+    ctx = worker_context()
+    outcome = run_job(ctx, job_id, worker=task.request.hostname or "worker", task_id=task.request.id)
     log.info("job %s: %s", job_id, outcome)
+    try:  # a dispatch slot came free: send the next held job of a tenant with room
+        release_held(ctx.sessions, JobQueue(app, ctx.settings).enqueue, ctx.settings)
+    except Exception as e:  # the reaper's sweep releases them later
+        log.warning("could not release held jobs: %s", e)
     return outcome
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated
@@ -11,9 +12,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from server.core.config import Settings
-from server.core.security import bearer_tenant
+from server.core.security import bearer_grant
 from server.db.models import Tenant
 from server.jobs.queue import JobQueue
+from server.services.quotas import limits_of, setting_name
 from server.storage import Storage
 
 bearer = HTTPBearer(auto_error=False, description="a token from `tileforge token create --tenant NAME`")
@@ -50,15 +52,27 @@ JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
 
 
 def get_current_tenant(
+    request: Request,
     session: SessionDep,
+    settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Tenant:
-    """The tenant of the bearer token; 401 naming what is wrong otherwise."""
+    """The tenant of the bearer token: 401 naming what is wrong with the token, 403 when its
+    scope forbids the request, 429 with `Retry-After` over the tenant's request rate."""
     header = None if credentials is None else f"{credentials.scheme} {credentials.credentials}"
-    tenant = bearer_tenant(session, header)
-    if isinstance(tenant, str):
-        raise HTTPException(401, tenant, headers={"WWW-Authenticate": "Bearer"})
-    return tenant
+    grant = bearer_grant(session, header)
+    if isinstance(grant, str):
+        raise HTTPException(401, grant, headers={"WWW-Authenticate": "Bearer"})
+    refusal = grant.refusal(request.method)
+    if refusal is not None:
+        raise HTTPException(403, refusal)
+    per_minute = limits_of(session, grant.tenant.id, settings).requests_per_minute
+    wait = request.app.state.rate_limiter.take(grant.tenant.id, per_minute)
+    if wait > 0:
+        raise HTTPException(429, f"rate limit: tenant {grant.tenant.name!r} may make {per_minute} requests per "
+                                 f"minute ({setting_name('requests_per_minute')})",
+                            headers={"Retry-After": str(math.ceil(wait))})
+    return grant.tenant
 
 
 TenantDep = Annotated[Tenant, Depends(get_current_tenant)]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+
+from server.db.kernel_namespace import PRIVATE, SHARED, namespace_label
 
 
 class ErrorOut(BaseModel):
@@ -117,6 +119,15 @@ class KernelOut(BaseModel):
     created_at: datetime
     last_used_at: datetime
     stale: bool
+    namespace: Literal["shared", "private"] = Field(
+        description="`shared`: the cache every non-private tenant's compiles use; `private`: this "
+                    "tenant's own namespace (tenants with private kernels; no other tenant sees it)")
+
+    @field_validator("namespace", mode="before")
+    @classmethod
+    def _label(cls, value: str | None) -> str:
+        # A row holds the owning tenant's id, or None for the shared cache.
+        return value if value in (SHARED, PRIVATE) else namespace_label(value)
 
 
 class KernelDetail(KernelOut):

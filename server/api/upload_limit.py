@@ -9,8 +9,9 @@ from collections.abc import Awaitable, Callable
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# The Authorization header's value -> None when it names a live token, else the problem.
-Authorize = Callable[[str | None], Awaitable[str | None]]
+# The Authorization header's value -> None when it names a live token that may upload, else
+# the status (401, or 403 for a read-only token) and the problem.
+Authorize = Callable[[str | None], Awaitable[tuple[int, str] | None]]
 
 MULTIPART_OVERHEAD = 64 * 1024  # boundaries and part headers around the file
 
@@ -20,7 +21,8 @@ class UploadLimitMiddleware:
 
     A declared Content-Length is checked up front; a chunked body is counted as it
     arrives. The route checks the file part itself against the exact limit. With
-    `authorize`, a request without a live bearer token gets its 401 before any of its
+    `authorize`, a request without a live bearer token gets its 401 (a read-only one its
+    403) before any of its
     body is read (else anyone could make the server take a whole upload per request).
     """
 
@@ -41,7 +43,8 @@ class UploadLimitMiddleware:
             header = headers.get(b"authorization")
             problem = await self.authorize(None if header is None else header.decode("latin-1"))
             if problem is not None:
-                await _refuse(send, 401, problem, [(b"www-authenticate", b"Bearer")])
+                status, detail = problem
+                await _refuse(send, status, detail, [(b"www-authenticate", b"Bearer")] if status == 401 else None)
                 return
         allowed = self.max_bytes + MULTIPART_OVERHEAD
         declared = headers.get(b"content-length")

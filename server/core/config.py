@@ -59,6 +59,15 @@ class Settings(BaseSettings):
         0, ge=0, description="kernel cache size cap; least recently used rows, stale first, are evicted (0: none)")
     orphan_blob_grace_seconds: float = Field(
         3600.0, gt=0, description="a stored blob no row refers to is deleted once it is this old")
+    # Per-tenant quotas: defaults that `tileforge tenant limits` overrides for one tenant.
+    tenant_max_stored_bytes: int = Field(10 * 1024 * MiB, gt=0,
+                                         description="bytes of models and artifacts one tenant may keep")
+    tenant_max_models: int = Field(1000, gt=0, description="models one tenant may keep")
+    tenant_max_active_jobs: int = Field(200, gt=0, description="queued and running jobs one tenant may have")
+    tenant_requests_per_minute: int = Field(
+        6000, gt=0, description="API requests per minute per tenant (a token bucket holding one minute's worth)")
+    tenant_dispatch_window: int = Field(
+        4, gt=0, description="jobs of one tenant and target kind in the broker or running at once; the rest wait their turn")
 
     @property
     def db_url(self) -> str:
@@ -86,6 +95,14 @@ class Settings(BaseSettings):
         if broker.startswith(("redis://", "rediss://")):
             return broker
         return f"db+sqlite:///{(self.home / 'results.sqlite').resolve()}"
+
+    @property
+    def rate_limit_redis_url(self) -> str | None:
+        """The Redis that API processes share their rate limits through: REDIS_URL, else a
+        Redis broker; None on the embedded default (each process counts on its own)."""
+        if self.redis_url:
+            return self.redis_url
+        return self.broker_url if self.broker_url.startswith(("redis://", "rediss://")) else None
 
     @property
     def db_connections(self) -> int:
@@ -139,7 +156,9 @@ class Settings(BaseSettings):
                      "transient_retries", "reaper_interval_seconds", "job_republish_seconds",
                      "sse_poll_seconds", "db_pool_size", "db_max_overflow", "db_pool_timeout",
                      "api_threads", "model_retention_seconds", "artifact_retention_seconds",
-                     "kernel_cache_max_bytes", "orphan_blob_grace_seconds"):
+                     "kernel_cache_max_bytes", "orphan_blob_grace_seconds", "tenant_max_stored_bytes",
+                     "tenant_max_models", "tenant_max_active_jobs", "tenant_requests_per_minute",
+                     "tenant_dispatch_window"):
             env[f"TILEFORGE_{name.upper()}"] = str(getattr(self, name))
         return env
 

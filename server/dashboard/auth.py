@@ -2,8 +2,8 @@
 
 The cookie is HttpOnly (page scripts cannot read the token) and SameSite=Strict
 (other sites' pages cannot make the browser send it), and Secure when served over
-HTTPS. Pages resolve the tenant from it on every request, so a revoked token logs
-the browser out at once.
+HTTPS. Pages resolve the tenant from it on every request, so a revoked or expired
+token logs the browser out at once.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from urllib.parse import quote, urlsplit
 from fastapi import Depends, HTTPException, Request, Response
 
 from server.api.deps import SessionDep
-from server.core.security import tenant_of_token
+from server.core.security import authenticate
 from server.db.models import Tenant
 
 COOKIE_NAME = "tileforge_token"
@@ -43,14 +43,18 @@ def safe_next(path: str | None) -> str:
 
 
 def cookie_tenant(request: Request, session: SessionDep) -> Tenant:
-    """The tenant of the login cookie's token; otherwise a redirect to the login page."""
+    """The tenant of the login cookie's token; otherwise a redirect to the login page (403
+    for a form a read-only token may not send)."""
     token = request.cookies.get(COOKIE_NAME)
-    tenant = tenant_of_token(session, token) if token else None
-    if tenant is None:
+    grant = authenticate(session, token) if token else None
+    if grant is None:
         here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         # A 303 with Location: the browser goes to the login form and comes back here.
         raise HTTPException(303, "log in first", headers={"Location": f"/login?next={quote(here)}"})
-    return tenant
+    refusal = grant.refusal(request.method)
+    if refusal is not None:
+        raise HTTPException(403, refusal)
+    return grant.tenant
 
 
 def same_origin(request: Request) -> None:

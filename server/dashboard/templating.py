@@ -12,6 +12,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from server.dashboard.formatting import FILTERS
 from server.dashboard.highlight import highlight
+from server.db.kernel_namespace import namespace_label
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 
@@ -23,6 +24,7 @@ def _environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True)
     env.filters.update(FILTERS)
     env.filters["highlight"] = highlight
+    env.filters["namespace"] = namespace_label
     return env
 
 

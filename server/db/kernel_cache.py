@@ -9,6 +9,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
+from server.db.kernel_namespace import namespaced_key
 from server.db.models import Kernel
 from server.db.types import utcnow
 
@@ -16,12 +17,15 @@ SIGNATURE_PARTS = ("op_pattern", "shapes", "dtypes", "te_hash", "target_fingerpr
                    "compiler_fingerprint", "options")
 
 
-def insert_kernel(session: Session, entry: KernelEntry) -> bool:
-    """Insert `entry` unless its key is already stored (the first writer wins); True if inserted."""
+def insert_kernel(session: Session, entry: KernelEntry, namespace: str | None = None) -> bool:
+    """Insert `entry` into `namespace` (None: the shared cache; else a tenant's private one,
+    server/db/kernel_namespace.py) unless its key is already stored there (the first writer
+    wins); True if inserted."""
     sig = entry.signature
     now = utcnow()
     values = {part: getattr(sig, part) for part in SIGNATURE_PARTS} | {
-        "key": entry.key,
+        "key": namespaced_key(namespace, entry.key),
+        "namespace": namespace,
         "tile_config": entry.tile_config,
         "te_json": entry.te_json,
         "source": entry.source,

@@ -1,4 +1,4 @@
-"""The service's tables: tenants, tokens, models, jobs, artifacts and the shared kernel cache."""
+"""The service's tables: tenants, tokens, models, jobs, artifacts, the kernel cache and\nper-tenant limits."""
 
 from __future__ import annotations
 
@@ -80,6 +80,10 @@ class Token(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    # No expiry when None; `read` tokens may not change anything (see server/core/security.py).
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    scope: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Model(Base):
@@ -136,6 +140,9 @@ class Job(Base):
     task_id: Mapped[str | None] = mapped_column(String(64))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Queued but not yet sent to the broker: its tenant already has its dispatch window of
+    # jobs there (server/jobs/fairness.py); sent when one of them ends.
+    held: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false(), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # When its task was last sent to the broker: a queued job not picked up long after is
     # published again (server/jobs/reaper.py), since a broker may lose its messages.
@@ -191,6 +198,9 @@ class Kernel(Base):
     stale: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
     # Bytes the row holds (source, binary, TE): what the cache's size cap counts.
     size_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # None: the shared cache; else the id of the tenant whose private namespace holds it
+    # (server/services/kernel_namespace.py).
+    namespace: Mapped[str | None] = mapped_column(String(32), index=True)
 
 
 class WorkerHost(Base):
@@ -237,3 +247,17 @@ class RunJob(Base):
     outputs_sha256: Mapped[str | None] = mapped_column(String(64))
     outputs_size: Mapped[int | None] = mapped_column(Integer)
     result: Mapped[dict | None] = mapped_column(JSON)
+
+
+class TenantLimits(Base):
+    """One tenant's overrides of the quota settings (None: the setting's default) and
+    whether its kernels stay in a private namespace (server/services/quotas.py)."""
+
+    __tablename__ = "tenant_limits"
+
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True)
+    max_stored_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    max_models: Mapped[int | None] = mapped_column(Integer)
+    max_active_jobs: Mapped[int | None] = mapped_column(Integer)
+    requests_per_minute: Mapped[int | None] = mapped_column(Integer)
+    private_kernels: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())

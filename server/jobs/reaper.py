@@ -10,7 +10,6 @@ forever when the broker restarted without keeping its messages.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import timedelta
 
 from sqlalchemy import func, select, update
@@ -20,15 +19,13 @@ from server.core.config import Settings
 from server.db.models import Job, JobStatus, new_id
 from server.db.session import transaction
 from server.db.types import utcnow
-from server.jobs.routing import queue_key
+from server.jobs.fairness import release_held
+from server.jobs.routing import Enqueue, publish
 from server.services.cache_admin import evict_to_bytes
 from server.services.retention import sweep_retention
 from server.storage import Storage
 
 log = logging.getLogger(__name__)
-
-Enqueue = Callable[[str, str, str, str], None]  # (job_id, queue key, task_id, job kind)
-
 
 def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_attempts: int,
                       fresh_seconds: float = 45.0) -> int:
@@ -58,7 +55,7 @@ def reap_expired_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, max_att
         handled += 1
         if values["status"] == JobStatus.queued:
             log.warning("re-queueing job %s: %s", job_id, values["error"])
-            _publish(sessions, enqueue, job_id, target, kind, job_kind, values["task_id"], fresh_seconds)
+            publish(sessions, enqueue, job_id, target, kind, job_kind, values["task_id"], fresh_seconds)
     return handled
 
 
@@ -77,7 +74,7 @@ def republish_lost_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, lost_
     with sessions() as s:
         waiting = s.execute(select(Job.id, Job.target, Job.target_kind, Job.kind, Job.published_at)
                             .where(Job.status == JobStatus.queued, Job.cancel_requested.is_(False),
-                                   published < cutoff)).all()
+                                   Job.held.is_(False), published < cutoff)).all()
     handled = 0
     for job_id, target, kind, job_kind, last in waiting:
         task_id, now = new_id(), utcnow()
@@ -87,24 +84,18 @@ def republish_lost_jobs(sessions: sessionmaker[Session], enqueue: Enqueue, lost_
                          .values(published_at=now, task_id=task_id)).rowcount != 1:
                 continue  # claimed, cancelled or published by another reaper meanwhile
         log.warning("publishing job %s again: queued since its task was sent %s", job_id, last)
-        _publish(sessions, enqueue, job_id, target, kind, job_kind, task_id, fresh_seconds)
+        publish(sessions, enqueue, job_id, target, kind, job_kind, task_id, fresh_seconds)
         handled += 1
     return handled
 
 
-def _publish(sessions: sessionmaker[Session], enqueue: Enqueue, job_id: str, target: str, kind: str,
-             job_kind: str, task_id: str, fresh_seconds: float) -> None:
-    """Send the task of the job's kind, routed as a new job's would be (`routing.queue_key`)."""
-    with sessions() as s:
-        key = queue_key(s, target, kind, fresh_seconds)
-    enqueue(job_id, key, task_id, job_kind)
-
-
 def sweep(sessions: sessionmaker[Session], enqueue: Enqueue, settings: Settings, storage: Storage) -> None:
     """One reaper pass: expired leases first, then queued jobs whose message may be lost, then
-    retention (expired models and artifacts, orphan blobs) and the kernel cache's size cap."""
+    held jobs whose tenant has room again (should a worker have died before sending them),
+    then retention (expired models and artifacts, orphan blobs) and the kernel cache's size cap."""
     reap_expired_jobs(sessions, enqueue, settings.job_max_attempts, settings.worker_fresh_seconds)
     republish_lost_jobs(sessions, enqueue, settings.job_republish_seconds, settings.worker_fresh_seconds)
+    release_held(sessions, enqueue, settings)
     sweep_retention(sessions, storage, settings)
     if settings.kernel_cache_max_bytes:
         with transaction(sessions) as s:

@@ -5,15 +5,18 @@ says so (the job then reports `validated: false` with the reason)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from compiler.target import get_target
 from compiler.target.cpu_models import model_of_target
 from server.db.models import WorkerHost
 from server.db.types import utcnow
+
+Enqueue = Callable[[str, str, str, str], None]  # (job_id, queue key, task_id, job kind)
 
 
 def cpu_model_of(target: str) -> str | None:
@@ -53,3 +56,12 @@ def record_worker(session: Session, name: str, cpu_models: list[str], cuda_archs
     """Say that worker `name` is alive and which named CPU models and CUDA archs its host runs."""
     session.merge(WorkerHost(name=name, cpu_models=sorted(cpu_models), cuda_archs=sorted(cuda_archs),
                              last_seen=now or utcnow()))
+
+
+def publish(sessions: sessionmaker[Session], enqueue: Enqueue, job_id: str, target: str, kind: str,
+            job_kind: str, task_id: str, fresh_seconds: float) -> None:
+    """Send the task of the job's kind (compile, profile, inference), routed as a new job's
+    would be (`queue_key`)."""
+    with sessions() as s:
+        key = queue_key(s, target, kind, fresh_seconds)
+    enqueue(job_id, key, task_id, job_kind)

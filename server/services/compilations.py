@@ -17,10 +17,12 @@ from compiler.target import get_target
 from server.db.models import TERMINAL, Artifact, Job, JobKind, JobStatus, Model, Tenant, new_id
 from server.db.types import utcnow
 from server.jobs import state
+from server.jobs.fairness import dispatch_room
 from server.jobs.queue import JobQueue
 from server.jobs.routing import queue_key
 from server.services.errors import ServiceError, owned
 from server.services.idempotency import forget, remember, replayed_jobs, request_sha256
+from server.services.quotas import check_submission
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -35,9 +37,9 @@ def create_compilations(session: Session, queue: JobQueue, tenant: Tenant, model
                         targets: list[str], options: dict[str, Any],
                         idempotency_key: str | None = None) -> list[Job]:
     """Queue one compilation of one of the tenant's models per target, all with the same
-    options (TargetError / OptionsError name an unknown target or option; 503 when the
-    broker is unreachable, the jobs then failed). With `idempotency_key`, a repeated
-    request returns the jobs the first one created."""
+    options (TargetError / OptionsError name an unknown target or option; 403 over the
+    tenant's quotas; 503 when the broker is unreachable, the jobs then failed). With
+    `idempotency_key`, a repeated request returns the jobs the first one created."""
     model = owned(session, Model, model_id, tenant, "model")
     fingerprint = request_sha256({"model_id": model_id, "targets": targets, "options": options})
     if idempotency_key is not None:
@@ -56,7 +58,14 @@ def submit_jobs(session: Session, queue: JobQueue, tenant: Tenant, jobs: list[Jo
     """Commit new `jobs` (then `rows` that refer to them) with the request's `idempotency_key`,
     and publish them; returns them, or, when a concurrent request with the same key won the
     race, that request's jobs (the caller answers an earlier request's key before building
-    anything: `replayed_jobs`)."""
+    anything: `replayed_jobs`). 403 over the tenant's quotas; jobs past the tenant's dispatch
+    window for their target kind are held, not sent (server/jobs/fairness.py)."""
+    check_submission(session, queue.settings, tenant, len(jobs))
+    window = queue.settings.tenant_dispatch_window
+    room = {kind: dispatch_room(session, tenant.id, kind, window) for kind in {job.target_kind for job in jobs}}
+    for job in jobs:  # past the tenant's window for its kind: held, sent as its jobs end
+        job.held = room[job.target_kind] <= 0
+        room[job.target_kind] -= 1
     session.add_all(jobs)
     session.flush()  # the jobs first: `rows` refer to them
     session.add_all(rows)
@@ -71,7 +80,7 @@ def submit_jobs(session: Session, queue: JobQueue, tenant: Tenant, jobs: list[Jo
             raise
         return earlier
     try:
-        publish(session, queue, jobs)
+        publish(session, queue, [job for job in jobs if not job.held])  # held ones wait their turn
     except ServiceError:
         if idempotency_key is not None:
             forget(session, tenant, idempotency_key)

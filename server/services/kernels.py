@@ -1,5 +1,6 @@
-"""The shared kernel cache as users browse it (no weights in it, so every tenant may read
-it): filtered pages and single kernels."""
+"""The kernel cache as users browse it: filtered pages and single kernels of the shared
+cache and of the tenant's own private namespace, never another tenant's
+(server/db/kernel_namespace.py)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,17 @@ from sqlalchemy.orm import Session, defer
 
 from compiler.errors import TargetError
 from compiler.target import get_target
-from server.db.models import Kernel
+from server.db.kernel_namespace import visible_kernel, visible_to
+from server.db.models import Kernel, Tenant
 from server.services.errors import ServiceError
 
 
-def list_kernels(session: Session, limit: int, offset: int, target: str | None = None,
+def list_kernels(session: Session, tenant: Tenant, limit: int, offset: int, target: str | None = None,
                  op: str | None = None, stale: bool | None = None) -> tuple[Sequence[Kernel], int]:
-    """A page of cached kernels (without source or binary), most recently used first, and the
-    count; `target` is a target name (`cpu`, `cuda:a100`) or a fingerprint prefix
-    (`cuda:sm_80`), `op` a substring of the op pattern."""
-    where = []
+    """A page of the kernels the tenant may see (without source or binary), most recently
+    used first, and the count; `target` is a target name (`cpu`, `cuda:a100`) or a
+    fingerprint prefix (`cuda:sm_80`), `op` a substring of the op pattern."""
+    where = [visible_to(tenant.id)]
     if target:
         where.append(Kernel.target_fingerprint.startswith(_fingerprint_prefix(target), autoescape=True))
     if op:
@@ -31,9 +33,9 @@ def list_kernels(session: Session, limit: int, offset: int, target: str | None =
     return rows, session.scalar(select(func.count()).select_from(Kernel).where(*where)) or 0
 
 
-def get_kernel(session: Session, key: str) -> Kernel:
-    """One kernel, source included (404 when absent)."""
-    row = session.get(Kernel, key)
+def get_kernel(session: Session, tenant: Tenant, key: str) -> Kernel:
+    """One kernel the tenant may see, source included (404 otherwise)."""
+    row = visible_kernel(session, tenant.id, key)
     if row is None:
         raise ServiceError(404, f"kernel {key[:80]!r} not found")
     return row

@@ -16,13 +16,15 @@ from server.blobs import delete_unreferenced
 from server.core.config import Settings
 from server.db.models import TERMINAL, Artifact, Job, Model, RunJob, Tenant
 from server.services.errors import ServiceError, owned
+from server.services.quotas import check_upload
 from server.storage import BlobTooLarge, Storage, StorageFull
 
 
 def upload_model(session: Session, storage: Storage, settings: Settings, tenant: Tenant,
                  stream: BinaryIO, filename: str) -> tuple[Model, bool]:
     """Store and check an upload; (the model, whether it is new). The same bytes give the
-    tenant's existing model; a model the frontend refuses raises ModelError and leaves no blob."""
+    tenant's existing model; a model the frontend refuses raises ModelError, one over the
+    tenant's quotas ServiceError (403 / 413), and neither leaves a blob."""
     try:
         blob = storage.put(stream, settings.max_upload_bytes)
     except BlobTooLarge:
@@ -34,9 +36,10 @@ def upload_model(session: Session, storage: Storage, settings: Settings, tenant:
     if existing is not None:
         return existing, False
     try:
+        check_upload(session, settings, tenant, blob.size)
         with storage.open(blob.sha256) as f:
             info = check_model(f.read())  # lowered too where shapes are known: refused, not stored
-    except ModelError:
+    except (ModelError, ServiceError):
         delete_unreferenced(session, storage, [blob.sha256])
         raise
     model = Model(tenant_id=tenant.id, sha256=blob.sha256, filename=filename[:255],

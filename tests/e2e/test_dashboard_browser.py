@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from service_kit import live_api
+from service_kit import live_api, make_token
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -98,7 +98,6 @@ def _seed_kernels(settings) -> None:
 @pytest.fixture(scope="module")
 def service(module_tmp, start_worker) -> Iterator[LiveService]:
     """uvicorn serving the app, and one celery worker, on a fresh embedded-default home."""
-    from server.cli import new_token
     from server.core.config import Settings
     from server.db.migrate import upgrade
 
@@ -108,7 +107,7 @@ def service(module_tmp, start_worker) -> Iterator[LiveService]:
     _seed_kernels(settings)
     start_worker(settings, "dashboard", queues="cpu")
     with live_api(settings, module_tmp / "uvicorn.log") as url:
-        yield LiveService(url, new_token(settings, "browser-user"), settings)
+        yield LiveService(url, make_token(settings, "browser-user"), settings)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ def flow(pg_redis_settings, start_worker):
 
 
 def test_upload_compile_watch_download_run(flow, onnx_models, tmp_path):
-    data = onnx_models.mlp(seed=11)
+    data = onnx_models.mlp(seed=11, hidden=44)  # shapes no other module compiles: its kernels are new
     model = flow.upload(data)
     job = flow.submit(model["id"], "cpu")
     assert job["status"] == "queued"

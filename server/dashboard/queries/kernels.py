@@ -1,7 +1,10 @@
-"""The shared kernel cache: filtered pages, totals, and the scatter of predicted vs measured time.
+"""The kernel cache as one tenant sees it: filtered pages, totals, and the scatter of
+predicted vs measured time.
 
-Kernels hold no tenant data (no weights, no names), so every tenant sees the whole
-cache; which jobs used a kernel is tenant data and lives in queries/usage.py.
+Kernels hold no weights and no names, so every tenant sees the shared cache; a tenant
+with private kernels also sees its own namespace, and nobody sees another tenant's
+(server/db/kernel_namespace.py). Which jobs used a kernel is tenant data and lives in
+queries/usage.py.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import Session, defer
 
 from server.dashboard.queries.paging import Page, paginate
+from server.db.kernel_namespace import visible_kernel, visible_to
 from server.db.models import Kernel
 
 SORTABLE = {
@@ -30,8 +34,10 @@ STALE_CHOICES = ("", "fresh", "stale")
 
 @dataclass(frozen=True)
 class KernelFilter:
-    """What the cache page asks for; unknown or empty values mean "any"."""
+    """What the cache page asks for; unknown or empty values mean "any". `viewer` is the
+    tenant looking."""
 
+    viewer: str
     target: str = ""
     op: str = ""
     measured: str = ""
@@ -44,7 +50,7 @@ class KernelFilter:
 
     def where(self) -> list:
         """SQL conditions for the filters that are set."""
-        conds = []
+        conds = [visible_to(self.viewer)]
         if self.target:
             conds.append(Kernel.target_fingerprint == self.target)
         if self.op:
@@ -107,29 +113,30 @@ def _hit_rate(hits: int, kernels: int) -> float | None:
     return hits / lookups if lookups else None
 
 
-def cache_totals(session: Session) -> CacheTotals:
-    """Kernels, hits, stale and measured counts, and the same per target (most kernels first)."""
+def cache_totals(session: Session, viewer: str) -> CacheTotals:
+    """Kernels, hits, stale and measured counts, and the same per target (most kernels
+    first), of what tenant `viewer` may see."""
     kernels, hits, stale, measured = session.execute(select(
         func.count(Kernel.key),
         func.coalesce(func.sum(Kernel.hit_count), 0),
         func.coalesce(func.sum(case((Kernel.stale.is_(True), 1), else_=0)), 0),
         func.count(Kernel.measured_us),
-    )).one()
+    ).where(visible_to(viewer))).one()
     per_target = session.execute(
         select(Kernel.target_fingerprint, func.count(), func.coalesce(func.sum(Kernel.hit_count), 0))
-        .group_by(Kernel.target_fingerprint).order_by(func.count().desc(), Kernel.target_fingerprint)).all()
+        .where(visible_to(viewer)).group_by(Kernel.target_fingerprint).order_by(func.count().desc(), Kernel.target_fingerprint)).all()
     return CacheTotals(kernels, int(hits), int(stale), measured,
                        [TargetTotals(t, n, int(h)) for t, n, h in per_target])
 
 
-def known_op_patterns(session: Session, limit: int = 200) -> list[str]:
-    """Distinct op patterns, for the filter's suggestions."""
-    return list(session.scalars(select(Kernel.op_pattern).distinct().order_by(Kernel.op_pattern).limit(limit)))
+def known_op_patterns(session: Session, viewer: str, limit: int = 200) -> list[str]:
+    """Distinct op patterns `viewer` may see, for the filter's suggestions."""
+    return list(session.scalars(select(Kernel.op_pattern).where(visible_to(viewer)).distinct().order_by(Kernel.op_pattern).limit(limit)))
 
 
-def get_kernel(session: Session, key: str) -> Kernel | None:
-    """The kernel with exactly this key."""
-    return session.get(Kernel, key)
+def get_kernel(session: Session, viewer: str, key: str) -> Kernel | None:
+    """The kernel `viewer` means by this key (see kernel_namespace.visible_kernel)."""
+    return visible_kernel(session, viewer, key)
 
 
 @dataclass(frozen=True)
@@ -142,10 +149,10 @@ class TimedKernel:
     measured: float
 
 
-def timed_kernels(session: Session, target: str = "", limit: int = 500) -> list[TimedKernel]:
-    """Kernels with both a predicted and a measured time (most recently used first)."""
+def timed_kernels(session: Session, viewer: str, target: str = "", limit: int = 500) -> list[TimedKernel]:
+    """Kernels `viewer` may see with both a predicted and a measured time (most recently used first)."""
     query = (select(Kernel.key, Kernel.op_pattern, Kernel.estimated_us, Kernel.measured_us)
-             .where(Kernel.estimated_us.is_not(None), Kernel.measured_us.is_not(None))
+             .where(visible_to(viewer), Kernel.estimated_us.is_not(None), Kernel.measured_us.is_not(None))
              .order_by(Kernel.last_used_at.desc()).limit(limit))
     if target:
         query = query.where(Kernel.target_fingerprint == target)

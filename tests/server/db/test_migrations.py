@@ -8,7 +8,8 @@ from sqlalchemy import create_engine, inspect, text
 from server.db.migrate import MIGRATIONS, downgrade, upgrade
 from server.db.models import Base
 
-TABLES = {"tenants", "tokens", "models", "jobs", "artifacts", "kernels", "workers", "idempotency_keys"}
+TABLES = {"tenants", "tokens", "models", "jobs", "artifacts", "kernels", "workers", "idempotency_keys", "tenant_limits",
+          "run_jobs"}
 
 
 def _last_revision() -> str:
