@@ -35,7 +35,14 @@ class TileConfig:
     (compiler/schedule/cpu_gemm.py; None: the kernel is not computed as one);
     `members`, a CPU row group's member tiles, per block of rows the group's tasks run
     (`ir.rows.block_rows`), one per member in order (compiler/schedule/row_members.py);
-    `launch`, a CUDA kernel's shape, geometry and launch (compiler/schedule/cuda_tile.py).
+    `launch`, a CUDA kernel's shape, geometry and launch (compiler/schedule/cuda_tile.py);
+    and a CPU kernel's loops (compiler/schedule/cpu_tile.py): `chunk`, the steps of the
+    first reduce axis per pass over a tile (compiler/schedule/reduce_chunk.py; 0: all at
+    once); `stage`, the task block over which a reduction stages its padded windows in
+    scratch (compiler/schedule/staging.py; (): it stages none); `serial`, whether the
+    kernel runs on the calling thread alone (compiler/schedule/parallel.py);
+    `row_softmax`, whether a row group takes the softmax row kernel rather than its
+    members (compiler/schedule/row_softmax.py). Each is serialized only when set.
     """
 
     block: tuple[int, ...]
@@ -45,6 +52,10 @@ class TileConfig:
     gemm: GemmBlocking | None = None
     members: tuple[tuple[TileConfig, ...], ...] = ()
     launch: CudaLaunch | None = None
+    chunk: int = 0
+    stage: tuple[int, ...] = ()
+    serial: bool = False
+    row_softmax: bool = False
 
     def to_json(self) -> dict:
         j = {"block": list(self.block), "thread": list(self.thread),
@@ -55,6 +66,14 @@ class TileConfig:
             j["members"] = [[t.to_json() for t in block] for block in self.members]
         if self.launch is not None:
             j["launch"] = self.launch.to_json()
+        if self.chunk:
+            j["chunk"] = self.chunk
+        if self.stage:
+            j["stage"] = list(self.stage)
+        if self.serial:
+            j["serial"] = True
+        if self.row_softmax:
+            j["row_softmax"] = True
         return j
 
     @staticmethod
@@ -63,7 +82,9 @@ class TileConfig:
         return TileConfig(tuple(j["block"]), tuple(j["thread"]), tuple(j["reduce_step"]),
                           int(j.get("vector", 1)), None if gemm is None else GemmBlocking.from_json(gemm),
                           tuple(tuple(TileConfig.from_json(t) for t in block) for block in j.get("members", ())),
-                          None if launch is None else CudaLaunch.from_json(launch))
+                          None if launch is None else CudaLaunch.from_json(launch),
+                          chunk=int(j.get("chunk", 0)), stage=tuple(j.get("stage", ())),
+                          serial=bool(j.get("serial", False)), row_softmax=bool(j.get("row_softmax", False)))
 
 
 class BufferKind(StrEnum):

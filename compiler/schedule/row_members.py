@@ -4,7 +4,8 @@ compiler/codegen/c/rows.py renders each member with its tile.
 
 A member runs on the calling thread over one block of rows (the group's tasks are the
 blocks): its tile is the default tiling of the member cut to that block, with the
-whole cut as one task, so only its register micro-tiles remain. A last, shorter block
+whole cut as one task, so only its register micro-tiles (and its loop decisions:
+compiler/schedule/cpu_loops.py) remain. A last, shorter block
 gets tiles of its own (the micro-tiles follow the rows there are).
 """
 
@@ -14,6 +15,7 @@ from dataclasses import replace
 
 from compiler.ir.rows import block_rows, cut_to_rows, group_sharing
 from compiler.ir.te import Compute
+from compiler.schedule.cpu_loops import with_loop_decisions
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
@@ -26,5 +28,6 @@ def member_tiles(c: Compute, tile: TileConfig, target: Target) -> tuple[tuple[Ti
     blocks = []
     for n in block_rows(c, tile.block[g - 1]):
         cuts = [cut_to_rows(m, g, n, sharing) for m in c.members()]
-        blocks.append(tuple(replace(default_tile(cut, target), block=cut.shape) for cut in cuts))
+        blocks.append(tuple(with_loop_decisions(cut, replace(default_tile(cut, target), block=cut.shape))
+                            for cut in cuts))
     return tuple(blocks)

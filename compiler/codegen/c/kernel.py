@@ -1,8 +1,8 @@
 """C kernels for the CPU: one tiled, OpenMP-parallel function per Compute.
 
 Loop structure (the CPU side of Roller's rTile):
-- one parallel loop over output tiles of `tile.block` (static schedule; small
-  kernels run serially, thread start-up would cost more than they do);
+- one parallel loop over output tiles of `tile.block` (static schedule; a kernel
+  the plan marks `tile.serial` runs on the calling thread alone);
 - inside a tile, register micro-tiles of `tile.thread`. A reduction keeps
   one accumulator per micro-tile element (`acc[]`) and runs the reduce loops
   OUTSIDE the micro-tile loops. In there the vector (innermost output) axis is
@@ -11,9 +11,10 @@ Loop structure (the CPU side of Roller's rTile):
   size a micro-tile takes (full, remainders) gets its own copy with constant
   bounds; a micro-tile whose padded loads cannot leave their tensors (the
   interior of a convolution) gets a copy without bounds checks;
-- a long first reduce axis is walked in `reduce_step` chunks over the whole
-  tile, partial sums waiting in a per-tile array, so the inputs one pass reads
-  stay in cache;
+- a long first reduce axis is walked in the plan's `tile.chunk` steps over the
+  whole tile, partial sums waiting in a per-tile array, so the inputs one pass
+  reads stay in cache; a reduction over padded windows stages them per task over
+  the plan's `tile.stage` block (c/stage.py);
 - a row reduction (softmax / layer-norm style, where the innermost reduce axis
   is the contiguous one in memory and the innermost output axis is not)
   instead folds whole vectors along that axis into up to four named vector
@@ -25,7 +26,8 @@ Loop structure (the CPU side of Roller's rTile):
 
 Contractions in float32 (matmul, convolution as implicit GEMM) take the packed,
 explicit-SIMD path of compiler/codegen/c/gemm.py instead, where the plan gave them a
-GEMM blocking (`TileConfig.gemm`, compiler/schedule/cpu_gemm.py).
+GEMM blocking (`TileConfig.gemm`, compiler/schedule/cpu_gemm.py). Every such decision
+is the plan's (compiler/schedule/cpu_tile.py); this module only renders it.
 
 Kernel ABI: `void sym(T_out* restrict out, const T0* restrict in0, ...)`
 (compiler/schedule/plan.py), and `sym_team` with the same parameters, which
@@ -46,8 +48,8 @@ from dataclasses import dataclass, replace
 
 from compiler.codegen.c.gemm import render_gemm
 from compiler.codegen.c.rows import render_row_group
-from compiler.codegen.c.softmax import is_row_softmax, render_row_softmax
-from compiler.codegen.c.stage import StagedInput, stage_padded_loads, staging_block, write_staging
+from compiler.codegen.c.softmax import render_row_softmax
+from compiler.codegen.c.stage import stage_padded_loads, write_staging
 from compiler.codegen.c.team import (
     kernel_params,
     mark_used,
@@ -75,15 +77,11 @@ from compiler.ir.dtypes import dtype
 from compiler.ir.te import ACC, INIT, Call, Compute, Expr, Load, substitute, walk
 from compiler.schedule.merge_axes import merge_axes, merge_reduce_axes
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.row_softmax import is_row_softmax
+from compiler.schedule.staging import StagedInput
 from compiler.target.base import Target
 from compiler.target.cpu import detect_cpu
 
-# Below this many scalar ops a kernel runs on the calling thread alone.
-PARALLEL_MIN_FLOPS = 1 << 17
-# A tile's partial sums between reduce chunks live on the stack (threads have MBs).
-MAX_TILE_ACC_BYTES = 256 << 10
-# Shorter chunks cost more in saving and restoring partial sums than they save.
-MIN_REDUCE_CHUNK = 64
 MAX_UNROLLED_ROWS = 32
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
@@ -111,20 +109,21 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
     params = kernel_params(compute)
     header = f"void {team_symbol(symbol)}({', '.join(params)})"
     target = target or build_machine()
-    if compute.stages and is_row_softmax(compute):
-        parallel = compute.flops() >= PARALLEL_MIN_FLOPS
+    if tile.row_softmax and not is_row_softmax(compute):
+        raise ValueError(f"the plan runs {symbol} as a row softmax, which its group is not")
+    if compute.stages and tile.row_softmax:
+        parallel = not tile.serial
         render_row_softmax(compute, tile.block[-2], target.lanes, src, symbol, params, header, parallel)
         write_standalone(src, symbol, params, parallel)
         return src.text(), False
     if compute.stages:
-        parallel, checked = render_row_group(compute, tile, symbol, src, params, header, PARALLEL_MIN_FLOPS,
-                                             _write_member)
+        parallel, checked = render_row_group(compute, tile, symbol, src, params, header, _write_member)
         write_standalone(src, symbol, params, parallel)
         return src.text(), checked
     if tile.gemm is not None:
         src.line("#include <stdlib.h>")
         parallel = render_gemm(merge_axes(compute, tile)[0], tile.gemm, params, header,
-                               compute.flops() >= PARALLEL_MIN_FLOPS, src, symbol)
+                               not tile.serial, src, symbol)
         write_standalone(src, symbol, params, parallel)
         return src.text(), False
     parallel, checked = _write_loops(src, compute, tile, symbol, header, params, team=True)
@@ -170,12 +169,9 @@ def _check(compute: Compute, tile: TileConfig, symbol: str) -> _Shape:
     ext = [a.extent for a in compute.axes]
     block = [max(1, min(b, e)) for b, e in zip(tile.block, ext, strict=True)]
     thread = [max(1, min(u, b)) for u, b in zip(tile.thread, block, strict=True)]
-    chunk = 0
-    if compute.reduce_axes and tile.reduce_step[0] > 0:
-        step = max(tile.reduce_step[0], MIN_REDUCE_CHUNK)
-        fits = math.prod(block) * dtype(compute.acc_dtype).nbytes <= MAX_TILE_ACC_BYTES
-        chunk = step if fits and step < compute.reduce_axes[0].extent else 0
-    return _Shape(ext, block, thread, max(1, tile.vector), chunk)
+    if tile.stage and len(tile.stage) != n:
+        raise ValueError(f"tile {tile} stages a block that does not fit {n} spatial axes")
+    return _Shape(ext, block, thread, max(1, tile.vector), tile.chunk, list(tile.stage), not tile.serial)
 
 
 @dataclass(frozen=True)
@@ -185,6 +181,8 @@ class _Shape:
     thread: list[int]
     vector: int
     chunk: int  # steps of the first reduce axis per pass over the tile (0: all at once)
+    stage: list[int]  # the task block staging the padded windows ([]: none staged)
+    parallel: bool  # the tasks are shared among the team (else the calling thread runs them)
 
 
 class _KernelWriter:
@@ -203,8 +201,8 @@ class _KernelWriter:
         # Micro-tiled reductions over padded windows read them from per-task scratch.
         self.original = compute
         self.staged: list[StagedInput] = []
-        if compute.is_reduction and not self._row and not shape.chunk:
-            self.s = replace(shape, block=staging_block(compute, shape.block, shape.thread))
+        if compute.is_reduction and not self._row and shape.stage:
+            self.s = replace(shape, block=shape.stage)
             self.c, self.staged = stage_padded_loads(compute, self.s.block)
             self.names.update({s.origin(d): s.origin(d) for s in self.staged for d in range(len(s.shape))})
 
@@ -215,7 +213,7 @@ class _KernelWriter:
         by the calling thread; whether it is split among the team."""
         tiles = [-(-e // b) for e, b in zip(self.s.extents, self.s.block, strict=True)]
         total = math.prod(tiles)
-        parallel = team and total > 1 and self.c.flops() >= PARALLEL_MIN_FLOPS
+        parallel = team and total > 1 and self.s.parallel
         tasks = shared_tasks(self.src, parallel) if team else contextlib.nullcontext()
         with tasks, self.src.block(f"for (int64_t t = 0; t < {total}L; ++t)"):
             if self.n:

@@ -32,7 +32,7 @@ MemberWriter = Callable[[CSource, Compute, TileConfig, str, Sequence[str]], bool
 
 
 def render_row_group(c: Compute, tile: TileConfig, symbol: str, src: CSource, params: Sequence[str],
-                     header: str, parallel_min_flops: int, write_member: MemberWriter) -> tuple[bool, bool]:
+                     header: str, write_member: MemberWriter) -> tuple[bool, bool]:
     """Write the group's members (each block's with its tiles in `tile.members`) and its
     team function `header`; (parallel, checked)."""
     sharing = group_sharing(c)
@@ -51,7 +51,7 @@ def render_row_group(c: Compute, tile: TileConfig, symbol: str, src: CSource, pa
 
     blocks = -(-extent // block)
     tasks = math.prod(c.shape[:g - 1]) * blocks
-    parallel = tasks > 1 and c.flops() >= parallel_min_flops
+    parallel = tasks > 1 and not tile.serial
     with src.block(header):
         mark_used(src, params)
         with shared_tasks(src, parallel), src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):

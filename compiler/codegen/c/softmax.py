@@ -28,47 +28,17 @@ from compiler.codegen.c.vector_math import (
     max_function,
 )
 from compiler.codegen.csource import CSource
-from compiler.ir.rows import group_sharing
-from compiler.ir.te import ACC, Call, Compute, Const, Expr, Load, Var
+from compiler.ir.te import Compute
 
 # Vectors in flight per pass: enough independent chains to hide maxps and exp latency.
 _MAX_CHAINS = 4
 _EXP_CHAINS = 2
 
 
-def is_row_softmax(c: Compute) -> bool:
-    """Whether group `c` is exactly a float32 softmax over its last axis (as the frontend
-    lowers Softmax), reading one group input: what `render_row_softmax` writes."""
-    if c.dtype != "float32" or len(c.stages) != 3 or len(c.inputs) != 1 or math.prod(c.shape) == 0:
-        return False
-    if c.inputs[0].shape != c.shape or c.inputs[0].dtype != "float32" or group_sharing(c).rows != len(c.shape) - 1:
-        return False
-    top, exps, inv = c.stages
-    if not (top.reduce_op == "max" and inv.reduce_op == "sum" and len(top.reduce_axes) == len(inv.reduce_axes) == 1):
-        return False
-    rows = [Var(a.name) for a in c.axes[:-1]]
-    i = [Var(a.name) for a in c.axes]
-
-    def row_load(stage: Compute, source: int) -> Load:  # a reduction's load of one row
-        return Load(source, (*(Var(a.name) for a in stage.axes), Var(stage.reduce_axes[0].name)), "float32")
-
-    at = [Var(a.name) for a in exps.axes]
-    expected: list[tuple[Expr | None, Expr | None]] = [
-        (top.body, row_load(top, 0)), (top.post, None),
-        (exps.body, Call("exp", (Call("sub", (Load(0, tuple(at), "float32"),
-                                              Load(1, tuple(at[:-1]), "float32")), "float32"),), "float32")),
-        (inv.body, row_load(inv, 2)),
-        (inv.post, Call("div", (Const(1.0, "float32"), Var(ACC, "float32")), "float32")),
-        (c.body, Call("mul", (Load(2, tuple(i), "float32"), Load(3, tuple(rows), "float32")), "float32")),
-        (c.post, None),
-    ]
-    return exps.reduce_op is None and all(got == want for got, want in expected)
-
-
 def render_row_softmax(c: Compute, block: int, lanes: int, src: CSource, symbol: str, params: list[str],
                        header: str, parallel: bool) -> None:
     """Write `symbol`'s row function and team function `header` for row softmax `c`
-    (`is_row_softmax`): tasks of `block` rows, `lanes`-wide float32 vectors."""
+    (the plan chose this path: `TileConfig.row_softmax`, compiler/schedule/row_softmax.py): tasks of `block` rows, `lanes`-wide float32 vectors."""
     width, rows = c.shape[-1], math.prod(c.shape[:-1])
     src.define({**exp_definitions(lanes), **max_definitions(lanes)})
     with src.block(f"static void {symbol}_row(float* restrict y, const float* restrict x)"):

@@ -40,13 +40,14 @@ class KernelLibrary:
 
     def __init__(self, kernels: Mapping[str, tuple[Compute, TileConfig]], folder: Path,
                  targets: Mapping[str, Target] | None = None,
-                 constants: Mapping[str, tuple[int, ...]] | None = None) -> None:
+                 constants: Mapping[str, tuple[int, ...]] | None = None, plan: bool = True) -> None:
         """`targets`: the ISA some kernels are rendered for (default the build machine);
         `constants`: a kernel's inputs that are weights (read packed where the kernel can).
-        Tiles are completed as the C backend's tile step does (`planned`)."""
+        Tiles are completed as the C backend's tile step does (`planned`), or with `plan`
+        False rendered as given (a test's own plan decisions)."""
         targets = targets or {}
         constants = constants or {}
-        self.kernels = {sym: (c, planned(c, t, targets.get(sym), constants.get(sym, ())))
+        self.kernels = {sym: (c, planned(c, t, targets.get(sym), constants.get(sym, ())) if plan else t)
                         for sym, (c, t) in kernels.items()}
         self.sources = {sym: render_kernel(c, t, sym, targets.get(sym)) for sym, (c, t) in self.kernels.items()}
         self.packed = {sym: prepacked_inputs(t) for sym, (_, t) in self.kernels.items()}

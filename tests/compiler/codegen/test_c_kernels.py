@@ -13,13 +13,14 @@ import pytest
 from c_harness import KernelLibrary, render_planned
 
 from compiler.codegen.c.kernel import render_kernel
-from compiler.codegen.c.stage import stage_padded_loads, staging_block
+from compiler.codegen.c.stage import stage_padded_loads
 from compiler.codegen.c.vector_math import exp_function
 from compiler.codegen.c.workarounds import NO_IF_CONVERT
 from compiler.ir import te
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call, cast, select
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.staging import staged_block
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
 
@@ -507,15 +508,16 @@ def test_boxes_beyond_the_scratch_budget_are_not_staged() -> None:
     x = Load(0, (i0, i1 + r0 - 1, i2 + r1 - 1), "float32", pad=0.0)
     c = Compute(axes(1, side, side), x, (TensorType((1, side, side), "float32"),),
                 "float32", axes(3, 3, prefix="r"), "sum")
-    assert stage_padded_loads(c, (1, side, side)) == (c, [])
+    assert staged_block(c, (1, side, side), (1, side, side)) == ()  # no cut below the micro-tile
+    assert staged_block(c, (1, side, side), (1, 8, 8)) == (1, 50, 200)  # rows halved until it fits
     assert stage_padded_loads(c, (1, 8, 8))[1]
 
 
 def test_blocks_too_big_to_stage_are_cut_until_they_fit() -> None:
     c = depthwise_wide(16, 56)
     # 16 channels of 58 x 58 is 215 KB; 4 channels (54 KB) fit: channels are cut, rows kept
-    assert staging_block(c, (1, 16, 56, 56), (1, 1, 4, 16)) == [1, 4, 56, 56]
-    assert staging_block(c, (1, 2, 8, 56), (1, 1, 4, 16)) == [1, 2, 8, 56]  # fits already
+    assert staged_block(c, (1, 16, 56, 56), (1, 1, 4, 16)) == (1, 4, 56, 56)
+    assert staged_block(c, (1, 2, 8, 56), (1, 1, 4, 16)) == (1, 2, 8, 56)  # fits already
     src = render_planned(c, TileConfig((1, 16, 56, 56), (1, 1, 4, 16), (3, 3), 8), "k")
     assert "__attribute__((aligned(64)))" in src and NO_IF_CONVERT not in src
 

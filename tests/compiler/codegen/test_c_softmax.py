@@ -8,13 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_harness import KernelLibrary
+from c_harness import KernelLibrary, render_planned
 from onnx import helper
 
-from compiler.codegen.c.kernel import render_kernel
-from compiler.codegen.c.softmax import is_row_softmax
 from compiler.codegen.c.vector_math import exp_function
 from compiler.ir.interp import evaluate
+from compiler.schedule.row_softmax import is_row_softmax
 from compiler.target.cpu import detect_cpu
 from tests.compiler.codegen.test_c_rows import group, layer_norm, rows_tile, softmax
 
@@ -70,7 +69,7 @@ def test_exp_of_nonpositive_arguments_is_within_one_ulp(library: KernelLibrary) 
 
 def test_last_axis_float32_softmax_takes_the_row_kernel() -> None:
     c = softmax([7, 67])
-    src = render_kernel(c, rows_tile(c, 1, 3), "k")
+    src = render_planned(c, rows_tile(c, 1, 3), "k")
     assert is_row_softmax(c) and "k_row(" in src and exp_function(detect_cpu().lanes, nonpositive=True) in src
     assert "k_m0_" not in src  # no row-group members
 

@@ -1,0 +1,28 @@
+"""The loop decisions of a CPU kernel off the packed-GEMM path (one Compute, or one member
+of a row group), recorded in its tile: the reduce chunk (compiler/schedule/reduce_chunk.py)
+and the staged block (compiler/schedule/staging.py). compiler/codegen/c/kernel.py renders
+them on the same view of the kernel: reduce axes merged (compiler/schedule/merge_axes.py),
+block and micro-tile clipped to the extents."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from compiler.ir.te import Compute
+from compiler.schedule.merge_axes import merge_reduce_axes
+from compiler.schedule.plan import TileConfig
+from compiler.schedule.reduce_chunk import reduce_chunk
+from compiler.schedule.staging import staged_block
+
+
+def with_loop_decisions(c: Compute, tile: TileConfig) -> TileConfig:
+    """`tile` with `chunk` and `stage` decided for `c`'s loop nest."""
+    if math.prod(c.shape) == 0:
+        return tile
+    merged, t = merge_reduce_axes(c, tile)
+    block = [max(1, min(b, a.extent)) for b, a in zip(t.block, merged.axes, strict=True)]
+    thread = [max(1, min(u, b)) for u, b in zip(t.thread, block, strict=True)]
+    chunk = reduce_chunk(merged, block, t.reduce_step)
+    stage = staged_block(merged, block, thread) if merged.is_reduction and not chunk else ()
+    return dataclasses.replace(tile, chunk=chunk, stage=stage)
