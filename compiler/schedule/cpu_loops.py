@@ -1,6 +1,6 @@
 """The loop decisions of a CPU kernel off the packed-GEMM path (one Compute, or one member
 of a row group), recorded in its tile: the reduce chunk (compiler/schedule/reduce_chunk.py)
-and the staged block (compiler/schedule/staging.py). compiler/codegen/c/kernel.py renders
+and the staged block (compiler/schedule/stage_block.py). compiler/codegen/c/kernel.py renders
 them on the same view of the kernel: reduce axes merged (compiler/schedule/merge_axes.py),
 block and micro-tile clipped to the extents."""
 
@@ -13,7 +13,7 @@ from compiler.ir.te import Compute
 from compiler.schedule.merge_axes import merge_reduce_axes
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.reduce_chunk import reduce_chunk
-from compiler.schedule.staging import staged_block
+from compiler.schedule.stage_block import staged_block
 
 
 def with_loop_decisions(c: Compute, tile: TileConfig) -> TileConfig:

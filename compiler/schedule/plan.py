@@ -39,7 +39,7 @@ class TileConfig:
     and a CPU kernel's loops (compiler/schedule/cpu_tile.py): `chunk`, the steps of the
     first reduce axis per pass over a tile (compiler/schedule/reduce_chunk.py; 0: all at
     once); `stage`, the task block over which a reduction stages its padded windows in
-    scratch (compiler/schedule/staging.py; (): it stages none); `serial`, whether the
+    scratch (compiler/schedule/stage_block.py; (): it stages none); `serial`, whether the
     kernel runs on the calling thread alone (compiler/schedule/parallel.py);
     `row_softmax`, whether a row group takes the softmax row kernel rather than its
     members (compiler/schedule/row_softmax.py). Each is serialized only when set.

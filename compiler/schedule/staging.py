@@ -1,7 +1,7 @@
-"""Which padded windows a CPU task stages in cache-resident scratch, and over which block
-(Roller's / Welder's on-chip tile, on the CPU): the region analysis of the windows one
-task reads, decided when the plan is built (`TileConfig.stage`) and rendered by
-compiler/codegen/c/stage.py.
+"""The padded windows a CPU task would stage in cache-resident scratch (Roller's /
+Welder's on-chip tile, on the CPU): the region analysis of the windows one task reads,
+which compiler/schedule/stage_block.py weighs when the plan is built (`TileConfig.stage`)
+and compiler/codegen/c/stage.py renders.
 
 A reduction over padded windows (depthwise convolution, padded pooling, a convolution
 off the GEMM path) checks its loads against the tensor's bounds wherever a window may
@@ -21,8 +21,6 @@ from compiler.ir.affine import LinearForm, linear_form
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute, Load, walk
 
-MAX_SCRATCH_BYTES = 64 << 10  # per task, on the thread's stack; beyond it, L1 / L2 would not hold it
-
 
 @dataclass(frozen=True)
 class StagedInput:
@@ -38,24 +36,6 @@ class StagedInput:
     def origin(self, d: int) -> str:
         """The name of the variable holding the box's first index along dimension d."""
         return f"s{self.scratch}_{d}"
-
-
-def staged_block(c: Compute, block: Sequence[int], thread: Sequence[int]) -> tuple[int, ...]:
-    """The task block over which reduction `c` (tiled `block` with micro-tiles `thread`,
-    both within its extents) stages its padded windows, or () when it stages none.
-
-    `block` is cut along its outer axes (halved, never below the micro-tile) until the
-    boxes fit the scratch: a block chosen for cache reuse may span more of a feature map
-    than one task can stage, and unstaged windows are read with checked loads that do
-    not vectorize. Nothing is staged when some padded load is not affine in the axes,
-    or when no cut makes the boxes fit."""
-    if not staged_boxes(c, block):
-        return ()
-    cut = list(block)
-    for d in range(len(cut)):
-        while scratch_bytes(staged_boxes(c, cut)) > MAX_SCRATCH_BYTES and cut[d] > thread[d]:
-            cut[d] = max(thread[d], -(-cut[d] // 2))
-    return tuple(cut) if scratch_bytes(staged_boxes(c, cut)) <= MAX_SCRATCH_BYTES else ()
 
 
 def scratch_bytes(staged: Sequence[StagedInput]) -> int:

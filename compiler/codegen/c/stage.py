@@ -1,5 +1,5 @@
 """Padded windows staged in cache-resident scratch, rendered: each task copies the boxes
-the plan's `TileConfig.stage` block reads (compiler/schedule/staging.py decides which
+the plan's `TileConfig.stage` block reads (compiler/schedule/stage_block.py decides which
 windows are staged and over which block) into arrays on its stack, rows clipped to the
 part inside the tensor and copied whole, the rest filled with the pad value; the
 micro-tiles then read the scratch without a single bounds check (a checked load does
@@ -23,7 +23,7 @@ from compiler.schedule.staging import StagedInput, padded_loads, staged_boxes
 def stage_padded_loads(c: Compute, block: Sequence[int]) -> tuple[Compute, list[StagedInput]]:
     """`c` with each padded load reading a scratch input instead (index minus the box's
     origin, no pad), and what one task of `block` stages (the plan's `TileConfig.stage`:
-    compiler/schedule/staging.py decided that the boxes can be staged and fit)."""
+    compiler/schedule/stage_block.py decided that the boxes can be staged and fit)."""
     staged = staged_boxes(c, block)
     if not staged:
         raise ValueError(f"the plan stages the padded windows of {block}, but they cannot be staged")

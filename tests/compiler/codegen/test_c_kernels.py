@@ -20,7 +20,7 @@ from compiler.ir import te
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call, cast, select
 from compiler.schedule.plan import TileConfig
-from compiler.schedule.staging import staged_block
+from compiler.schedule.stage_block import staged_block
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
 
