@@ -42,7 +42,9 @@ class TileConfig:
     scratch (compiler/schedule/stage_block.py; (): it stages none); `serial`, whether the
     kernel runs on the calling thread alone (compiler/schedule/parallel.py);
     `row_softmax`, whether a row group takes the softmax row kernel rather than its
-    members (compiler/schedule/row_softmax.py). Each is serialized only when set.
+    members (compiler/schedule/row_softmax.py); `row_reduction`, whether a reduction
+    folds each output's contiguous row rather than running micro-tiles
+    (compiler/schedule/row_reduction.py). Each is serialized only when set.
     """
 
     block: tuple[int, ...]
@@ -56,6 +58,7 @@ class TileConfig:
     stage: tuple[int, ...] = ()
     serial: bool = False
     row_softmax: bool = False
+    row_reduction: bool = False
 
     def to_json(self) -> dict:
         j = {"block": list(self.block), "thread": list(self.thread),
@@ -74,6 +77,8 @@ class TileConfig:
             j["serial"] = True
         if self.row_softmax:
             j["row_softmax"] = True
+        if self.row_reduction:
+            j["row_reduction"] = True
         return j
 
     @staticmethod
@@ -84,7 +89,8 @@ class TileConfig:
                           tuple(tuple(TileConfig.from_json(t) for t in block) for block in j.get("members", ())),
                           None if launch is None else CudaLaunch.from_json(launch),
                           chunk=int(j.get("chunk", 0)), stage=tuple(j.get("stage", ())),
-                          serial=bool(j.get("serial", False)), row_softmax=bool(j.get("row_softmax", False)))
+                          serial=bool(j.get("serial", False)), row_softmax=bool(j.get("row_softmax", False)),
+                          row_reduction=bool(j.get("row_reduction", False)))
 
 
 class BufferKind(StrEnum):

@@ -15,9 +15,9 @@ Loop structure (the CPU side of Roller's rTile):
   whole tile, partial sums waiting in a per-tile array, so the inputs one pass
   reads stay in cache; a reduction over padded windows stages them per task over
   the plan's `tile.stage` block (c/stage.py);
-- a row reduction (softmax / layer-norm style, where the innermost reduce axis
-  is the contiguous one in memory and the innermost output axis is not)
-  instead folds whole vectors along that axis into up to four named vector
+- a reduction the plan marks `tile.row_reduction` (softmax / layer-norm style, where
+  the innermost reduce axis is the contiguous one in memory and the innermost output
+  axis is not: compiler/schedule/row_reduction.py) instead folds whole vectors along that axis into up to four named vector
   accumulators (c/vector.py; an array of partials that gcc vectorizes where the
   body has no vector form), and folds them at the end (not `omp simd
   reduction`: max / min must propagate NaN like numpy);
@@ -71,7 +71,7 @@ from compiler.codegen.cexpr import (
     value_ctype,
 )
 from compiler.codegen.csource import CSource
-from compiler.ir.affine import LinearForm, form_bounds, linear_form, load_stride
+from compiler.ir.affine import LinearForm, form_bounds, linear_form
 from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import ACC, INIT, Call, Compute, Expr, Load, substitute, walk
@@ -171,7 +171,10 @@ def _check(compute: Compute, tile: TileConfig, symbol: str) -> _Shape:
     thread = [max(1, min(u, b)) for u, b in zip(tile.thread, block, strict=True)]
     if tile.stage and len(tile.stage) != n:
         raise ValueError(f"tile {tile} stages a block that does not fit {n} spatial axes")
-    return _Shape(ext, block, thread, max(1, tile.vector), tile.chunk, list(tile.stage), not tile.serial)
+    if tile.row_reduction and not compute.is_reduction:
+        raise ValueError(f"the plan runs {symbol} as a row reduction, which it is not")
+    return _Shape(ext, block, thread, max(1, tile.vector), tile.chunk, list(tile.stage), not tile.serial,
+                  tile.row_reduction)
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,7 @@ class _Shape:
     chunk: int  # steps of the first reduce axis per pass over the tile (0: all at once)
     stage: list[int]  # the task block staging the padded windows ([]: none staged)
     parallel: bool  # the tasks are shared among the team (else the calling thread runs them)
+    row: bool  # a row reduction: each output folds its contiguous row (else micro-tiles)
 
 
 class _KernelWriter:
@@ -197,7 +201,7 @@ class _KernelWriter:
         self.names = {a.name: f"i{d}" for d, a in enumerate(compute.axes)}
         self.names.update({a.name: f"r{k}" for k, a in enumerate(compute.reduce_axes)})
         self.ranges = {a.name: (0, a.extent - 1) for a in compute.all_axes()}
-        self._row = compute.is_reduction and self._is_row_reduction()
+        self._row = shape.row
         # Micro-tiled reductions over padded windows read them from per-task scratch.
         self.original = compute
         self.staged: list[StagedInput] = []
@@ -608,19 +612,6 @@ class _KernelWriter:
         self._store(value)
 
     # -- row reductions (innermost reduce axis contiguous) --------------------------------
-
-    def _is_row_reduction(self) -> bool:
-        """True when the last reduce axis walks memory contiguously and the output axis does not."""
-        red = self.c.reduce_axes
-        if not red or red[-1].extent < 2 * self.s.vector:
-            return False
-        inner = [a.name for a in self.c.axes if a.extent > 1]
-        for ld in (x for x in walk(self.c.body) if isinstance(x, Load)):
-            shape = self.c.inputs[ld.input].shape
-            if load_stride(ld, shape, red[-1].name) == 1 and (
-                    not inner or load_stride(ld, shape, inner[-1]) not in (0, 1)):
-                return True
-        return False
 
     def _row_reduction(self) -> None:
         if self._row_vectorizes():
