@@ -21,6 +21,9 @@ from compiler.schedule.plan_json import as_json, tuples
 MAX_GRID = 1 << 20
 MAX_THREADS = 1024
 WARP = 32
+# Elements per thread up to which a GEMM operand is prefetched through registers: beyond
+# it, unrolled copies of the index arithmetic would swamp nvcc and the registers.
+MAX_PREFETCH = 16
 
 Dim3 = tuple[int, int, int]
 
@@ -39,20 +42,48 @@ def pow2_at_least(n: int) -> int:
     return 1 << max(0, (max(1, n) - 1).bit_length())
 
 
+def prefetches(bk: int, span: int, threads: int) -> bool:
+    """Whether a GEMM operand's `bk x span` slice, staged by `threads` threads, is
+    prefetched through registers (at most `MAX_PREFETCH` elements per thread) rather than
+    copied straight to shared memory: compiler/schedule/cuda_tile.py's decision, and the
+    one a geometry's JSON leaves unwritten."""
+    return ceil_div(bk * span, threads) <= MAX_PREFETCH
+
+
 @dataclass(frozen=True)
 class GemmGeometry:
-    """Shared-memory tiled GEMM: block tile (bm x bn outputs, bk deep) and register tile
-    (tm x tn) per thread."""
+    """Shared-memory tiled GEMM: block tile (bm x bn outputs, bk deep), register tile
+    (tm x tn) per thread, and whether the rows operand (`prefetch_a`) and the cols
+    operand (`prefetch_b`) are prefetched one step ahead through registers or copied
+    straight to shared memory (compiler/codegen/cuda/gemm_stage.py)."""
 
     bm: int
     bn: int
     bk: int
     tm: int
     tn: int
+    prefetch_a: bool
+    prefetch_b: bool
 
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
+
+    def to_json(self) -> dict[str, Any]:
+        """The sizes, and a prefetch only where it departs from `prefetches` (so a plan
+        made before the prefetches were recorded reads the same)."""
+        j = as_json(self)
+        for name, prefetch, span in (("prefetch_a", self.prefetch_a, self.bm), ("prefetch_b", self.prefetch_b, self.bn)):
+            if prefetch == prefetches(self.bk, span, self.threads):
+                del j[name]
+        return j
+
+    @staticmethod
+    def from_json(j: dict[str, Any]) -> GemmGeometry:
+        bm, bn, bk, tm, tn = (int(j[f]) for f in ("bm", "bn", "bk", "tm", "tn"))
+        threads = (bm // tm) * (bn // tn)
+        return GemmGeometry(bm, bn, bk, tm, tn, bool(j.get("prefetch_a", prefetches(bk, bm, threads))),
+                            bool(j.get("prefetch_b", prefetches(bk, bn, threads))))
 
 
 @dataclass(frozen=True)
@@ -104,13 +135,19 @@ class CudaLaunch:
     block: Dim3
 
     def to_json(self) -> dict[str, Any]:
-        return as_json(self)
+        j = as_json(self)
+        if isinstance(self.geometry, GemmGeometry):
+            j["geometry"] = self.geometry.to_json()
+        return j
 
     @staticmethod
     def from_json(j: dict[str, Any]) -> CudaLaunch:
         kind = j["kind"]
-        fields = {f: tuples(v) for f, v in j["geometry"].items()}
-        return CudaLaunch(kind, GEOMETRIES[kind](**fields), _dim3(j["grid"]), _dim3(j["block"]))
+        if kind == "gemm":
+            geometry: Geometry = GemmGeometry.from_json(j["geometry"])
+        else:
+            geometry = GEOMETRIES[kind](**{f: tuples(v) for f, v in j["geometry"].items()})
+        return CudaLaunch(kind, geometry, _dim3(j["grid"]), _dim3(j["block"]))
 
 
 def _dim3(v: list[int]) -> Dim3:

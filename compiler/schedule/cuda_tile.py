@@ -42,6 +42,7 @@ from compiler.schedule.cuda_launch import (
     ceil_div,
     pow2_at_least,
     pow2_at_most,
+    prefetches,
 )
 from compiler.schedule.plan import TileConfig
 
@@ -94,7 +95,8 @@ def _gemm_tiles(c: Compute, m: Contraction, g: GemmGeometry) -> int:
 def gemm_geometry(c: Compute, m: Contraction, tile: TileConfig) -> GemmGeometry:
     """The TileConfig's tiles on the GEMM's sides, made legal: powers of two, register
     tile at most 8 x 8 (smaller when that is what it takes to reach 128 threads),
-    32..1024 threads where the sizes allow, shared memory under 48 KB."""
+    32..1024 threads where the sizes allow, shared memory under 48 KB; each operand
+    prefetched through registers where its slice is small enough per thread (`prefetches`)."""
     big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
     big_k = math.prod(a.extent for a in c.reduce_axes)
     elem = _GEMM_BYTES[c.acc_dtype]
@@ -126,7 +128,8 @@ def gemm_geometry(c: Compute, m: Contraction, tile: TileConfig) -> GemmGeometry:
         bk //= 2
     while bk * (bm + bn + 2) * elem > SMEM_LIMIT:
         bm, bn = max(tm, bm // 2), max(tn, bn // 2)
-    return GemmGeometry(bm, bn, bk, tm, tn)
+    threads = (bm // tm) * (bn // tn)
+    return GemmGeometry(bm, bn, bk, tm, tn, prefetches(bk, bm, threads), prefetches(bk, bn, threads))
 
 
 def general_geometry(c: Compute, tile: TileConfig) -> GeneralGeometry:

@@ -49,8 +49,8 @@ def render_gemm(c: Compute, m: Contraction, g: GemmGeometry, symbol: str) -> str
         lines.append(f"{ind}const long long bb = tile / {nbn * nbm}LL;")
         lines += decompose("bb", [f"s{d}" for d in m.batch], [c.axes[d].extent for d in m.batch],
                            ind)
-    stages = (OperandStaging(c, m, g, m.lhs, m.rows, "sa", "m0", g.bm, "a"),
-              OperandStaging(c, m, g, m.rhs, m.cols, "sb", "n0", g.bn, "b"))
+    stages = (OperandStaging(c, m, g, m.lhs, m.rows, "sa", "m0", g.bm, "a", g.prefetch_a),
+              OperandStaging(c, m, g, m.rhs, m.cols, "sb", "n0", g.bn, "b", g.prefetch_b))
     for s in stages:
         lines += s.declare(ind)
     lines.append(f"{ind}{t} acc[{g.tm}][{g.tn}];")

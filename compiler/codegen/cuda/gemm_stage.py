@@ -4,8 +4,8 @@ Thread `tid` owns the slice elements `tid + q * threads`. It loads them from
 global memory into registers for step k+1 while the block computes on step k
 (software pipelining through registers, so the loads' latency overlaps the
 FMAs), and stores them to shared memory `smem[k][s]` at the top of the next
-step; operands with too many elements per thread are copied straight to
-shared memory instead. Consecutive threads walk the operand's contiguous dimension (K or the
+step; operands the plan does not prefetch (`GemmGeometry.prefetch_a` / `prefetch_b`,
+compiler/schedule/cuda_tile.py) are copied straight to shared memory instead. Consecutive threads walk the operand's contiguous dimension (K or the
 side), so global reads coalesce. Operands that are plain row-major float32
 tensors whose innermost index is the contiguous dimension's only axis are read
 with 128-bit loads when their base pointer is 16-byte aligned (tested once per
@@ -23,24 +23,20 @@ from compiler.ir.contraction import Contraction, expr_vars, plain_load, side_ext
 from compiler.ir.te import Compute, Const, Expr, Load, Var
 from compiler.schedule.cuda_launch import GemmGeometry, ceil_div
 
-# Elements per thread up to which an operand is prefetched through registers.
-MAX_PREFETCH = 16
-
 
 class OperandStaging:
     """The statements that move one operand into shared memory.
 
     `origin` is the C name of the side's first index in this block tile. With
-    `prefetch`, `fetch` reads the step starting at reduce index `kn` into
-    registers and `fill` stores them; without it (more than `MAX_PREFETCH`
-    elements per thread, where unrolled copies of the index arithmetic would
-    swamp nvcc and the registers), `fill` copies the step starting at `kd`
+    `prefetch` (the plan's), `fetch` reads the step starting at reduce index `kn` into
+    registers and `fill` stores them; without it, `fill` copies the step starting at `kd`
     straight from global to shared memory in a rolled loop and `fetch` does
     nothing.
     """
 
     def __init__(self, c: Compute, m: Contraction, g: GemmGeometry, operand: Expr,
-                 side: tuple[int, ...], smem: str, origin: str, span: int, tag: str) -> None:
+                 side: tuple[int, ...], smem: str, origin: str, span: int, tag: str,
+                 prefetch: bool) -> None:
         self.c, self.m, self.g = c, m, g
         self.operand, self.side, self.smem, self.origin, self.span = operand, side, smem, origin, span
         self.tag = tag
@@ -50,7 +46,7 @@ class OperandStaging:
         self.size = ceil_div(self.count, g.threads)
         if self.vector_input is not None:
             self.size = max(self.size, 4 * ceil_div(self.count // 4, g.threads))
-        self.prefetch = self.size <= MAX_PREFETCH
+        self.prefetch = prefetch
 
     def declare(self, ind: str) -> list[str]:
         """The register buffer (and the alignment test), once per tile."""

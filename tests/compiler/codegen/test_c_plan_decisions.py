@@ -1,5 +1,5 @@
 """C codegen follows the decisions the plan records below the rTile (TileConfig.chunk,
-.stage, .serial, .row_softmax: compiler/schedule/cpu_tile.py): another decision in the
+.stage, .serial, .row_softmax, .row_reduction: compiler/schedule/cpu_tile.py): another decision in the
 plan gives another source, which gcc builds and which still computes the right numbers;
 and codegen holds none of the constants those decisions are made from."""
 
@@ -17,9 +17,9 @@ from c_harness import KernelLibrary, planned, render_planned
 import compiler.codegen
 from compiler.codegen.c.kernel import build_machine, render_kernel
 from compiler.ir.interp import evaluate
-from compiler.ir.te import Compute
+from compiler.ir.te import Axis, Compute, Load, TensorType, Var
 from compiler.schedule.plan import TileConfig
-from tests.compiler.codegen.test_c_kernels import column_max, depthwise_wide, matmul
+from tests.compiler.codegen.test_c_kernels import column_max, depthwise_wide, matmul, row_reduce
 from tests.compiler.codegen.test_c_rows import layer_norm, rows_tile, softmax
 
 RNG = np.random.default_rng(15)
@@ -28,6 +28,7 @@ COLUMN_MAX = column_max(300, 37)
 DEPTHWISE = depthwise_wide(16, 56)
 MATMUL = matmul(96, 80, 64)  # float32, but without a blocking in its tile: the loop path
 SOFTMAX = softmax([7, 67])
+ROW_SUM = row_reduce("sum", 24, 300)
 
 
 def _plan(c: Compute, tile: TileConfig, **decisions: object) -> TileConfig:
@@ -45,6 +46,8 @@ VARIANTS = {
                           {"stage": (1, 2, 28, 56)}, "__attribute__((aligned(64)))"),
     "parallel": (MATMUL, TileConfig((32, 16), (4, 16), (64,), 8), {"serial": True}, "omp parallel"),
     "row_softmax": (SOFTMAX, rows_tile(SOFTMAX, 1, 3), {"row_softmax": False}, "_row(float"),
+    "row_reduction": (ROW_SUM, TileConfig((8,), (4,), (300,), 8), {"row_reduction": False}, "int64_t rl = 0;"),
+    "micro_tiles": (COLUMN_MAX, TileConfig((37,), (16,), (70,), 8), {"row_reduction": True, "chunk": 0}, "tacc"),
 }
 
 
@@ -75,10 +78,12 @@ def test_the_plan_records_the_decisions_and_round_trips_them() -> None:
     chunked = planned(COLUMN_MAX, VARIANTS["chunked"][1])
     staged = planned(DEPTHWISE, VARIANTS["staged"][1])
     row = planned(SOFTMAX, rows_tile(SOFTMAX, 1, 3))
-    assert (chunked.chunk, chunked.serial) == (70, True)
+    row_sum = planned(ROW_SUM, VARIANTS["row_reduction"][1])
+    assert (chunked.chunk, chunked.serial, chunked.row_reduction) == (70, True, False)
+    assert row_sum.row_reduction and (row_sum.chunk, row_sum.stage) == (0, ())
     assert staged.stage == (1, 4, 56, 56) and not staged.serial
     assert row.row_softmax
-    for tile in (chunked, staged, row):
+    for tile in (chunked, staged, row, row_sum):
         assert TileConfig.from_json(tile.to_json()) == tile
     bare = TileConfig((37,), (16,), (70,), 8)
     assert bare.to_json() == {"block": [37], "thread": [16], "reduce_step": [70], "vector": 8}
@@ -92,8 +97,17 @@ def test_a_row_softmax_path_for_another_group_is_refused() -> None:
     assert "k_m0_" in render_planned(c, rows_tile(c, 1, 3), "k")
 
 
+def test_a_row_reduction_path_for_an_element_wise_kernel_is_refused() -> None:
+    c = Compute((Axis("i0", 64),), Load(0, (Var("i0"),), "float32") * 2.0, (TensorType((64,), "float32"),),
+                "float32")
+    tile = _plan(c, TileConfig((64,), (8,), (), 8), row_reduction=True)
+    with pytest.raises(ValueError, match="row reduction"):
+        render_kernel(c, tile, "k", build_machine())
+
+
 DECIDING_NAMES = ("PARALLEL_MIN_FLOPS", "MIN_REDUCE_CHUNK", "MAX_TILE_ACC_BYTES", "MAX_SCRATCH_BYTES",
-                  "staging_block", "staged_block", "is_row_softmax", "reduce_chunk", "runs_serially")
+                  "staging_block", "staged_block", "is_row_softmax", "reduce_chunk", "runs_serially",
+                  "reduces_rows", "MAX_PREFETCH", "prefetches")
 
 
 def test_codegen_defines_none_of_the_decisions() -> None:

@@ -69,13 +69,41 @@ def test_the_source_follows_the_planned_launch(tmp_path: Path) -> None:
     one the source runs, and it still computes the product."""
     c = matmul(64, 48, 40)
     tile = plan_cuda_tile(c, TileConfig((64, 48), (4, 4), (8,)))
-    assert tile.launch is not None and tile.launch.geometry != GemmGeometry(32, 16, 8, 2, 2)
-    other = CudaLaunch("gemm", GemmGeometry(32, 16, 8, 2, 2), (6, 1, 1), (128, 1, 1))  # 2 x 3 tiles
+    assert tile.launch is not None and tile.launch.geometry != GemmGeometry(32, 16, 8, 2, 2, True, True)
+    other = CudaLaunch("gemm", GemmGeometry(32, 16, 8, 2, 2, True, True), (6, 1, 1), (128, 1, 1))  # 2 x 3 tiles
     src = render_kernel(c, dataclasses.replace(tile, launch=other), "k")
     assert src != render_kernel(c, tile, "k")
     assert "__launch_bounds__(128)" in src and "sa[8][33]" in src and "sb[8][17]" in src
     kernels = EmulatedKernels({"k": (c, dataclasses.replace(tile, launch=other))}, tmp_path)
     inputs = [np.random.default_rng(5).standard_normal(t.shape).astype(np.float32) for t in c.inputs]
+    check_close(kernels.run("k", inputs), evaluate(c, inputs), c)
+
+
+# (compute, rTile, the planned prefetches of the rows and cols operands)
+PREFETCH_CASES = {"both_prefetched": (matmul(64, 48, 40), TileConfig((64, 48), (4, 4), (8,)), (True, True)),
+                  "rows_copied": (matmul(128, 64, 64), TileConfig((128, 64), (8, 8), (32,)), (False, True))}
+
+
+@pytest.mark.parametrize("name", list(PREFETCH_CASES))
+def test_the_source_follows_the_planned_prefetches(tmp_path: Path, name: str) -> None:
+    """Whether a GEMM operand is prefetched through registers is the plan's
+    (GemmGeometry.prefetch_a / prefetch_b): flipped, the source changes and still computes
+    the product; the geometry's JSON writes a prefetch only where it departs from the rule."""
+    c, rtile, planned = PREFETCH_CASES[name]
+    tile = plan_cuda_tile(c, rtile)
+    assert tile.launch is not None and isinstance(tile.launch.geometry, GemmGeometry)
+    g = tile.launch.geometry
+    assert (g.prefetch_a, g.prefetch_b) == planned
+    assert set(tile.launch.to_json()["geometry"]) == {"bm", "bn", "bk", "tm", "tn"}
+    flipped = dataclasses.replace(tile, launch=dataclasses.replace(
+        tile.launch, geometry=dataclasses.replace(g, prefetch_a=not g.prefetch_a)))
+    assert flipped.to_json()["launch"]["geometry"]["prefetch_a"] is not g.prefetch_a
+    assert TileConfig.from_json(flipped.to_json()) == flipped and TileConfig.from_json(tile.to_json()) == tile
+    src, planned_src = render_kernel(c, flipped, "k"), render_kernel(c, tile, "k")
+    assert ("ar[" in planned_src) is g.prefetch_a and ("ar[" in src) is not g.prefetch_a
+    assert ("br[" in src) is g.prefetch_b
+    kernels = EmulatedKernels({"k": (c, flipped)}, tmp_path)
+    inputs = [np.random.default_rng(7).standard_normal(t.shape).astype(np.float32) for t in c.inputs]
     check_close(kernels.run("k", inputs), evaluate(c, inputs), c)
 
 
