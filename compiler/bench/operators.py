@@ -79,15 +79,15 @@ def _activation_models() -> dict[str, onnx.ModelProto]:
     # BERT's GELU: x (1 + erf(x / sqrt(2))) / 2
     gelu_erf = [("Div", ["x", "sqrt2"], "d", {}), ("Erf", ["d"], "e", {}), ("Add", ["e", "one"], "v", {}),
                 ("Mul", ["x", "v"], "w", {}), ("Mul", ["w", "half"], "y", {})]
-    consts = {"three": f(3.0), "c": f(0.044715), "k": f(0.7978845608), "one": f(1.0), "half": f(0.5),
-              "sqrt2": f(1.4142135)}
+    tanh_consts = {"three": f(3.0), "c": f(0.044715), "k": f(0.7978845608), "one": f(1.0), "half": f(0.5)}
+    erf_consts = {"sqrt2": f(1.4142135), "one": f(1.0), "half": f(0.5)}
     silu = [("Sigmoid", ["x"], "s", {}), ("Mul", ["x", "s"], "y", {})]
     depthwise = [("Conv", ["x", "w"], "z", {"pads": [1, 1, 1, 1], "group": 96}), ("Sigmoid", ["z"], "s", {}),
                  ("Mul", ["z", "s"], "y", {})]
     grouped = [("Conv", ["x", "w"], "z", {"pads": [1, 1, 1, 1], "group": 19}), ("Relu", ["z"], "y", {})]
     return {
-        "gelu tanh 128x3072": _chain("gelu_tanh", [128, 3072], gelu_tanh, consts),
-        "erf gelu 128x3072": _chain("gelu_erf", [128, 3072], gelu_erf, consts),
+        "gelu tanh 128x3072": _chain("gelu_tanh", [128, 3072], gelu_tanh, tanh_consts),
+        "erf gelu 128x3072": _chain("gelu_erf", [128, 3072], gelu_erf, erf_consts),
         "silu 1x96x112x112": _chain("silu", [1, 96, 112, 112], silu, {}),
         "depthwise conv+silu 96ch 112x112": _chain("dw_silu", [1, 96, 112, 112], depthwise, {"w": _w(96, 1, 3, 3)}),
         "grouped conv3x3+relu 152ch g8 28x28": _chain("grouped", [1, 152, 28, 28], grouped, {"w": _w(152, 8, 3, 3)}),
