@@ -42,10 +42,11 @@ from contextlib import ExitStack, contextmanager
 from compiler.codegen.c.direct import KOFF, koff_table, panel_base, write_padded_copy
 from compiler.codegen.c.team import mark_used
 from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
+from compiler.codegen.c.vector_functions import VECTOR_FUNCTIONS
 from compiler.codegen.cexpr import ExprWriter, clip_lines, flat_offset, literal, new_counter
 from compiler.codegen.csource import CSource
 from compiler.ir.affine import linear_form
-from compiler.ir.te import ACC, Compute, Expr, Load, TensorType, Var
+from compiler.ir.te import ACC, Call, Compute, Expr, Load, TensorType, Var, walk
 from compiler.schedule.gemm_blocking import DirectOperand, GemmBlocking, micro_tails
 
 FLAT_K = "tf_k"  # the flat reduce index's TE variable name (unused when an axis has it)
@@ -213,8 +214,8 @@ class _GemmWriter:
                     yield
 
         if sum(e > 1 for e in self._extents(axes, prefix)) <= 1:
-            # one axis: each element decoded on its own, no vectors (segments take them)
-            with elements("0", str(count), lambda v: self._decode(f"({origin} + {v})", axes, prefix), None):
+            # one axis: each element decoded on its own
+            with elements("0", str(count), lambda v: self._decode(f"({origin} + {v})", axes, prefix), vector):
                 yield
             return
         with src.block(""):
@@ -568,8 +569,32 @@ class _GemmWriter:
         offset = flat_offset(c.shape, [f"i{d}" for d in range(len(c.axes))])
         with src.block("for (int64_t i = 0; i < mv; ++i)"):
             self._decode("(m0 + i)", self.m.rows)
-            with self._walk("j", "nv", "n0", self.m.cols):
+            with self._walk("j", "nv", "n0", self.m.cols, vector=self._vector_epilogue(offset)):
                 value = f"ct[i * {self.g.nc}L + j]"
                 if c.post is not None:
                     value = self._emit(c.post, {**self.names, ACC: value})
                 src.line(f"out[{offset}] = {value};")
+
+    def _vector_epilogue(self, offset: str) -> tuple[int, Callable[[str], None]] | None:
+        """The `_walk` vector step storing post(acc) for a whole vector of columns, where
+        `post` calls a vector function (c/vector_functions.py: a GELU, a SiLU) and is
+        contiguous along the innermost output axis, the columns' innermost; else None,
+        and gcc vectorizes the scalar loop (with libmvec calls for a transcendental)."""
+        c, lanes = self.c, self.g.mk.lanes
+        cols = [d for d in self.m.cols if c.axes[d].extent > 1]
+        post = c.post
+        if (post is None or c.dtype != "float32" or not cols or cols[-1] != len(c.axes) - 1
+                or not any(isinstance(e, Call) and e.op in VECTOR_FUNCTIONS for e in walk(post))
+                or not vectorizes(post, c.axes[cols[-1]].name, c.inputs, "float32", {ACC})):
+            return None
+        self.src.extend(vector_typedefs("float32", lanes))
+
+        def step(v: str) -> None:
+            acc = f"t{next(self.counter)}"
+            self.src.line(f"const {VECTOR_TYPE} {acc} = *(const {VECTOR_TYPE}*)(ct + i * {self.g.nc}L + {v});")
+            w = VectorWriter(c.inputs, {**self.names, ACC: acc}, self.counter, c.axes[cols[-1]].name, lanes, {ACC})
+            value = w.emit_vector(post)
+            self.src.extend(w.lines)
+            self.src.define(w.definitions)
+            self.src.line(f"*({VECTOR_TYPE}*)(out + {offset}) = {value};")
+        return lanes, step

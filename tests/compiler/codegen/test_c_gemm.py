@@ -60,6 +60,14 @@ def conv1x1_gelu_residual() -> Compute:
                    "float32", axes(16, prefix="r"), "sum", post)
 
 
+def matmul_gelu_bias(m: int, n: int, k: int) -> Compute:
+    """A Linear with BERT's GELU in `post`: erf(acc / sqrt(2)) along the columns, a bias."""
+    acc = Var("acc", "float32") + Load(2, (i1,), "float32")
+    post = 0.5 * acc * (1.0 + call("erf", acc * 0.7071067811865476))
+    mm = matmul(m, n, k)
+    return dataclasses.replace(mm, post=post, inputs=(*mm.inputs, TensorType((n,), "float32")))
+
+
 def transposed_lhs(m: int, n: int, k: int) -> Compute:
     """A stored K x M (a Gemm with transA): the rows operand is strided along K."""
     return Compute(axes(m, n), Load(0, (r0, i0), "float32") * Load(1, (r0, i1), "float32"),
@@ -90,6 +98,7 @@ CASES: dict[str, tuple[Compute, int]] = {
     "matmul_sse_width": (matmul(21, 45, 19), 4),
     "matmul_avx512_width": (matmul(31, 70, 40), 16),
     "matmul_avx512_tails": (matmul(59, 70, 30), 16),  # 11 of 12 rows and 1 vector of 2 in the last panels
+    "matmul_gelu_avx512": (matmul_gelu_bias(37, 75, 24), 16),  # 75 columns: a vector tail
 }
 
 
@@ -107,6 +116,13 @@ def test_packed_kernel_matches_interpreter(library: KernelLibrary, name: str) ->
     inputs = [rand(t.shape) for t in compute.inputs]
     k = np.prod([a.extent for a in compute.reduce_axes])
     np.testing.assert_allclose(library.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+@pytest.mark.parametrize(("name", "function"), [("conv1x1_residual", "tf_tanh_f32x8"),
+                                                ("matmul_gelu_avx512", "tf_erf_f32x16")])
+def test_epilogues_with_a_transcendental_store_whole_vectors(library: KernelLibrary, name: str,
+                                                            function: str) -> None:
+    assert f"= {function}(" in library.sources[name]  # the inlined vector function, not libmvec's
 
 
 @pytest.fixture(scope="module")
