@@ -89,7 +89,7 @@ def main() -> None:
         for op in RANGES:
             c, exe = Path(d) / f"{op}.c", Path(d) / op
             c.write_text(sweep_source(op))
-            subprocess.run(["gcc", "-O2", f"-march={march}", "-fno-math-errno", "-std=gnu11", str(c), "-o", str(exe),
+            subprocess.run(["gcc", "-O2", f"-march={march}", "-fno-math-errno", "-std=gnu11", "-Wno-psabi", str(c), "-o", str(exe),
                             "-lm"], check=True)
             result = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.strip()
             print(f"{op} (-march={march}, |x| <= {RANGES[op]:g}): {result}", flush=True)
