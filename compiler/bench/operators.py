@@ -53,7 +53,45 @@ def operator_models() -> dict[str, onnx.ModelProto]:
     m["reducemean 128x768"] = _single("ReduceMean", [128, 768], {"axes": np.array([-1], np.int64)}, ["x", "axes"],
                                       opset=18)
     m["global avgpool 1x2048x7x7"] = _single("GlobalAveragePool", [1, 2048, 7, 7], {}, ["x"])
+    m.update(_activation_models())
     return m
+
+
+def _chain(name: str, x_shape: list[int], nodes: list[tuple], weights: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """A model of `nodes` ((op, inputs, output, attrs) each) from input x to output y."""
+    g = helper.make_graph([helper.make_node(op, ins, [out], **attrs) for op, ins, out, attrs in nodes], name,
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in weights.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def _activation_models() -> dict[str, onnx.ModelProto]:
+    """Transcendental activations as exporters write them, alone and as contraction epilogues."""
+    def f(v: float) -> np.ndarray:
+        return np.array(v, np.float32)
+    # GPT-2's GELU: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    gelu_tanh = [("Pow", ["x", "three"], "p", {}), ("Mul", ["p", "c"], "q", {}), ("Add", ["x", "q"], "s", {}),
+                 ("Mul", ["s", "k"], "u", {}), ("Tanh", ["u"], "t", {}), ("Add", ["t", "one"], "v", {}),
+                 ("Mul", ["x", "v"], "w", {}), ("Mul", ["w", "half"], "y", {})]
+    # BERT's GELU: x (1 + erf(x / sqrt(2))) / 2
+    gelu_erf = [("Div", ["x", "sqrt2"], "d", {}), ("Erf", ["d"], "e", {}), ("Add", ["e", "one"], "v", {}),
+                ("Mul", ["x", "v"], "w", {}), ("Mul", ["w", "half"], "y", {})]
+    tanh_consts = {"three": f(3.0), "c": f(0.044715), "k": f(0.7978845608), "one": f(1.0), "half": f(0.5)}
+    erf_consts = {"sqrt2": f(1.4142135), "one": f(1.0), "half": f(0.5)}
+    silu = [("Sigmoid", ["x"], "s", {}), ("Mul", ["x", "s"], "y", {})]
+    depthwise = [("Conv", ["x", "w"], "z", {"pads": [1, 1, 1, 1], "group": 96}), ("Sigmoid", ["z"], "s", {}),
+                 ("Mul", ["z", "s"], "y", {})]
+    grouped = [("Conv", ["x", "w"], "z", {"pads": [1, 1, 1, 1], "group": 19}), ("Relu", ["z"], "y", {})]
+    return {
+        "gelu tanh 128x3072": _chain("gelu_tanh", [128, 3072], gelu_tanh, tanh_consts),
+        "erf gelu 128x3072": _chain("gelu_erf", [128, 3072], gelu_erf, erf_consts),
+        "silu 1x96x112x112": _chain("silu", [1, 96, 112, 112], silu, {}),
+        "depthwise conv+silu 96ch 112x112": _chain("dw_silu", [1, 96, 112, 112], depthwise, {"w": _w(96, 1, 3, 3)}),
+        "grouped conv3x3+relu 152ch g8 28x28": _chain("grouped", [1, 152, 28, 28], grouped, {"w": _w(152, 8, 3, 3)}),
+    }
 
 
 def _relu_add() -> onnx.ModelProto:

@@ -196,9 +196,30 @@ def select(cond: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
     return call("select", cond, a, b)
 
 
+# Float powers with these constant exponents become multiplies (GPT-2's GELU cubes its
+# input: powf was a scalar call per element). x * x * x and x^4 as (x x)(x x) (the square
+# shared) round twice: within 2 ulp of the exact power, overflowing and underflowing where it
+# does (negative exponents would not: 1 / (x x) is 0 where x^-2 is a denormal). Not for
+# float16, which rounds to half after every operation: there it would round twice.
+SMALL_POWERS = (1, 2, 3, 4)
+
+
+def _small_power(x: Expr, k: int) -> Expr:
+    """x^k for k in SMALL_POWERS, by squaring."""
+    if k == 1:
+        return x
+    half = _small_power(x, k // 2)
+    square = Call("mul", (half, half), x.dtype)
+    return Call("mul", (square, x), x.dtype) if k % 2 else square
+
+
 def _simplify(e: Call) -> Expr:
-    """Constant-fold integer index arithmetic and drop identities (x+0, x*1)."""
+    """Constant-fold integer index arithmetic, drop identities (x+0, x*1), and write a
+    float power with a small integer constant exponent as multiplies."""
     a = e.args
+    if (e.op == "pow" and e.dtype in {"float32", "float64"} and isinstance(a[1], Const)
+            and a[1].value in SMALL_POWERS):
+        return _small_power(a[0], int(a[1].value))
     if e.dtype != INDEX or e.op not in {"add", "sub", "mul", "floordiv", "floormod", "min", "max"}:
         return e
     if all(isinstance(x, Const) for x in a):

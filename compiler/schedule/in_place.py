@@ -68,6 +68,11 @@ def direct_layout(c: Compute, load: Load, side: str, axes: Sequence[int], panel:
     walked = [d for d in axes if c.axes[d].extent > 1]
     if len(forms) < len(affine) or not walked:
         return None
+    # The panels' offsets cover the walked axes and the reduce axes only: a load that also
+    # moves with a batch axis (a grouped convolution's group) is packed instead.
+    others = {a.name for d, a in enumerate(c.axes) if d not in axes and a.extent > 1}
+    if any(f[1].get(name, 0) for f in forms for name in others):
+        return None
     ranges = {a.name: (0, a.extent - 1) for a in c.all_axes()}
     shape = c.inputs[load.input].shape
     reach = [form_bounds(f, ranges) for f in forms]

@@ -42,10 +42,11 @@ from contextlib import ExitStack, contextmanager
 from compiler.codegen.c.direct import KOFF, koff_table, panel_base, write_padded_copy
 from compiler.codegen.c.team import mark_used
 from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
+from compiler.codegen.c.vector_functions import VECTOR_FUNCTIONS
 from compiler.codegen.cexpr import ExprWriter, clip_lines, flat_offset, literal, new_counter
 from compiler.codegen.csource import CSource
 from compiler.ir.affine import linear_form
-from compiler.ir.te import ACC, Compute, Expr, Load, TensorType, Var
+from compiler.ir.te import ACC, Call, Compute, Expr, Load, TensorType, Var, walk
 from compiler.schedule.gemm_blocking import DirectOperand, GemmBlocking, micro_tails
 
 FLAT_K = "tf_k"  # the flat reduce index's TE variable name (unused when an axis has it)
@@ -196,25 +197,14 @@ class _GemmWriter:
                     declare(piece)
                     first, end = piece, stop
                 if vector is not None:
-                    lanes, step = vector
-                    src.line(f"int64_t {var}v = {first};")
-                    with src.block(f"for (; {var}v + {lanes}L <= {end}; {var}v += {lanes}L)"):
-                        index(f"{var}v")
-                        step(f"{var}v")
-                    # the rest of a run of at least one vector: one more, overlapping the last
-                    with src.block(f"if ({var}v < {end} && {end} - ({first}) >= {lanes}L)"):
-                        src.line(f"{var}v = {end} - {lanes}L;")
-                        index(f"{var}v")
-                        step(f"{var}v")
-                        src.line(f"{var}v = {end};")
-                    first = f"{var}v"
+                    first = self._whole_vectors(var, first, end, vector[0], lambda v: (index(v), vector[1](v)))
                 with src.block(f"for (int64_t {var} = {first}; {var} < {end}; ++{var})"):
                     index(var)
                     yield
 
         if sum(e > 1 for e in self._extents(axes, prefix)) <= 1:
-            # one axis: each element decoded on its own, no vectors (segments take them)
-            with elements("0", str(count), lambda v: self._decode(f"({origin} + {v})", axes, prefix), None):
+            # one axis: each element decoded on its own
+            with elements("0", str(count), lambda v: self._decode(f"({origin} + {v})", axes, prefix), vector):
                 yield
             return
         with src.block(""):
@@ -240,6 +230,22 @@ class _GemmWriter:
                     yield
                 src.line(f"{start}{inner} = 0;")
                 src.line(_carry(outer, extents, prefix))
+
+    def _whole_vectors(self, var: str, first: str, end: str, lanes: int, step: Callable[[str], object]) -> str:
+        """A loop of `step(v)` over whole vectors of `lanes` values of `var` from `first`,
+        then, where the run [first, end) holds a vector, one more ending at `end` (so `step`
+        must be idempotent: its stores the same values again); returns the C expression
+        where the element loop for the rest starts."""
+        src = self.src
+        src.line(f"int64_t {var}v = {first};")
+        with src.block(f"for (; {var}v + {lanes}L <= {end}; {var}v += {lanes}L)"):
+            step(f"{var}v")
+        # the rest of a run of at least one vector: one more, overlapping the last
+        with src.block(f"if ({var}v < {end} && {end} - ({first}) >= {lanes}L)"):
+            src.line(f"{var}v = {end} - {lanes}L;")
+            step(f"{var}v")
+            src.line(f"{var}v = {end};")
+        return f"{var}v"
 
     def _carried(self, var: str, count: int | str, origin: str, axes: Sequence[int],
                  prefix: str, chunk: tuple[int, Callable[[str], None]] | None) -> Iterator[None]:
@@ -341,21 +347,36 @@ class _GemmWriter:
             if c.post is not None:
                 value = self._emit(c.post, {**self.names, ACC: value})
             src.line(f"out[{offset}] = {value};")
-        def positions(at: str) -> None:  # the run's positions, contiguous in `out`
+
+        def positions(at: Callable[[str], str], vector: tuple[int, Callable[[str], None]] | None = None) -> None:
+            """The run's positions, contiguous in `out` (ct[at(e)] for position e)."""
+            first = "0"
+            if vector is not None:
+                def step(v: str) -> None:
+                    src.line(f"const int64_t i{d.inner} = w + {v};")
+                    vector[1](v)
+                with src.block(""):
+                    first = self._whole_vectors("e", "0", "valid", vector[0], step)
+                    with src.block(f"for (int64_t e = {first}; e < valid; ++e)"):
+                        src.line(f"const int64_t i{d.inner} = w + e;")
+                        store(at("e"))
+                return
             with src.block("for (int64_t e = 0; e < valid; ++e)"):
                 src.line(f"const int64_t i{d.inner} = w + e;")
-                store(at)
-        if d.side == "b":  # a loop gcc vectorizes
+                store(at("e"))
+        if d.side == "b":  # a loop gcc vectorizes, or whole vectors (a transcendental `post`)
+            def run_at(e: str) -> str:
+                return f"i * {nc}L + jp * {d.panel}L + l + {e}"
+            vector = self._vector_epilogue(offset, run_at, d.inner)
             with src.block("for (int64_t i = 0; i < mv; ++i)"):
                 self._decode("(m0 + i)", self.m.rows)
                 with src.block(f"for (int64_t jp = 0; jp < nv / {d.panel}L; ++jp)"):
-                    self._position_runs(d, f"n0 / {d.panel}L + jp",
-                                        lambda: positions(f"i * {nc}L + jp * {d.panel}L + l + e"))
+                    self._position_runs(d, f"n0 / {d.panel}L + jp", lambda: positions(run_at, vector))
             return
 
         def channels() -> None:  # each channel's positions in turn
             with self._walk("j", "nv", "n0", self.m.cols):
-                positions(f"(ip * {d.panel}L + l + e) * {nc}L + j")
+                positions(lambda e: f"(ip * {d.panel}L + l + {e}) * {nc}L + j")
         with src.block(f"for (int64_t ip = 0; ip < mv / {d.panel}L; ++ip)"):
             self._position_runs(d, f"m0 / {d.panel}L + ip", channels)
 
@@ -568,8 +589,35 @@ class _GemmWriter:
         offset = flat_offset(c.shape, [f"i{d}" for d in range(len(c.axes))])
         with src.block("for (int64_t i = 0; i < mv; ++i)"):
             self._decode("(m0 + i)", self.m.rows)
-            with self._walk("j", "nv", "n0", self.m.cols):
+            cols = [a for a in self.m.cols if c.axes[a].extent > 1]
+            vector = self._vector_epilogue(offset, lambda v: f"i * {self.g.nc}L + {v}", cols[-1]) if cols else None
+            with self._walk("j", "nv", "n0", self.m.cols, vector=vector):
                 value = f"ct[i * {self.g.nc}L + j]"
                 if c.post is not None:
                     value = self._emit(c.post, {**self.names, ACC: value})
                 src.line(f"out[{offset}] = {value};")
+
+    def _vector_epilogue(self, offset: str, at: Callable[[str], str],
+                         axis: int) -> tuple[int, Callable[[str], None]] | None:
+        """A vector step storing post(acc) to `out` at `offset` for a whole vector of
+        positions along output axis `axis` (its first one declared), reading acc from
+        ct[at(v)] on, where `post` calls a vector function (c/vector_functions.py: a GELU,
+        a SiLU) and `axis` is the innermost output axis (contiguous); else None, and gcc
+        vectorizes the scalar loop (with libmvec calls for a transcendental)."""
+        c, lanes, post = self.c, self.g.mk.lanes, self.c.post
+        var = c.axes[axis].name
+        if (post is None or c.dtype != "float32" or axis != len(c.axes) - 1
+                or not any(isinstance(e, Call) and e.op in VECTOR_FUNCTIONS for e in walk(post))
+                or not vectorizes(post, var, c.inputs, "float32", {ACC})):
+            return None
+        self.src.extend(vector_typedefs("float32", lanes))
+
+        def step(v: str) -> None:
+            acc = f"t{next(self.counter)}"
+            self.src.line(f"const {VECTOR_TYPE} {acc} = *(const {VECTOR_TYPE}*)(ct + {at(v)});")
+            w = VectorWriter(c.inputs, {**self.names, ACC: acc}, self.counter, var, lanes, {ACC})
+            value = w.emit_vector(post)
+            self.src.extend(w.lines)
+            self.src.define(w.definitions)
+            self.src.line(f"*({VECTOR_TYPE}*)(out + {offset}) = {value};")
+        return lanes, step

@@ -21,8 +21,9 @@ Loop structure (the CPU side of Roller's rTile):
   accumulators (c/vector.py; an array of partials that gcc vectorizes where the
   body has no vector form), and folds them at the end (not `omp simd
   reduction`: max / min must propagate NaN like numpy);
-- element-wise bodies with an exp run their innermost loop as explicit vectors
-  with the inlined vector exp (c/vector_math.py); others are `omp simd` loops.
+- element-wise bodies with an exp, tanh, erf or log run their innermost loop as
+  explicit vectors with the inlined vector functions (c/vector_functions.py); others
+  are `omp simd` loops.
 
 Contractions in float32 (matmul, convolution as implicit GEMM) take the packed,
 explicit-SIMD path of compiler/codegen/c/gemm.py instead, where the plan gave them a
@@ -58,6 +59,7 @@ from compiler.codegen.c.team import (
     write_standalone,
 )
 from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, splat, vector_typedefs, vectorizes
+from compiler.codegen.c.vector_functions import VECTOR_FUNCTIONS
 from compiler.codegen.c.workarounds import apply_workarounds, has_padded_loads
 from compiler.codegen.cexpr import (
     PRELUDE,
@@ -278,15 +280,16 @@ class _KernelWriter:
 
     def _elementwise_lanes(self) -> int:
         """Lanes of the explicit-SIMD innermost loop (c/vector.py), or 0 for the `omp simd`
-        loop. Only bodies with an exp take it: gcc vectorizes the rest as well by itself,
-        but calls libmvec's expf for a vector, twice the time of our inlined one."""
+        loop. Only bodies with a transcendental of c/vector_functions.py take it: gcc
+        vectorizes the rest as well by itself, but calls libmvec's expf for a vector, twice
+        the time of our inlined one (and its tanh, erf, log: out of line, and per ISA)."""
         c, lanes = self.c, self.s.vector
         if lanes < 2 or not self.n or self.s.extents[-1] < lanes:
             return 0
         var = c.axes[-1].name
-        has_exp = any(isinstance(e, Call) and e.op == "exp" for e in walk(c.body))
+        has_math = any(isinstance(e, Call) and e.op in VECTOR_FUNCTIONS for e in walk(c.body))
         varies = var in expr_vars(c.body)
-        return lanes if has_exp and varies and vectorizes(c.body, var, c.inputs, c.dtype) else 0
+        return lanes if has_math and varies and vectorizes(c.body, var, c.inputs, c.dtype) else 0
 
     def _vector_row(self, d: int, lanes: int) -> None:
         """The innermost loop of an element-wise tile in whole vectors. A row with a partial

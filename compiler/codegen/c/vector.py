@@ -11,8 +11,8 @@ An expression qualifies when every value that varies along the vector axis (or i
 an accumulator) is built from loads that walk memory contiguously along it, or every
 other element (stride 1 or 2, no padding: padded windows are staged first, see
 c/stage.py; a stride-2 vector is two loads and one lane shuffle), by float add, sub,
-mul, div, neg, max, min, selects on comparisons of such values, and float32 exp
-(inlined, c/vector_math.py). Values that do not vary along it (a depthwise filter
+mul, div, neg, max, min, selects on comparisons of such values, and float32 exp, tanh,
+erf and log (inlined, c/vector_math.py and c/vector_functions.py). Values that do not vary along it (a depthwise filter
 tap, a bias) are rendered as scalars and broadcast.
 """
 
@@ -20,7 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
-from compiler.codegen.c.vector_math import exp_definitions, exp_function
+from compiler.codegen.c.vector_functions import (
+    VECTOR_FUNCTIONS,
+    vector_definitions,
+    vector_function,
+)
 from compiler.codegen.cexpr import ExprWriter, flat_offset, value_ctype
 from compiler.ir.affine import load_stride
 from compiler.ir.contraction import expr_vars, plain_load
@@ -70,7 +74,7 @@ def vectorizes(e: Expr, var: str, inputs: Sequence[TensorType], dt: str,
     if e.op == "select":
         return _is_comparison(e.args[0]) and all(vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
     if (e.op in _ARITH or e.op in {"neg", "max", "min"} or (e.op == "cast" and e.args[0].dtype == dt)
-            or (e.op == "exp" and dt == "float32")):
+            or (e.op in VECTOR_FUNCTIONS and dt == "float32")):
         return all(vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
     return False
 
@@ -129,9 +133,9 @@ class VectorWriter(ExprWriter):
             return args[0]
         if e.op == "neg":
             return self._vector(f"-{args[0]}")
-        if e.op == "exp":
-            self.definitions.update(exp_definitions(self.lanes))
-            return self._vector(f"{exp_function(self.lanes)}({args[0]})")
+        if e.op in VECTOR_FUNCTIONS:
+            self.definitions.update(vector_definitions(e.op, self.lanes))
+            return self._vector(f"{vector_function(e.op, self.lanes)}({args[0]})")
         return self._vector(f"{args[0]} {_ARITH[e.op]} {args[1]}")
 
     def fold(self, op: str, acc: str, value: str) -> str:

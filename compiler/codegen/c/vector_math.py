@@ -72,19 +72,21 @@ _LANE_TABLES = {
 }
 
 
-def exp_function(lanes: int, nonpositive: bool = False) -> str:
+def exp_function(lanes: int, nonpositive: bool = False, portable: bool = False) -> str:
     """Name of the float32 exp on `lanes`-lane vectors that `exp_definitions` defines;
-    `nonpositive`: the one for arguments <= 0 or NaN only (others give wrong results)."""
-    return f"tf_exp{'_nonpositive' * nonpositive}_f32x{lanes}"
+    `nonpositive`: the one for arguments <= 0 or NaN only (others give wrong results);
+    `portable`: the polynomial core at every lane count (no table), so each lane's result
+    is the same whatever the lane count and ISA (given FMA contraction alike)."""
+    return f"tf_exp{'_nonpositive' * nonpositive}{'_portable' * portable}_f32x{lanes}"
 
 
-def exp_definitions(lanes: int) -> dict[str, list[str]]:
-    """File-scope C (no includes needed) defining `exp_function(lanes)`: name -> its lines,
-    in dependency order (a unit that needs two widths defines a shared piece once)."""
-    v, m, u, name = f"tf_f32x{lanes}", f"tf_i32x{lanes}", f"tf_u32x{lanes}", exp_function(lanes)
-    return {**_any_lane(lanes), **_float_vector(lanes), name: [
-        f"typedef unsigned {u} __attribute__((vector_size({4 * lanes})));",
-        *_core(lanes, f"{name}_core"),
+def exp_definitions(lanes: int, portable: bool = False) -> dict[str, list[str]]:
+    """File-scope C (no includes needed) defining `exp_function(lanes, portable=portable)`
+    and its nonpositive twin: name -> its lines, in dependency order (a unit that needs
+    two widths defines a shared piece once)."""
+    v, m, u, name = f"tf_f32x{lanes}", f"tf_i32x{lanes}", f"tf_u32x{lanes}", exp_function(lanes, portable=portable)
+    return {**any_lane(lanes), **float_vector(lanes), **unsigned_vector(lanes), name: [
+        *_core(lanes, f"{name}_core", portable),
         f"static inline {v} {name}_wide({v} x) {{",
         f"  const {m} low = x < -104.0f, high = x > 89.0f;",
         f"  x = ({v})((low & ({m})(({v}){{0}} - 104.0f)) | (~low & ({m})x));",
@@ -98,7 +100,7 @@ def exp_definitions(lanes: int) -> dict[str, list[str]]:
         # k = n << 23 to p's bits scales it. Where x is known to be <= 0, one compare
         # checks that (a NaN fails it too).
         *[line for fn, wide in ((name, f"~(({v})(({m})x & 0x7fffffff) <= 86.5f)"),
-                                (exp_function(lanes, nonpositive=True), "~(x >= -86.5f)"))
+                                (exp_function(lanes, nonpositive=True, portable=portable), "~(x >= -86.5f)"))
           for line in (
               f"static inline {v} {fn}({v} x) {{",
               f"  const {m} wide = {wide};",
@@ -110,9 +112,9 @@ def exp_definitions(lanes: int) -> dict[str, list[str]]:
     ]}
 
 
-def _core(lanes: int, core: str) -> list[str]:
+def _core(lanes: int, core: str, portable: bool) -> list[str]:
     """`p = core(x, &k)`: exp(x) = p * 2^n with k = n << 23 (x clamped to [-104, 89] or less),
-    by the table where the ISA has a lane permute, by the polynomial elsewhere."""
+    by the table where the ISA has a lane permute (unless `portable`), by the polynomial elsewhere."""
     v, m, u = f"tf_f32x{lanes}", f"tf_i32x{lanes}", f"tf_u32x{lanes}"
     poly = [
         f"static inline {v} {core}({v} x, {m}* k) {{",
@@ -126,7 +128,7 @@ def _core(lanes: int, core: str) -> list[str]:
         f"  *k = ({m})(({u})t << 23);",
         "  return p;",
         "}"]
-    spec = _LANE_TABLES.get(lanes)
+    spec = None if portable else _LANE_TABLES.get(lanes)
     if spec is None:
         return poly
     step = len(_TABLE) // lanes  # table entries 2^(i / lanes): every step-th of the 16
@@ -170,15 +172,22 @@ def max_definitions(lanes: int) -> dict[str, list[str]]:
     select = [f"  const {m} gt = a > b;", f"  return ({v})((gt & ({m})a) | (~gt & ({m})b));"]
     body = select if builtin is None else [f"#ifdef {builtin[0]}", f"  return {builtin[1]};", "#else",
                                            *select, "#endif"]
-    return {**_any_lane(lanes), **_float_vector(lanes), name: [f"static inline {v} {name}({v} a, {v} b) {{", *body, "}"]}
+    return {**any_lane(lanes), **float_vector(lanes), name: [f"static inline {v} {name}({v} a, {v} b) {{", *body, "}"]}
 
 
-def _float_vector(lanes: int) -> dict[str, list[str]]:
+def float_vector(lanes: int) -> dict[str, list[str]]:
+    """The definition of `tf_f32x<lanes>`, `lanes` floats."""
     v = f"tf_f32x{lanes}"
     return {v: [f"typedef float {v} __attribute__((vector_size({4 * lanes})));"]}
 
 
-def _any_lane(lanes: int) -> dict[str, list[str]]:
+def unsigned_vector(lanes: int) -> dict[str, list[str]]:
+    """The definition of `tf_u32x<lanes>`, `lanes` unsigned 32-bit integers."""
+    u = f"tf_u32x{lanes}"
+    return {u: [f"typedef unsigned {u} __attribute__((vector_size({4 * lanes})));"]}
+
+
+def any_lane(lanes: int) -> dict[str, list[str]]:
     """The mask type `tf_i32x<lanes>` and `int tf_any_i32x<lanes>(mask)`: whether any
     lane is set. A sign-bit move on SSE / AVX, a test into a mask register on AVX-512,
     halves OR-ed together above 8 lanes otherwise, a loop where none applies."""
@@ -187,7 +196,7 @@ def _any_lane(lanes: int) -> dict[str, list[str]]:
     if lanes > 8 and lanes % 2 == 0:
         half = f"tf_i32x{lanes // 2}"
         test = ["#ifdef __AVX512F__", "  return __builtin_ia32_ptestmd512(m, m, 0xFFFF) != 0;", "#else"]
-        return {**_any_lane(lanes // 2), m: [
+        return {**any_lane(lanes // 2), m: [
             *head,
             *(test if lanes == 16 else []),
             f"  {half} lo, hi;",

@@ -9,7 +9,7 @@ from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index,
 from compiler.frontend.ops.windows import window_of
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
-from compiler.ir.te import ACC, Expr, Var, call, cast
+from compiler.ir.te import ACC, Expr, Var, cast
 
 # term(a element, b element, output row index, output column index) -> the summed product
 ProductTerm = Callable[[Expr, Expr, Expr | None, Expr | None], Expr]
@@ -108,13 +108,14 @@ def conv_operands(cx: OpContext) -> tuple[Value, Value, Value | None, int, int]:
 
 
 def emit_conv(cx: OpContext, shape: tuple[int, ...], body: Expr, x: Value, w: Value, bias: Value | None,
-               reduce: list[int], extra: Sequence[Value] = ()) -> Value:
-    """The conv Compute: a sum over `reduce`, plus the per-output-channel bias when given."""
+               reduce: list[int], extra: Sequence[Value] = (), channel: Sequence[Expr] = (Var("i1"),)) -> Value:
+    """The conv Compute: a sum over `reduce`, plus the per-output-channel bias when given
+    (read at index `channel`)."""
     inputs = [x, w]
     acc = Var(ACC, body.dtype)
     post: Expr = acc
     if bias is not None:
-        post = acc + cast(load(2, bias, [Var("i1")]), body.dtype)
+        post = acc + cast(load(2, bias, channel), body.dtype)
         inputs.append(bias)
     post = _rounded(post, x)
     inputs += extra
@@ -144,10 +145,27 @@ def conv_values(cx: OpContext, x: Value, w: Value, bias: Value | None, groups: i
     if groups < 1 or c != cg * groups or m % groups:
         raise cx.error(f"channels {c} -> {m} do not split into {groups} groups of {cg}")
     win = window_of(cx, x.shape[2:], kernel)
-    i = out_index(2 + nd)
     r = reduce_index(1 + nd)
-    channel = r[0] if groups == 1 else call("floordiv", i[1], idx(m // groups)) * idx(cg) + r[0]
-    at = [i[0], channel, *(win.position(d, i[2 + d], r[1 + d]) for d in range(nd))]
-    outside = scalar(pad, x.dtype).value if win.reads_outside(x.shape[2:]) else None
-    body = term(widened(load(0, x, at, pad=outside)), widened(load(1, w, [i[1], *r])), i[1], None)
-    return emit_conv(cx, (n, m, *win.out), body, x, w, bias, [cg, *kernel], extra)
+    mg = m // groups
+    # Groups of more than one output channel get an axis of their own: the output is
+    # (n, group, channel in group, ...), x is read as (n, group, cg, ...), w as (group, mg,
+    # cg, ...) and the bias as (group, mg), all views, so that every index is a plain or
+    # affine one (the group is a batch axis of the contraction); the output is viewed as
+    # (n, m, ...) after. With the group found by a division per element instead, RegNet's
+    # grouped 3x3 convolutions ran scalar, 12x slower than onnxruntime. One output channel
+    # per group (depthwise) is affine as it is.
+    lead = 3 if groups > 1 and mg > 1 else 2
+    i = out_index(lead + nd)
+    if lead == 3:
+        x = cx.view(x, (n, groups, cg, *x.shape[2:]))
+        w = cx.view(w, (groups, mg, cg, *kernel))
+        bias = None if bias is None else cx.view(bias, (groups, mg))
+        out, channel, at, tap = i[1] * idx(mg) + i[2], [i[1], i[2]], [i[0], i[1], r[0]], [i[1], i[2], *r]
+    else:
+        out, channel, tap = i[1], [i[1]], [i[1], *r]
+        at = [i[0], r[0] if groups == 1 else i[1] * idx(cg) + r[0]]
+    at += [win.position(d, i[lead + d], r[1 + d]) for d in range(nd)]
+    outside = scalar(pad, x.dtype).value if win.reads_outside(x.shape[lead:]) else None
+    body = term(widened(load(0, x, at, pad=outside)), widened(load(1, w, tap)), out, None)
+    shape = (n, groups, mg, *win.out) if lead == 3 else (n, m, *win.out)
+    return cx.view(emit_conv(cx, shape, body, x, w, bias, [cg, *kernel], extra, channel), (n, m, *win.out))

@@ -8,12 +8,13 @@ from functools import reduce
 
 import numpy as np
 
+from compiler.frontend.broadcast import broadcast_shape
 from compiler.frontend.dtypes import ir_dtype
 from compiler.frontend.exprs import elementwise, scalar
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import Expr, call, cast, select
+from compiler.ir.te import Expr, call, cast, const, select
 
 Unary = Callable[[Expr, OpContext], Expr]
 
@@ -152,7 +153,22 @@ def binary(cx: OpContext) -> Outputs:
 @lowering("Pow")
 def pow_(cx: OpContext) -> Outputs:
     base, exponent = cx.input(0), cx.input(1)
+    k = _uniform_exponent(base, exponent)
+    if k is not None:  # a literal, so the TE writes a small integer power as multiplies
+        return _map(cx, [base], lambda x: call("pow", x, const(k, x.dtype)))
     return _map(cx, [base, exponent], lambda x, y: call("pow", x, cast(y, x.dtype)))
+
+
+def _uniform_exponent(base: Value, exponent: Value) -> float | None:
+    """The value of a constant exponent that is the same everywhere and does not widen the
+    base's shape (x ** 3 as exporters write it), in the base's float type; else None."""
+    a = exponent.array
+    if a is None or a.size == 0 or not dtype(base.dtype).is_float:
+        return None
+    if broadcast_shape([base.shape, exponent.shape], "Pow operands") != tuple(base.shape):
+        return None
+    first = a.reshape(-1)[0]
+    return float(first) if bool(np.all(a == first)) else None
 
 
 def _float_mod(x: Expr, y: Expr) -> Expr:

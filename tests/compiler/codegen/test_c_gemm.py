@@ -30,6 +30,7 @@ from test_c_kernels import (
 )
 
 from compiler.codegen.c.gemm import micro_name
+from compiler.codegen.c.vector_math import exp_function
 from compiler.ir import te
 from compiler.ir.contraction import match_contraction
 from compiler.ir.interp import evaluate
@@ -58,6 +59,14 @@ def conv1x1_gelu_residual() -> Compute:
     return Compute(axes(2, 24, 5, 7), body, (TensorType((2, 16, 5, 7), "float32"),
                    TensorType((24, 16), "float32"), TensorType((2, 24, 5, 7), "float32")),
                    "float32", axes(16, prefix="r"), "sum", post)
+
+
+def matmul_gelu_bias(m: int, n: int, k: int) -> Compute:
+    """A Linear with BERT's GELU in `post`: erf(acc / sqrt(2)) along the columns, a bias."""
+    acc = Var("acc", "float32") + Load(2, (i1,), "float32")
+    post = 0.5 * acc * (1.0 + call("erf", acc * 0.7071067811865476))
+    mm = matmul(m, n, k)
+    return dataclasses.replace(mm, post=post, inputs=(*mm.inputs, TensorType((n,), "float32")))
 
 
 def transposed_lhs(m: int, n: int, k: int) -> Compute:
@@ -90,6 +99,7 @@ CASES: dict[str, tuple[Compute, int]] = {
     "matmul_sse_width": (matmul(21, 45, 19), 4),
     "matmul_avx512_width": (matmul(31, 70, 40), 16),
     "matmul_avx512_tails": (matmul(59, 70, 30), 16),  # 11 of 12 rows and 1 vector of 2 in the last panels
+    "matmul_gelu_avx512": (matmul_gelu_bias(37, 75, 24), 16),  # 75 columns: a vector tail
 }
 
 
@@ -107,6 +117,13 @@ def test_packed_kernel_matches_interpreter(library: KernelLibrary, name: str) ->
     inputs = [rand(t.shape) for t in compute.inputs]
     k = np.prod([a.extent for a in compute.reduce_axes])
     np.testing.assert_allclose(library.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+@pytest.mark.parametrize(("name", "function"), [("conv1x1_residual", "tf_tanh_f32x8"),
+                                                ("matmul_gelu_avx512", "tf_erf_f32x16")])
+def test_epilogues_with_a_transcendental_store_whole_vectors(library: KernelLibrary, name: str,
+                                                            function: str) -> None:
+    assert f"= {function}(" in library.sources[name]  # the inlined vector function, not libmvec's
 
 
 @pytest.fixture(scope="module")
@@ -226,6 +243,12 @@ def window_conv(n: int, ci: int, co: int, h: int, w: int, kh: int, kw: int, dila
                     TensorType((co,), "float32")), "float32", axes(ci, kh, kw, prefix="r"), "sum", post, "Conv+Relu")
 
 
+def silu_conv(conv: Compute) -> Compute:
+    """`conv` (a `window_conv`) with SiLU after its bias instead of relu: a transcendental `post`."""
+    z = Var("acc", "float32") + Load(2, (i1,), "float32")
+    return dataclasses.replace(conv, post=z * (1.0 / (1.0 + call("exp", -z))), label="Conv+SiLU")
+
+
 # Patches read in place as B (few output channels: positions in the lanes) or, named a_*, as
 # A (channels in the lanes, positions broadcast: any stride).
 DIRECT_CASES: dict[str, tuple[Compute, int]] = {
@@ -236,6 +259,8 @@ DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     "row_kernel_only": (window_conv(1, 3, 5, 6, 70, 1, 5, pads=(0, 2, 0, 2)), 16),
     "planes_batch2": (window_conv(2, 4, 6, 21, 13, 3, 3), 8),  # 13-wide rows walked at period 15
     "planes_dilated": (window_conv(1, 3, 8, 9, 14, 3, 3, dilation=2, pads=(1, 2, 3, 2)), 16),
+    "silu_row_tail": (silu_conv(window_conv(2, 5, 6, 9, 37, 3, 3)), 8),
+    "silu_planes": (silu_conv(window_conv(2, 4, 6, 21, 13, 3, 3)), 8),
     "a_stride2": (window_conv(1, 5, 32, 17, 17, 3, 3, stride=2), 16),
     "a_stem_7x7_stride2": (window_conv(1, 3, 16, 23, 23, 7, 7, pads=(3, 3, 3, 3), stride=2), 8),
     "a_batch2_channel_tail": (window_conv(2, 16, 48, 7, 7, 3, 3), 16),  # 48 channels: 32 + one vector
@@ -264,6 +289,12 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
     inputs = [rand(t.shape) for t in compute.inputs]
     k = np.prod([a.extent for a in compute.reduce_axes])
     np.testing.assert_allclose(direct.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+@pytest.mark.parametrize("name", ["silu_row_tail", "silu_planes"])
+def test_positions_read_in_place_store_a_transcendental_post_in_whole_vectors(direct: KernelLibrary,
+                                                                              name: str) -> None:
+    assert f"= {exp_function(8)}(" in direct.sources[name]  # the inlined vector exp, not libmvec's
 
 
 @pytest.mark.parametrize(("compute", "lanes", "way"), [

@@ -6,7 +6,7 @@ from frontend_kit import check_op, make_model, random
 from onnx import helper
 
 from compiler.frontend import import_model
-from compiler.ir.te import loads_of
+from compiler.ir.te import Call, loads_of, walk
 
 
 @pytest.mark.parametrize("a,b", [((3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 6)), ((4,), (4, 5)), ((3, 4), (4,)),
@@ -40,6 +40,8 @@ CONVS = [
     ((1, 2, 10, 10), (3, 2, 3, 3), {"dilations": [2, 2], "pads": [2, 1, 0, 2]}),
     ((1, 4, 7, 7), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
     ((1, 4, 7, 7), (6, 2, 3, 3), {"group": 2}),
+    ((1, 6, 7, 7), (9, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 1], "strides": [2, 1]}),
+    ((1, 3, 6, 6), (6, 1, 3, 3), {"group": 3}),  # depthwise with a channel multiplier
     ((1, 3, 7, 8), (2, 3, 3, 2), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
     ((1, 3, 7, 8), (2, 3, 4, 4), {"auto_pad": "SAME_LOWER"}),
     ((1, 3, 7, 8), (2, 3, 3, 3), {"auto_pad": "VALID", "strides": [2, 1]}),
@@ -64,6 +66,18 @@ def test_conv_reduces_over_channels_and_kernel_with_padded_loads():
     assert [a.extent for a in node.compute.reduce_axes] == [3, 3, 3]
     pads = {ld.input: ld.pad for ld in loads_of(node.compute)}
     assert pads == {0: 0.0, 1: None}
+
+
+def test_grouped_conv_has_a_group_axis_and_affine_indices():
+    """Groups of several output channels: (n, group, channel, h, w), viewed as (n, m, h, w)."""
+    model = make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], group=3, pads=[1, 1, 1, 1])],
+                       {"x": random((1, 6, 7, 7))}, ["y"], {"w": random((9, 2, 3, 3)), "b": random((9,))})
+    g = import_model(model)
+    (node,) = g.nodes
+    assert [a.extent for a in node.compute.axes] == [1, 3, 3, 7, 7]
+    assert g.tensors[g.outputs[0]].shape == (1, 9, 7, 7)
+    assert all(not (isinstance(e, Call) and e.op in {"floordiv", "floormod"})
+               for ld in loads_of(node.compute) for i in ld.indices for e in walk(i))
 
 
 @pytest.mark.parametrize("op, inputs, weights, attrs", [

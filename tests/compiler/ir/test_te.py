@@ -82,3 +82,21 @@ def test_reduce_with_post_expression_computes_mean():
         reduce_axes=(Axis("r0", 4),), reduce_op="sum", post=Var(te.ACC, "float32") / 4.0,
     )
     np.testing.assert_allclose(evaluate(c, [x]), x.mean(axis=1))
+
+
+@pytest.mark.parametrize("k", te.SMALL_POWERS)
+def test_small_integer_power_is_multiplies(k):
+    x = Load(0, (Var("i0"),), "float32")
+    e = te.call("pow", x, float(k))
+    assert not any(isinstance(n, te.Call) and n.op == "pow" for n in te.walk(e))
+    c = Compute(axes=(Axis("i0", 9),), body=e, inputs=(TensorType((9,), "float32"),), dtype="float32")
+    v = np.array([-0.0, 0.0, 1.5, -3.25, np.inf, -np.inf, np.nan, 1e-13, 3e12], np.float32)
+    got, want = evaluate(c, [v]), np.power(v.astype(np.float64), k).astype(np.float32)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_allclose(got, want, rtol=2 * 2.0 ** -23)
+
+
+def test_other_powers_stay_calls():
+    x = Load(0, (Var("i0"),), "float32")
+    for k in (0.5, -1.0, 5.0):
+        assert te.call("pow", x, k).op == "pow"
