@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     reaper_interval_seconds: float = Field(15.0, gt=0, description="how often expired leases are looked for")
     job_republish_seconds: float = Field(
         120.0, gt=0, description="a job queued this long since its task was sent is sent again (a broker may lose it)")
+    broker_polling_seconds: float = Field(
+        0.05, gt=0, description="how often a worker on the embedded broker looks for a job while its queues are empty")
     sse_poll_seconds: float = Field(0.5, gt=0, description="how often the events stream looks at the job")
     db_pool_size: int = Field(10, ge=1, description="database connections each process keeps open")
     db_max_overflow: int = Field(10, ge=0, description="connections opened beyond the pool under load")
@@ -154,7 +156,7 @@ class Settings(BaseSettings):
         for name in ("max_upload_bytes", "max_inference_bytes", "queue_prefix", "worker_queues", "job_lease_seconds",
                      "job_max_attempts", "job_soft_time_limit", "job_hard_time_limit",
                      "transient_retries", "reaper_interval_seconds", "job_republish_seconds",
-                     "sse_poll_seconds", "db_pool_size", "db_max_overflow", "db_pool_timeout",
+                     "broker_polling_seconds", "sse_poll_seconds", "db_pool_size", "db_max_overflow", "db_pool_timeout",
                      "api_threads", "model_retention_seconds", "artifact_retention_seconds",
                      "kernel_cache_max_bytes", "orphan_blob_grace_seconds", "tenant_max_stored_bytes",
                      "tenant_max_models", "tenant_max_active_jobs", "tenant_requests_per_minute",
