@@ -14,6 +14,8 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from compiler.frontend.limits import DEFAULT_MAX_NODES
+
 MiB = 1024 * 1024
 TARGET_KINDS = ("cpu", "cuda")
 
@@ -32,6 +34,8 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(None, validation_alias=AliasChoices("REDIS_URL", "redis_url"))
     storage_dir: Path | None = Field(None, description="artifact and model folder (default HOME/storage)")
     max_upload_bytes: int = Field(256 * MiB, gt=0, description="largest model upload accepted")
+    max_model_nodes: int = Field(
+        DEFAULT_MAX_NODES, gt=0, description="most ONNX nodes (subgraphs included) a model may have")
     max_inference_bytes: int = Field(64 * MiB, gt=0, description="largest .npz of inference inputs accepted")
     queue_prefix: str = Field("tileforge", pattern=r"^[A-Za-z0-9_.-]+$", description="Celery queue names are PREFIX.KIND")
     worker_queues: str = Field(
@@ -153,7 +157,7 @@ class Settings(BaseSettings):
             "CELERY_RESULT_BACKEND": self.result_backend,
             "TILEFORGE_STORAGE_DIR": str(self.storage_root),
         }
-        for name in ("max_upload_bytes", "max_inference_bytes", "queue_prefix", "worker_queues", "job_lease_seconds",
+        for name in ("max_upload_bytes", "max_model_nodes", "max_inference_bytes", "queue_prefix", "worker_queues", "job_lease_seconds",
                      "job_max_attempts", "job_soft_time_limit", "job_hard_time_limit",
                      "transient_retries", "reaper_interval_seconds", "job_republish_seconds",
                      "broker_polling_seconds", "sse_poll_seconds", "db_pool_size", "db_max_overflow", "db_pool_timeout",
