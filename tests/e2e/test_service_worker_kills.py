@@ -22,13 +22,15 @@ KILLS = int(os.environ.get("TILEFORGE_TEST_WORKER_KILLS", "2"))
 
 
 def _kernel_signatures_stored_twice(settings) -> list:
-    """Signatures (TE, target, compiler, options) held by more than one kernel row."""
+    """Signatures (TE, target, compiler, options) held by more than one kernel row of one
+    namespace (a tenant's private namespace may hold a copy of a shared kernel)."""
     from sqlalchemy import func, select
 
     from server.db.models import Kernel
     from server.db.session import one_off_transaction
 
-    parts = (Kernel.te_hash, Kernel.target_fingerprint, Kernel.compiler_fingerprint, Kernel.options)
+    parts = (Kernel.te_hash, Kernel.target_fingerprint, Kernel.compiler_fingerprint, Kernel.options,
+             Kernel.namespace)
     with one_off_transaction(settings.db_url) as s:
         return list(s.execute(select(*parts, func.count()).group_by(*parts).having(func.count() > 1)))
 
