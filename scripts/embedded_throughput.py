@@ -110,8 +110,8 @@ def main() -> None:
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as home:
         seconds = measure(a.jobs, a.polling, Path(home))
-    label = "default" if a.polling is None else f"{a.polling} s"
-    print(f"{a.jobs} cache-hit jobs on the embedded default (broker polled every {label}): "
+    label = "the default interval" if a.polling is None else f"every {a.polling} s"
+    print(f"{a.jobs} cache-hit jobs on the embedded default (broker polled at {label}): "
           f"{seconds:.2f} s, {a.jobs / seconds:.1f} jobs/s")
 
 

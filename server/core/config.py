@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     job_republish_seconds: float = Field(
         120.0, gt=0, description="a job queued this long since its task was sent is sent again (a broker may lose it)")
     broker_polling_seconds: float = Field(
-        0.05, gt=0, description="how often a worker on the embedded broker looks for a job while its queues are empty")
+        0.1, gt=0, description="how often a worker on the embedded broker looks for a job while its queues are empty")
     sse_poll_seconds: float = Field(0.5, gt=0, description="how often the events stream looks at the job")
     db_pool_size: int = Field(10, ge=1, description="database connections each process keeps open")
     db_max_overflow: int = Field(10, ge=0, description="connections opened beyond the pool under load")
