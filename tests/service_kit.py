@@ -152,6 +152,18 @@ class OnnxModels:
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
 
     @staticmethod
+    def relu_chain(nodes: int) -> bytes:
+        """x[4,8] -> Relu -> Relu -> ... (`nodes` of them): a graph as deep as it is long,
+        for caps and for passes that must not recurse over the graph."""
+        from onnx import TensorProto, helper
+
+        names = ["x", *(f"t{i}" for i in range(1, nodes)), "y"]
+        graph = helper.make_graph([helper.make_node("Relu", [a], [b]) for a, b in itertools.pairwise(names)], "chain",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
+
+    @staticmethod
     def deep(layers: int = 24) -> bytes:
         """`layers` of MatMul + Tanh, each layer a different (in, out) width pair: as many
         distinct kernels to build as layers, so compiling takes a while (gcc, per kernel)

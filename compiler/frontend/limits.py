@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
+
+# The node cap's environment variable: the service's setting of the same name
+# (server/core/config.py) reaches its workers and `tileforge compile` through it.
+MAX_NODES_VARIABLE = "TILEFORGE_MAX_MODEL_NODES"
+DEFAULT_MAX_NODES = 100_000
+
+
+def max_nodes_from_environment() -> int:
+    """TILEFORGE_MAX_MODEL_NODES where it is set, else the default cap."""
+    return int(os.environ.get(MAX_NODES_VARIABLE, DEFAULT_MAX_NODES))
 
 
 @dataclass(frozen=True)
@@ -14,6 +25,7 @@ class Limits:
     space (outputs x reduce extent) is at most this; larger ones stay kernels.
     `max_fold_total` caps the folding work of a whole model (past it, constant
     nodes stay kernels, so a model of many constant nodes cannot stall import).
+    `max_nodes` caps the ONNX nodes, subgraphs included (TILEFORGE_MAX_MODEL_NODES).
     `max_kernels` bounds the lowered graph (unrolled loops and recurrences) and
     `max_unrolled_steps` the iterations of one unrolled Loop, Scan or RNN.
     """
@@ -22,7 +34,7 @@ class Limits:
     max_rank: int = 8
     max_tensor_elements: int = 1 << 28
     max_weight_bytes: int = 1 << 30
-    max_nodes: int = 100_000
+    max_nodes: int = field(default_factory=max_nodes_from_environment)
     max_fold_work: int = 1 << 20
     max_fold_total: int = 1 << 24
     max_kernels: int = 200_000

@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 from onnx import ModelProto, NodeProto, TensorProto
 
 from compiler.errors import ModelError, UnsupportedOpError
-from compiler.frontend.limits import Limits
+from compiler.frontend.limits import MAX_NODES_VARIABLE, Limits
 from compiler.frontend.names import shorten, shown
 from compiler.onnx_shapes import infer_shapes
 
@@ -171,7 +171,8 @@ def check_ops(model: ModelProto, supported: frozenset[str], limits: Limits) -> N
     """Refuse too many nodes, foreign domains and op types without a lowering (subgraphs included)."""
     nodes = list(all_nodes(model.graph.node))
     if len(nodes) > limits.max_nodes:
-        raise ModelError(f"the model has {len(nodes)} nodes, over the limit of {limits.max_nodes}")
+        raise ModelError(f"the model has {len(nodes)} nodes, over the limit of {limits.max_nodes} "
+                         f"({MAX_NODES_VARIABLE})")
     for n in nodes:
         if n.domain not in DEFAULT_DOMAINS:
             raise UnsupportedOpError(shorten(n.op_type), shorten(n.name),

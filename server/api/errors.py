@@ -12,6 +12,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from compiler.errors import ModelError
+from server.api.allowed_methods import allowed_methods
 from server.services.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,11 @@ def install_error_handlers(app: FastAPI) -> None:
     """Register the JSON error handlers on `app`."""
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        headers = exc.headers
+        if exc.status_code == 405 and (allow := allowed_methods(request)):
+            headers = {**(headers or {}), "Allow": allow}
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(ServiceError)
     async def service_error(_: Request, exc: ServiceError) -> JSONResponse:

@@ -41,7 +41,9 @@ class CompilationIn(BaseModel):
     model_id: str
     target: str | None = Field(None, description="a name from GET /v1/targets (default `cpu`); "
                                                  "the answer is one compilation")
+    # uniqueItems: the schema says what the validator below refuses (a target named twice)
     targets: list[str] | None = Field(None, min_length=1, max_length=MAX_TARGETS,
+                                      json_schema_extra={"uniqueItems": True},
                                       description="several targets, one compilation each, sharing the "
                                                   "upload and the options; the answer is their list")
     options: dict[str, Any] = Field(default_factory=dict, description="compile options")

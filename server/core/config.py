@@ -14,6 +14,8 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from compiler.frontend.limits import DEFAULT_MAX_NODES
+
 MiB = 1024 * 1024
 TARGET_KINDS = ("cpu", "cuda")
 
@@ -32,6 +34,8 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(None, validation_alias=AliasChoices("REDIS_URL", "redis_url"))
     storage_dir: Path | None = Field(None, description="artifact and model folder (default HOME/storage)")
     max_upload_bytes: int = Field(256 * MiB, gt=0, description="largest model upload accepted")
+    max_model_nodes: int = Field(
+        DEFAULT_MAX_NODES, gt=0, description="most ONNX nodes (subgraphs included) a model may have")
     max_inference_bytes: int = Field(64 * MiB, gt=0, description="largest .npz of inference inputs accepted")
     queue_prefix: str = Field("tileforge", pattern=r"^[A-Za-z0-9_.-]+$", description="Celery queue names are PREFIX.KIND")
     worker_queues: str = Field(
@@ -46,6 +50,8 @@ class Settings(BaseSettings):
     reaper_interval_seconds: float = Field(15.0, gt=0, description="how often expired leases are looked for")
     job_republish_seconds: float = Field(
         120.0, gt=0, description="a job queued this long since its task was sent is sent again (a broker may lose it)")
+    broker_polling_seconds: float = Field(
+        0.1, gt=0, description="how often a worker on the embedded broker looks for a job while its queues are empty")
     sse_poll_seconds: float = Field(0.5, gt=0, description="how often the events stream looks at the job")
     db_pool_size: int = Field(10, ge=1, description="database connections each process keeps open")
     db_max_overflow: int = Field(10, ge=0, description="connections opened beyond the pool under load")
@@ -151,10 +157,10 @@ class Settings(BaseSettings):
             "CELERY_RESULT_BACKEND": self.result_backend,
             "TILEFORGE_STORAGE_DIR": str(self.storage_root),
         }
-        for name in ("max_upload_bytes", "max_inference_bytes", "queue_prefix", "worker_queues", "job_lease_seconds",
+        for name in ("max_upload_bytes", "max_model_nodes", "max_inference_bytes", "queue_prefix", "worker_queues", "job_lease_seconds",
                      "job_max_attempts", "job_soft_time_limit", "job_hard_time_limit",
                      "transient_retries", "reaper_interval_seconds", "job_republish_seconds",
-                     "sse_poll_seconds", "db_pool_size", "db_max_overflow", "db_pool_timeout",
+                     "broker_polling_seconds", "sse_poll_seconds", "db_pool_size", "db_max_overflow", "db_pool_timeout",
                      "api_threads", "model_retention_seconds", "artifact_retention_seconds",
                      "kernel_cache_max_bytes", "orphan_blob_grace_seconds", "tenant_max_stored_bytes",
                      "tenant_max_models", "tenant_max_active_jobs", "tenant_requests_per_minute",

@@ -15,6 +15,7 @@ from kombu import Exchange, Queue
 from compiler.target.cpu_models import CPU_MODELS
 from compiler.target.cuda import SPECS
 from server.core.config import TARGET_KINDS, Settings
+from server.jobs.embedded_transport import embedded_transport, engine_url
 from server.jobs.routing import arch_queue_key, model_queue_key
 
 COMPILE_TASK = "tileforge.compile"
@@ -28,6 +29,12 @@ def create_celery(settings: Settings, include_tasks: bool = False) -> Celery:
                  include=["worker.tasks"] if include_tasks else [])
     transport_options: dict = {}
     if settings.is_embedded_broker:
+        # Our subclass of kombu's transport, for its polling interval (embedded_transport.py).
+        # The read and write URLs, because Celery prefers CELERY_BROKER_URL from the
+        # environment (where to_env puts the `sqla+` URL) over a configured broker_url.
+        url = engine_url(settings.broker_url)
+        app.conf.update(broker_read_url=url, broker_write_url=url,
+                        broker_transport=embedded_transport(settings.broker_polling_seconds))
         # kombu hands these to create_engine: wait on SQLite's lock rather than fail
         transport_options["connect_args"] = {"timeout": 30}
     else:

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from compiler.errors import ModelError
-from compiler.frontend import check_model
+from compiler.frontend import Limits, check_model
 from server.blobs import delete_unreferenced
 from server.core.config import Settings
 from server.db.models import TERMINAL, Artifact, Job, Model, RunJob, Tenant
@@ -38,7 +38,7 @@ def upload_model(session: Session, storage: Storage, settings: Settings, tenant:
     try:
         check_upload(session, settings, tenant, blob.size)
         with storage.open(blob.sha256) as f:
-            info = check_model(f.read())  # lowered too where shapes are known: refused, not stored
+            info = check_model(f.read(), Limits(max_nodes=settings.max_model_nodes))  # lowered too where shapes are known: refused, not stored
     except (ModelError, ServiceError):
         delete_unreferenced(session, storage, [blob.sha256])
         raise

@@ -13,9 +13,9 @@ from compiler.bench.measure import ort_session
 from compiler.bench.models import mlp_gelu
 
 
-def tileforge(*args: str, home: Path) -> subprocess.CompletedProcess:
+def tileforge(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "compiler.cli", *args], capture_output=True, text=True,
-                          env={"TILEFORGE_HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=300)
+                          env={"TILEFORGE_HOME": str(home), "PATH": "/usr/bin:/bin", **(env or {})}, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +59,14 @@ def test_bench_reports_both_runtimes(model_file: Path, tmp_path: Path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["tileforge_ms"] > 0 and out["onnxruntime_ms"] > 0 and out["rel_l2_error"] <= 1e-4
+
+
+def test_a_model_over_the_node_cap_is_one_clear_line_and_exit_2(tmp_path: Path):
+    from service_kit import OnnxModels
+
+    chain = tmp_path / "chain.onnx"
+    chain.write_bytes(OnnxModels.relu_chain(51))
+    r = tileforge("compile", str(chain), "-o", str(tmp_path / "x.tar.gz"), home=tmp_path,
+                  env={"TILEFORGE_MAX_MODEL_NODES": "50"})
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "the model has 51 nodes, over the limit of 50 (TILEFORGE_MAX_MODEL_NODES)" in r.stderr

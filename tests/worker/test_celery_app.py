@@ -58,3 +58,19 @@ def test_compile_task_retries_only_transient_faults():
     assert compile_job.name == COMPILE_TASK and compile_job.acks_late and compile_job.reject_on_worker_lost
     assert set(compile_job.autoretry_for) == set(TRANSIENT_ERRORS) and compile_job.retry_backoff
     assert not any(issubclass(ModelError, t) for t in compile_job.autoretry_for)
+
+
+def test_the_embedded_broker_is_polled_at_the_configured_interval(tmp_path, monkeypatch):
+    from kombu.transport.sqlalchemy import Transport
+
+    settings = Settings(home=tmp_path, broker_polling_seconds=0.07)
+    # A worker inherits CELERY_BROKER_URL (Settings.to_env), which Celery prefers to broker_url.
+    monkeypatch.setenv("CELERY_BROKER_URL", settings.broker_url)
+    app = create_celery(settings)
+    for connection in (app.connection_for_read(), app.connection_for_write()):
+        with connection:
+            assert isinstance(connection.transport, Transport)
+            assert connection.transport.polling_interval == 0.07
+            with connection.SimpleQueue("probe") as queue:  # the engine accepts the options too
+                queue.put({"n": 1})
+                assert queue.get(timeout=5).payload == {"n": 1}

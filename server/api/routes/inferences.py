@@ -24,7 +24,7 @@ router = APIRouter(prefix="/inferences", tags=["inferences"])
 
 
 @router.post("", response_model=InferenceOut, status_code=202)
-def create_inference(artifact_id: Annotated[str, Form()], inputs: UploadFile, session: SessionDep,
+def create_inference(artifact_id: Annotated[str, Form(min_length=1)], inputs: UploadFile, session: SessionDep,
                      storage: StorageDep, settings: SettingsDep, queue: JobQueueDep,
                      tenant: TenantDep, idempotency_key: IdempotencyKeyHeader = None) -> InferenceOut:
     """Queue a run of an artifact on the arrays of `inputs` (an .npz, one array per model input;

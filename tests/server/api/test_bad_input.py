@@ -58,6 +58,14 @@ def test_oversized_upload(api, alice, onnx_models):
              files={"file": ("x.onnx", onnx_models.mlp(seed=4))}, headers=auth(alice[0]))
 
 
+def test_model_over_the_node_cap_names_its_count_and_the_setting(api, alice, onnx_models):
+    api.app.state.settings.max_model_nodes = 50
+    _refused(api, 422, "51 nodes", "limit of 50", "TILEFORGE_MAX_MODEL_NODES", method="POST", url="/v1/models",
+             files={"file": ("x.onnx", onnx_models.relu_chain(51))}, headers=auth(alice[0]))
+    r = api.post("/v1/models", files={"file": ("x.onnx", onnx_models.relu_chain(50))}, headers=auth(alice[0]))
+    assert r.status_code == 201, r.text
+
+
 def test_oversized_body_is_refused_before_it_is_read(embedded_settings, onnx_models):
     from fastapi.testclient import TestClient
 

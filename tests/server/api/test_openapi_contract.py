@@ -40,3 +40,11 @@ def test_real_error_responses_are_documented_for_their_operation(api, onnx_model
         assert str(r.status_code) in spec["paths"][template][method]["responses"], (url, r.status_code)
         body = r.json()
         assert set(body) == {"detail"} and isinstance(body["detail"], str), body
+
+
+def test_a_405_allows_every_method_the_schema_documents_for_the_path(api):
+    spec = api.get("/openapi.json").json()
+    for url, template in (("/v1/models", "/v1/models"), ("/v1/models/m1", "/v1/models/{model_id}")):
+        r = api.request("PATCH", url)
+        assert r.status_code == 405
+        assert r.headers["Allow"] == ", ".join(sorted(m.upper() for m in spec["paths"][template])), url
