@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
-# The node cap's environment variable: the service's setting of the same name
-# (server/core/config.py) reaches its workers and `tileforge compile` through it.
-MAX_NODES_VARIABLE = "TILEFORGE_MAX_MODEL_NODES"
-DEFAULT_MAX_NODES = 100_000
-
-
-def max_nodes_from_environment() -> int:
-    """TILEFORGE_MAX_MODEL_NODES where it is set, else the default cap."""
-    return int(os.environ.get(MAX_NODES_VARIABLE, DEFAULT_MAX_NODES))
+from compiler.node_cap import max_nodes_from_environment
 
 
 @dataclass(frozen=True)

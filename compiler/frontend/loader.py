@@ -16,8 +16,9 @@ from google.protobuf.message import DecodeError
 from onnx import ModelProto, NodeProto, TensorProto
 
 from compiler.errors import ModelError, UnsupportedOpError
-from compiler.frontend.limits import MAX_NODES_VARIABLE, Limits
+from compiler.frontend.limits import Limits
 from compiler.frontend.names import shorten, shown
+from compiler.node_cap import MAX_NODES_VARIABLE
 from compiler.onnx_shapes import infer_shapes
 
 MIN_OPSET = 7

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from compiler.frontend.limits import DEFAULT_MAX_NODES
+from compiler.node_cap import DEFAULT_MAX_NODES
 
 MiB = 1024 * 1024
 TARGET_KINDS = ("cpu", "cuda")
