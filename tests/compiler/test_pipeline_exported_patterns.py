@@ -83,3 +83,11 @@ def test_a_value_returned_twice_is_listed_twice(tmp_path: Path):
     """return y, s, y: the dynamo exporter (optimize=False) names the graph output 'y' twice."""
     nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Sigmoid", ["x"], ["s"])]
     assert_compiles_and_validates(exported(nodes, {"x": [2, 3]}, ["y", "s", "y"]), tmp_path)
+
+
+def test_ceil_mode_pool_whose_kernel_overhangs_the_input(tmp_path: Path):
+    """HF EfficientNet's nn.AvgPool2d(1280, ceil_mode=True) over a 7x7 map: one window, clipped
+    to the input, which onnxruntime averages over the 49 elements it holds."""
+    nodes = [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[1280, 1280], strides=[1280, 1280],
+                              pads=[0, 0, 0, 0], ceil_mode=1, count_include_pad=1)]
+    assert_compiles_and_validates(exported(nodes, {"x": [1, 64, 7, 7]}, ["y"], opset=18), tmp_path)
