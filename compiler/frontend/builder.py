@@ -16,6 +16,7 @@ import numpy as np
 
 from compiler.errors import ModelError
 from compiler.frontend.limits import Limits
+from compiler.frontend.scalars import inline_scalar_constants
 from compiler.frontend.values import Value
 from compiler.ir.graph import Graph, TensorKind
 from compiler.ir.interp import evaluate
@@ -79,6 +80,7 @@ class Builder:
             return Value.of_array(evaluate(compute, [v.array for v in inputs]))  # type: ignore[misc]
         if len(self.graph.nodes) >= self.limits.max_kernels:
             raise ModelError(f"the lowered model exceeds {self.limits.max_kernels} kernels")
+        compute, inputs = inline_scalar_constants(compute, inputs)
         compute, tids = read_once(compute, tuple(self.tensor_of(v) for v in inputs))
         t = self.graph.add_node(self.op, compute, tids, name=self.node_name)
         return Value(t.shape, t.dtype, tid=t.id)

@@ -83,3 +83,26 @@ def test_a_value_returned_twice_is_listed_twice(tmp_path: Path):
     """return y, s, y: the dynamo exporter (optimize=False) names the graph output 'y' twice."""
     nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Sigmoid", ["x"], ["s"])]
     assert_compiles_and_validates(exported(nodes, {"x": [2, 3]}, ["y", "s", "y"]), tmp_path)
+
+
+def test_ceil_mode_pool_whose_kernel_overhangs_the_input(tmp_path: Path):
+    """HF EfficientNet's nn.AvgPool2d(1280, ceil_mode=True) over a 7x7 map: one window, clipped
+    to the input, which onnxruntime averages over the 49 elements it holds."""
+    nodes = [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[1280, 1280], strides=[1280, 1280],
+                              pads=[0, 0, 0, 0], ceil_mode=1, count_include_pad=1)]
+    assert_compiles_and_validates(exported(nodes, {"x": [1, 64, 7, 7]}, ["y"], opset=18), tmp_path)
+
+
+def test_relu6_bounds_given_as_inputs_are_literals_in_the_conv_kernel(tmp_path: Path):
+    """nn.ReLU6 exports Clip(x, min, max) with the bounds as one-element initializers (opset >= 11):
+    they become literals of the fused Conv+Clip kernel, which reads only the image and the weights."""
+    rng = np.random.default_rng(0)
+    weights = {"w": (rng.standard_normal((16, 1, 3, 3)) * 0.5).astype(np.float32),
+               "lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], group=16, kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[0, 0, 1, 1]),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["y"])]
+    r = compile_model(exported(nodes, {"x": [1, 16, 12, 12]}, ["y"], weights, opset=18), "cpu", {"measure": False},
+                      output=tmp_path / "a.tar.gz")
+    assert r.validation["passed"], r.validation
+    assert r.plan is not None and [len(k.args) for k in r.plan.kernels] == [3]  # out, x, w

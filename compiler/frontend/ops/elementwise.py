@@ -154,7 +154,9 @@ def binary(cx: OpContext) -> Outputs:
 def pow_(cx: OpContext) -> Outputs:
     base, exponent = cx.input(0), cx.input(1)
     k = _uniform_exponent(base, exponent)
-    if k is not None:  # a literal, so the TE writes a small integer power as multiplies
+    # A literal, so the TE writes a small integer power as multiplies (RMSNorm's x^2 and
+    # GELU-tanh's x^3 went through the scalar libm pow, ~9 ns an element).
+    if k is not None:
         return _map(cx, [base], lambda x: call("pow", x, const(k, x.dtype)))
     return _map(cx, [base, exponent], lambda x, y: call("pow", x, cast(y, x.dtype)))
 

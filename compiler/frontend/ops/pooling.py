@@ -37,7 +37,7 @@ def max_pool(cx: OpContext) -> Outputs:
     w = _window(cx, x)
     _, body = _window_loads(x, w, INIT["max"](x.dtype))
     shape = (*x.shape[:2], *w.out)
-    pooled = cx.emit(compute(shape, body, [x], reduce=w.kernel, reduce_op="max"), [x])
+    pooled = cx.emit(compute(shape, body, [x], reduce=w.taps(x.shape[2:]), reduce_op="max"), [x])
     indices = _argmax_indices(cx, x, w, pooled) if cx.num_outputs > 1 else None
     return [pooled, indices]
 
@@ -66,7 +66,7 @@ def _argmax_indices(cx: OpContext, x: Value, w: Window, pooled: Value) -> Value:
     if inside is not None and w.reads_outside(spatial):
         hit = call("and", hit, inside)
     body = select(hit, flat, idx(math.prod(x.shape)))
-    return cx.emit(compute(pooled.shape, body, [x, pooled], reduce=w.kernel, reduce_op="min"), [x, pooled])
+    return cx.emit(compute(pooled.shape, body, [x, pooled], reduce=w.taps(x.shape[2:]), reduce_op="min"), [x, pooled])
 
 
 def _window_counts(x: Value, w: Window, include_pad: bool) -> list[np.ndarray] | int:
@@ -102,7 +102,7 @@ def average_pool(cx: OpContext) -> Outputs:
         divisor = divisor * load(1 + d, tables[d], [i[2 + d]])
     inputs = [x, *tables]
     post = Var(ACC, x.dtype) / divisor
-    return [cx.emit(compute(shape, body, inputs, reduce=w.kernel, reduce_op="sum", post=post), inputs)]
+    return [cx.emit(compute(shape, body, inputs, reduce=w.taps(x.shape[2:]), reduce_op="sum", post=post), inputs)]
 
 
 @lowering("LpPool")
@@ -114,7 +114,7 @@ def lp_pool(cx: OpContext) -> Outputs:
     body = call("pow", call("abs", v), scalar(p, v))
     post = call("pow", Var(ACC, x.dtype), scalar(1.0 / p, x.dtype))
     shape = (*x.shape[:2], *w.out)
-    return [cx.emit(compute(shape, body, [x], reduce=w.kernel, reduce_op="sum", post=post), [x])]
+    return [cx.emit(compute(shape, body, [x], reduce=w.taps(x.shape[2:]), reduce_op="sum", post=post), [x])]
 
 
 @lowering("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")

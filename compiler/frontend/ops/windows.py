@@ -29,6 +29,14 @@ class Window:
         """The input coordinate output `o` reads with kernel offset `k` on spatial dim `d`."""
         return o * idx(self.strides[d]) + k * idx(self.dilations[d]) - idx(self.pad_begin[d])
 
+    def taps(self, spatial: Sequence[int]) -> tuple[int, ...]:
+        """Per spatial dim, the kernel offsets that can land inside the input: the first window
+        starts leftmost, so offsets past its reach read padding in every window. A pool
+        reduces over these only (a ceil_mode AveragePool of kernel 1280 on a 7x7 input is a
+        7x7 mean; its divisor still counts from the whole kernel)."""
+        return tuple(min(k, (n - 1 + b) // d + 1)
+                     for k, n, b, d in zip(self.kernel, spatial, self.pad_begin, self.dilations, strict=True))
+
     def reads_outside(self, spatial: Sequence[int]) -> bool:
         """Whether any window reaches outside the input (so loads need padding)."""
         return any(self.pad_begin[d] > 0 or (self.out[d] - 1) * self.strides[d]
@@ -61,9 +69,11 @@ def window_of(cx: OpContext, spatial: Sequence[int], kernel: Sequence[int], ceil
         out = []
         for d in range(nd):
             room = spatial[d] + begin[d] + end[d] - span[d]
-            if room < 0:
-                raise cx.error(f"kernel extent {span[d]} exceeds padded input {spatial[d] + begin[d] + end[d]}")
+            # ONNX's ceil((room) / stride + 1): with ceil_mode one window may overhang the
+            # input (HF EfficientNet pools with a kernel of 1280 over 7x7)
             o = (-(-room // strides[d]) if ceil_mode else room // strides[d]) + 1
+            if o < 1:
+                raise cx.error(f"kernel extent {span[d]} exceeds padded input {spatial[d] + begin[d] + end[d]}")
             if ceil_mode and (o - 1) * strides[d] >= spatial[d] + begin[d]:
                 o -= 1  # the last window would start in the end padding
             out.append(o)

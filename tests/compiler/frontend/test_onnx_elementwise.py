@@ -71,6 +71,12 @@ def test_pow_with_constant_exponent(e):
     check_op("Pow", {"x": random((3, 4), low=0.5, high=2)}, {"e": np.asarray(e)})
 
 
+@pytest.mark.parametrize("e", [np.float32(2), np.array([3], np.int64), np.full((1, 1, 1), 2, np.float32)])
+def test_pow_by_a_constant_small_power(e):
+    """Constant exponents 2 and 3 lower to products (the last widens the output's rank: the general pow)."""
+    check_op("Pow", {"x": random((3, 4), low=-2, high=2)}, {"e": e})
+
+
 def test_mod():
     check_op("Mod", {"a": random((6,), np.int64, 1, -9, 9), "b": np.array([3, -3, 4, -4, 5, 7], np.int64)})
     check_op("Mod", {"a": random((6,), seed=1), "b": random((6,), seed=2, low=0.5, high=2)}, fmod=1)

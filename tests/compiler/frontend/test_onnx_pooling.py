@@ -11,6 +11,9 @@ POOLS = [
     {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]},
     {"kernel_shape": [2, 3], "auto_pad": "SAME_LOWER"},
     {"kernel_shape": [3, 3], "auto_pad": "VALID", "strides": [1, 2]},
+    # ceil_mode windows larger than the input (HF EfficientNet's AvgPool2d(1280) over 7x7)
+    {"kernel_shape": [16, 12], "strides": [16, 12], "ceil_mode": 1},
+    {"kernel_shape": [11, 10], "strides": [11, 4], "pads": [1, 0, 0, 1], "ceil_mode": 1},
 ]
 
 
