@@ -54,7 +54,8 @@ def _library_version(source: str) -> str:
 
 def cache_path(model: RealModel, exporter: str, cache_dir: Path | None = None) -> Path:
     """Where `model` exported by `exporter` is cached (in `cache_dir`, default CACHE_DIR)."""
-    key = f"{model.name}-{exporter}-torch{torch.__version__}-{model.source}{_library_version(model.source)}"
+    key = (f"{model.name}-{exporter}-torch{torch.__version__}-{model.source}{_library_version(model.source)}"
+           f"-{model.recipe_digest()}")
     return (cache_dir or CACHE_DIR) / f"{key.replace('/', '_').replace('+', '_')}.onnx"
 
 

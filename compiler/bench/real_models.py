@@ -11,7 +11,9 @@ a subset, for development:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
+import inspect
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +42,13 @@ class RealModel:
     features: tuple[str, ...] = ()
     exporters: tuple[str, ...] = (DYNAMO,)
     suites: tuple[str, ...] = (REAL,)
+
+    def recipe_digest(self) -> str:
+        """A short hash of the builder function's source: a changed recipe (configuration,
+        initialisation) is exported again, not read from an older cached export."""
+        module_name, fn = self.builder.split(":")
+        source = inspect.getsource(getattr(importlib.import_module(module_name), fn))
+        return hashlib.sha256(source.encode()).hexdigest()[:8]
 
     def build(self, seed: int = 0) -> tuple[Any, tuple[Any, ...]]:
         """The module in eval mode with weights drawn from `seed`, and its example inputs."""
