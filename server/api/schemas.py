@@ -62,7 +62,9 @@ class CompilationIn(BaseModel):
         return self.targets if self.targets is not None else [self.target or "cpu"]
 
 
-class CompilationOut(BaseModel):
+class JobStateOut(BaseModel):
+    """What every job shows, whatever its kind: its model and target, state and timing."""
+
     model_config = ConfigDict(from_attributes=True)
 
     id: str
@@ -72,18 +74,21 @@ class CompilationOut(BaseModel):
     status: str
     stage: str | None
     progress: float
+    error: str | None
+    attempts: int
+    worker: str | None = Field(None, description="the Celery worker that ran (or runs) the job")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class CompilationOut(JobStateOut):
     stage_seconds: dict[str, float]
     cache_hits: int | None
     cache_misses: int | None
     validation: dict[str, Any] | None
-    error: str | None
-    attempts: int
-    worker: str | None = Field(None, description="the Celery worker that ran (or runs) the job")
     artifact_id: str | None = None
     artifact_sha256: str | None = None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
 
     @computed_field(description="whether the artifact ran on its device and matched onnxruntime: null until "
                                 "the job has succeeded; false when no worker that ran it could run its code "
@@ -160,26 +165,11 @@ class ProfileIn(BaseModel):
     threads: int | None = Field(None, ge=1, le=1024, description="CPU threads (default: the artifact's own)")
 
 
-class RunJobOut(BaseModel):
+class RunJobOut(JobStateOut):
     """A profile or inference job: its state (as a compilation's) and the artifact it runs."""
 
-    model_config = ConfigDict(from_attributes=True)
-
-    id: str
     kind: str
     artifact_id: str
-    model_id: str
-    target: str
-    options: dict[str, Any]
-    status: str
-    stage: str | None
-    progress: float
-    error: str | None
-    attempts: int
-    worker: str | None = Field(None, description="the Celery worker that ran (or runs) the job")
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
 
 
 class ProfileOut(RunJobOut):
