@@ -306,3 +306,19 @@ def live_api(settings, log: Path) -> Iterator[str]:
             server.wait(timeout=15)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def through_test_client(test_client):
+    """An httpx transport that sends each request through `test_client` (a Starlette
+    TestClient) by its public API: the client library speaks httpx, while TestClient's own
+    transport is httpx2's where that is installed (the bench extra's huggingface_hub brings it)."""
+    import httpx
+
+    class Transport(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            answer = test_client.request(request.method, str(request.url), headers=dict(request.headers),
+                                         content=request.read())
+            return httpx.Response(answer.status_code, headers=list(answer.headers.multi_items()),
+                                  content=answer.content, request=request)
+
+    return Transport()

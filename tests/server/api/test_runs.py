@@ -5,7 +5,7 @@ import io
 
 import numpy as np
 import pytest
-from service_kit import auth, make_token
+from service_kit import auth, make_token, through_test_client
 
 import tileforge
 from compiler.pipeline import compile_model
@@ -35,7 +35,7 @@ def artifact(api, onnx_models, tmp_path):
 
 
 def _client(api, token: str) -> tileforge.Client:
-    return tileforge.Client("http://testserver", token, transport=api._transport, retries=0)
+    return tileforge.Client("http://testserver", token, transport=through_test_client(api), retries=0)
 
 
 def _npz(**arrays) -> bytes:
