@@ -172,6 +172,20 @@ def compile_model(
     )
 
 
+def plan_fusion(model: bytes | str | Path | onnx.ModelProto, target: str | Target = "cpu",
+                options: CompileOptions | dict | None = None) -> dict:
+    """The fusion report of `model`'s plan (report.json's "fusion"), planned by the cost
+    model alone and built by no toolchain: what the bench tracks for large models."""
+    opts = CompileOptions.from_dict(options) if not isinstance(options, CompileOptions) else options
+    opts = dataclasses.replace(opts, measure=False)
+    tgt = get_target(target) if isinstance(target, str) else target
+    backend = backend_for(tgt)
+    c = _Compilation(backend.target_for(tgt, opts), backend, opts, MemoryKernelCache())
+    graph, log = c.partition(frontend.import_model(model_bytes(model), input_shapes=opts.input_shapes))
+    c.schedule(graph)
+    return fusion_report(log, c.plan, c.target, c.pricer)
+
+
 class _Compilation:
     """The state of one compilation between stages: plan, cache entries, candidates."""
 

@@ -34,3 +34,15 @@ def fusion_report(log: GroupLog, plan: ExecutionPlan, target: Target, pricer: Pr
         "split_back": len(split_back), "refused": len(log.refused),
         "groups": [g.to_json() for g in groups],
     }
+
+
+def fusion_summary(fusion: dict) -> list[str]:
+    """A few lines for people (`tileforge compile`): kernels and predicted DRAM bytes before
+    and after fusion, and the groups not kept."""
+    groups = fusion["groups"]
+    lines = [f"kernels {fusion['kernels_unfused']} -> {fusion['kernels_fused']}, predicted DRAM "
+             f"{fusion['dram_bytes_unfused'] / 1e6:.1f} MB -> {fusion['dram_bytes_fused'] / 1e6:.1f} MB",
+             f"groups {sum(g['kept'] for g in groups)} kept, {fusion['split_back']} split back "
+             f"(timed slower), {fusion['refused']} refused (priced slower)"]
+    lines += [f"  not kept ({g['split_by']}): {'+'.join(g['ops'])}" for g in groups if not g["kept"]]
+    return lines
