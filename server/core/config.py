@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     tenant_max_active_jobs: int = Field(200, gt=0, description="queued and running jobs one tenant may have")
     tenant_requests_per_minute: int = Field(
         6000, gt=0, description="API requests per minute per tenant (a token bucket holding one minute's worth)")
+    metrics_token: str | None = Field(
+        None, description="bearer token a /metrics scrape must send; unset: only clients on this host may scrape")
     tenant_dispatch_window: int = Field(
         4, gt=0, description="jobs of one tenant and target kind in the broker or running at once; the rest wait their turn")
 
