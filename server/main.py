@@ -19,7 +19,7 @@ from server.api.connection_gate import ConnectionGate
 from server.api.errors import install_error_handlers
 from server.api.main import api_router
 from server.api.rate_limit import rate_limiter
-from server.api.request_metrics import RequestMetricsMiddleware
+from server.api.request_context import RequestScopeMiddleware
 from server.api.routes import health, metrics
 from server.api.upload_limit import UploadLimitMiddleware
 from server.core.config import Settings, get_settings
@@ -84,7 +84,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        authorize=authorize)
     app.add_middleware(UploadLimitMiddleware, paths=("/v1/inferences",), max_bytes=settings.max_inference_bytes,
                        authorize=authorize, setting="TILEFORGE_MAX_INFERENCE_BYTES")
-    app.add_middleware(RequestMetricsMiddleware)  # outermost: it times refusals of the others too
+    # Outermost: every line of a request is in its log scope, and refusals of the upload
+    # limits are timed too.
+    app.add_middleware(RequestScopeMiddleware)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(api_router)

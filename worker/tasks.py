@@ -10,6 +10,7 @@ from celery import Task
 from celery.exceptions import TimeLimitExceeded
 from celery.signals import worker_ready, worker_shutdown
 
+from server.core import log_context
 from server.core.config import get_settings
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import transaction
@@ -52,7 +53,13 @@ TASK_OPTIONS = {"bind": True, "base": CompileTask, "acks_late": True, "reject_on
 
 
 def _run(task: Task, job_id: str) -> str:
-    """Run one job of any kind, then send the next held jobs of tenants with room again."""
+    """Run one job of any kind, then send the next held jobs of tenants with room again; every
+    line logged meanwhile carries the job's id and (once it is read) its tenant."""
+    with log_context.bound(job_id=job_id):
+        return _run_and_release(task, job_id)
+
+
+def _run_and_release(task: Task, job_id: str) -> str:
     ctx = worker_context()
     outcome = run_job(ctx, job_id, worker=task.request.hostname or "worker", task_id=task.request.id)
     log.info("job %s: %s", job_id, outcome)

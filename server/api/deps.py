@@ -11,6 +11,7 @@ from fastapi import Depends, Header, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from server.core import log_context
 from server.core.config import Settings
 from server.core.security import bearer_grant
 from server.db.models import Tenant
@@ -63,6 +64,8 @@ def get_current_tenant(
     grant = bearer_grant(session, header)
     if isinstance(grant, str):
         raise HTTPException(401, grant, headers={"WWW-Authenticate": "Bearer"})
+    # The request's log lines carry its tenant (and the job it names) from here on.
+    log_context.add(tenant=grant.tenant.name, job_id=request.path_params.get("job_id"))
     refusal = grant.refusal(request.method)
     if refusal is not None:
         raise HTTPException(403, refusal)

@@ -8,10 +8,8 @@ label tells them apart; with `PROMETHEUS_MULTIPROC_DIR` set for every process of
 
 from __future__ import annotations
 
-import time
-
 from prometheus_client import CollectorRegistry, Histogram
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 # Labels are route templates (`/v1/models/{model_id}`), never raw paths: one series per
 # route, whatever ids clients send. Paths no route matches share one label.
@@ -24,31 +22,6 @@ REQUEST_SECONDS = Histogram(
     "(all of this host's processes in multiprocess mode)",
     ("route", "method", "status"), registry=REGISTRY,
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
-
-
-class RequestMetricsMiddleware:
-    """Times every HTTP request into `REQUEST_SECONDS` once its response is sent (or it failed)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start, status = time.perf_counter(), 500  # an exception out of the app is answered 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        finally:
-            REQUEST_SECONDS.labels(route_template(scope), scope["method"], str(status)).observe(
-                time.perf_counter() - start)
 
 
 def route_template(scope: Scope) -> str:
