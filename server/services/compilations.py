@@ -19,7 +19,7 @@ from server.core import log_context
 from server.db.models import TERMINAL, Artifact, Job, JobKind, JobStatus, Model, Tenant, new_id
 from server.db.types import utcnow
 from server.jobs import state
-from server.jobs.fairness import dispatch_room
+from server.jobs.fairness import dispatch_room, lock_tenant_dispatch
 from server.jobs.queue import JobQueue
 from server.jobs.routing import queue_key
 from server.services.errors import ServiceError, owned
@@ -64,6 +64,7 @@ def submit_jobs(session: Session, queue: JobQueue, tenant: Tenant, jobs: list[Jo
     race, that request's jobs (the caller answers an earlier request's key before building
     anything: `replayed_jobs`). 403 over the tenant's quotas; jobs past the tenant's dispatch
     window for their target kind are held, not sent (server/jobs/fairness.py)."""
+    lock_tenant_dispatch(session, tenant.id)  # the counts below hold until the commit
     check_submission(session, queue.settings, tenant, len(jobs))
     window = queue.settings.tenant_dispatch_window
     room = {kind: dispatch_room(session, tenant.id, kind, window) for kind in {job.target_kind for job in jobs}}

@@ -7,13 +7,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from service_kit import auth, make_token
-
-from server.db.session import make_engine, make_sessionmaker
-from server.storage import LocalStorage
-from worker.context import WorkerContext
-from worker.kernel_cache import DatabaseKernelCache
-from worker.runner import run_job
+from service_kit import auth, make_token, run_job_in_process
 
 
 def _scrape(app, host: str = "127.0.0.1", headers: dict | None = None):
@@ -24,16 +18,6 @@ def _samples(text: str) -> dict[tuple[str, tuple], float]:
     """(sample name, sorted labels) -> value, from the text format parsed by prometheus-client."""
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def _run_in_process(settings, job_id: str) -> str:
-    engine = make_engine(settings.db_url)
-    sessions = make_sessionmaker(engine)
-    try:
-        ctx = WorkerContext(settings, sessions, LocalStorage(settings.storage_root), DatabaseKernelCache(sessions))
-        return run_job(ctx, job_id, "metrics-worker", "task-1")
-    finally:
-        engine.dispose()
 
 
 def test_metrics_report_jobs_stages_cache_and_requests(tenant_api, onnx_models):
@@ -49,7 +33,7 @@ def test_metrics_report_jobs_stages_cache_and_requests(tenant_api, onnx_models):
     assert before[("tileforge_queue_depth", (("queue", queue),))] == 2
     assert before[("tileforge_kernel_cache_misses_total", ())] == 0
 
-    assert _run_in_process(settings, jobs[0]) == "succeeded"
+    assert run_job_in_process(settings, jobs[0]) == "succeeded"
     built = tenant_api.get(f"/v1/compilations/{jobs[0]}", headers=headers).json()
     r = _scrape(tenant_api.app)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
