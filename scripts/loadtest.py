@@ -2,7 +2,7 @@
 
 Each client, as one of ten tenants, loops: upload a small model (one of a pool of distinct
 ones, so most uploads store a new model and some repeat one), get it, list its models, read
-the kernel list; every tenth upload of a client also submits a CPU compilation. Reported
+the kernel list; every tenth upload (of all clients together) also submits a CPU compilation. Reported
 per run: requests/s, p50 / p99 latency, the 5xx and connection-error count, other statuses,
 and the jobs' outcomes after a drain period. It starts the service itself, fresh for each
 client count: on the embedded default (SQLite, SQLite broker), or with `--backend postgres`
@@ -50,6 +50,7 @@ class Tally:
     seconds: list[float] = field(default_factory=list)
     statuses: Counter = field(default_factory=Counter)
     connection_errors: int = 0
+    uploads: int = 0  # by every client: each tenth of them compiles
     jobs: list[tuple[str, str]] = field(default_factory=list)  # (token, job id)
 
     async def send(self, client: httpx.AsyncClient, method: str, url: str, **kw) -> httpx.Response | None:
@@ -72,6 +73,8 @@ async def one_client(url: str, token: str, models: list[bytes], offset: int, unt
         while time.monotonic() < until:
             data = models[(offset + uploads) % len(models)]
             uploads += 1
+            tally.uploads += 1
+            compiles = tally.uploads % 10 == 0
             r = await tally.send(client, "POST", "/v1/models", files={"file": ("m.onnx", data)})
             if r is None or r.status_code not in (200, 201):
                 continue
@@ -79,7 +82,7 @@ async def one_client(url: str, token: str, models: list[bytes], offset: int, unt
             await tally.send(client, "GET", f"/v1/models/{model_id}")
             await tally.send(client, "GET", "/v1/models", params={"limit": 20})
             await tally.send(client, "GET", "/v1/kernels", params={"limit": 20})
-            if uploads % 10 == 0:
+            if compiles:
                 r = await tally.send(client, "POST", "/v1/compilations", json={"model_id": model_id, "target": "cpu"})
                 if r is not None and r.status_code == 202:
                     tally.jobs.append((token, r.json()["id"]))
