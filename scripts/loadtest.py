@@ -2,8 +2,8 @@
 
 Each client, as one of ten tenants, loops: upload a small model (one of a pool of distinct
 ones, so most uploads store a new model and some repeat one), get it, list its models, read
-the kernel list; every tenth upload (of all clients together) also submits a CPU compilation. Reported
-per run: requests/s, p50 / p99 latency, the 5xx and connection-error count, other statuses,
+the kernel list; every tenth upload (of all clients together) also submits a CPU
+compilation. Reported per run: requests/s, p50 / p99 latency, the 5xx and connection-error count, other statuses,
 and the jobs' outcomes after a drain period. It starts the service itself, fresh for each
 client count: on the embedded default (SQLite, SQLite broker), or with `--backend postgres`
 on a new PostgreSQL database and Redis (dropped / cleaned afterwards). The per-tenant
