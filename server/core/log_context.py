@@ -19,15 +19,25 @@ _current: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar
                                                                                  default=None)
 
 
+def open_scope(**fields: str | None) -> contextvars.Token:
+    """Start a scope (a request, a job) whose log lines carry `fields` and whatever `add`
+    adds, nested in the current one; `close_scope(token)` ends it."""
+    return _current.set({**(_current.get() or {}), **{k: v for k, v in fields.items() if v is not None}})
+
+
+def close_scope(token: contextvars.Token) -> None:
+    """End the scope `open_scope` returned `token` for."""
+    _current.reset(token)
+
+
 @contextlib.contextmanager
-def bound(**fields: str | None) -> Iterator[dict[str, str]]:
-    """A scope (a request, a job) whose log lines carry `fields` and whatever `add` adds."""
-    values = {**(_current.get() or {}), **{k: v for k, v in fields.items() if v is not None}}
-    token = _current.set(values)
+def bound(**fields: str | None) -> Iterator[None]:
+    """A scope for the duration of a `with` block (`open_scope` ... `close_scope`)."""
+    token = open_scope(**fields)
     try:
-        yield values
+        yield
     finally:
-        _current.reset(token)
+        close_scope(token)
 
 
 def add(**fields: str | None) -> None:

@@ -23,16 +23,17 @@ def test_a_worker_job_logs_its_id_and_tenant_in_json(module_tmp, start_worker, o
         flow = ServiceFlow(client, make_token(settings, "rio"))
         job = flow.submit(flow.upload(onnx_models.mlp(seed=64))["id"])["id"]
         assert flow.wait(job, timeout=120)["status"] == "succeeded"
-        # the worker logs the outcome just after it commits it
+        # the worker logs the outcome, then Celery its own line, just after the commit
         lines = []
         for _ in range(50):
             lines = [json.loads(x) for x in worker.output().splitlines() if x.startswith("{")]
-            if any(x["message"] == f"job {job}: succeeded" for x in lines):
+            if any(" succeeded in " in x["message"] and x["job_id"] == job for x in lines):
                 break
             time.sleep(0.1)
     mine = [x for x in lines if x["job_id"] == job]
     messages = {x["message"] for x in mine}
     assert f"job {job}: succeeded" in messages and any(m.startswith(f"job {job}: attempt 1,") for m in messages)
+    assert any(" succeeded in " in m for m in messages)  # Celery's own line for the task, too
     assert {x["tenant"] for x in mine} == {"rio"}
     assert all({"time", "level", "logger", "process"} <= set(x) for x in lines)
     # Lines outside any job (the worker starting) say so rather than borrowing one.
