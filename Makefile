@@ -32,9 +32,9 @@ LOADTEST_BACKEND ?= embedded
 loadtest: $(STAMP)
 	$(BIN)/python scripts/loadtest.py --backend $(LOADTEST_BACKEND) --clients 50 200 --duration 60
 
-# 20 worker SIGKILLs in a row on PostgreSQL + Redis (the suite kills 2).
+# 20 worker SIGKILLs in a row on PostgreSQL + Redis (the suite kills 2); about 2 to 4 minutes.
 chaos: $(STAMP)
-	TILEFORGE_TEST_WORKER_KILLS=20 $(BIN)/python -m pytest tests/e2e/test_service_worker_kills.py -q -p no:cacheprovider
+	TILEFORGE_TEST_WORKER_KILLS=20 $(BIN)/python -m pytest tests/e2e/test_service_worker_kills.py -q -rs -p no:cacheprovider
 
 BENCH_STAMP := $(VENV)/.bench-installed
 
