@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv serve test lint bench clean
+.PHONY: venv serve test lint bench loadtest chaos clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,16 @@ test: $(STAMP)
 	$(BIN)/ruff check compiler server worker migrations tests scripts tileforge
 	$(BIN)/lint-imports
 	bash tests/run.sh
+
+# Opt-in, minutes long (not part of `make test`); results go in docs/SERVICE.md.
+# 50 and 200 clients for 60 s on the embedded default; LOADTEST_BACKEND=postgres for PostgreSQL + Redis.
+LOADTEST_BACKEND ?= embedded
+loadtest: $(STAMP)
+	$(BIN)/python scripts/loadtest.py --backend $(LOADTEST_BACKEND) --clients 50 200 --duration 60
+
+# 20 worker SIGKILLs in a row on PostgreSQL + Redis (the suite kills 2); about 2 to 4 minutes.
+chaos: $(STAMP)
+	TILEFORGE_TEST_WORKER_KILLS=20 $(BIN)/python -m pytest tests/e2e/test_service_worker_kills.py -q -rs -p no:cacheprovider
 
 BENCH_STAMP := $(VENV)/.bench-installed
 

@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,15 +20,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 import onnx
+from live_service import TERMINAL, served
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = Path(__file__).resolve().parents[1]
-TERMINAL = ("succeeded", "failed", "cancelled")
 
-
-def small_model() -> bytes:
-    """x[4,16] -> MatMul(16x8) -> Relu: one small kernel."""
-    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32), "w")
+def small_model(seed: int = 0) -> bytes:
+    """x[4,16] -> MatMul(16x8) -> Relu: one small kernel (weights from `seed`: other bytes,
+    the same kernel)."""
+    w = numpy_helper.from_array(np.random.default_rng(seed).standard_normal((16, 8)).astype(np.float32), "w")
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], "small",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
@@ -40,12 +35,6 @@ def small_model() -> bytes:
     out = io.BytesIO()
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), out)
     return out.getvalue()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_all(client: httpx.Client, job_ids: list[str], timeout: float) -> list[dict]:
@@ -65,20 +54,10 @@ def wait_all(client: httpx.Client, job_ids: list[str], timeout: float) -> list[d
 
 def measure(jobs: int, polling: float | None, home: Path) -> float:
     """Seconds to clear `jobs` cache-hit compilations on a fresh embedded service."""
-    port = free_port()
-    env = os.environ | {"TILEFORGE_HOME": str(home)}
+    env = {"TILEFORGE_HOME": str(home)}
     if polling is not None:
         env["TILEFORGE_BROKER_POLLING_SECONDS"] = str(polling)
-    server = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--with-worker", "--port", str(port)],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while not (home / "local-token").is_file() or not _healthy(url):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the service did not start")
-            time.sleep(0.2)
+    with served(env, home / "serve.log") as url:
         token = (home / "local-token").read_text().strip()
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
             model = client.post("/v1/models", files={"file": ("m.onnx", small_model())}).json()["id"]
@@ -90,16 +69,6 @@ def measure(jobs: int, polling: float | None, home: Path) -> float:
             elapsed = time.monotonic() - start
             assert all(s["status"] == "succeeded" for s in states), states
             return elapsed
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def main() -> None:

@@ -44,12 +44,14 @@ def cmd_worker(a: argparse.Namespace) -> int:
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
+    from server.core.logging_setup import configure_logging
     from server.db.migrate import upgrade
     from server.jobs.queue import create_celery
     from server.local_token import local_token, local_token_path
     from server.main import create_app
 
     settings = get_settings()
+    configure_logging(settings.log_format)
     settings.home.mkdir(parents=True, exist_ok=True)
     upgrade(settings.db_url)
     token = None if a.no_token else local_token(settings, a.tenant)
@@ -71,7 +73,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
     # `finally` below, so the worker never outlives the server.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        uvicorn.run(create_app(settings), host=a.host, port=a.port, log_level="info")
+        # log_config=None: uvicorn's lines go to the root logger, in the service's format
+        uvicorn.run(create_app(settings), host=a.host, port=a.port, log_level="info", log_config=None)
     finally:
         if worker is not None:
             worker.terminate()

@@ -19,7 +19,8 @@ from server.api.connection_gate import ConnectionGate
 from server.api.errors import install_error_handlers
 from server.api.main import api_router
 from server.api.rate_limit import rate_limiter
-from server.api.routes import health
+from server.api.request_context import RequestScopeMiddleware
+from server.api.routes import health, metrics
 from server.api.upload_limit import UploadLimitMiddleware
 from server.core.config import Settings, get_settings
 from server.core.security import bearer_grant
@@ -83,7 +84,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        authorize=authorize)
     app.add_middleware(UploadLimitMiddleware, paths=("/v1/inferences",), max_bytes=settings.max_inference_bytes,
                        authorize=authorize, setting="TILEFORGE_MAX_INFERENCE_BYTES")
+    # Outermost: every line of a request is in its log scope, and refusals of the upload
+    # limits are timed too.
+    app.add_middleware(RequestScopeMiddleware)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(api_router)
     if importlib.util.find_spec(DASHBOARD_MODULE) is not None:
         app.include_router(importlib.import_module(DASHBOARD_MODULE).router)

@@ -322,3 +322,21 @@ def through_test_client(test_client):
                                   content=answer.content, request=request)
 
     return Transport()
+
+
+def run_job_in_process(settings, job_id: str) -> str:
+    """One attempt at a queued job in this process with the real pipeline (what a worker's
+    task runs), on the database of `settings`; returns its outcome."""
+    from server.db.session import make_engine, make_sessionmaker
+    from server.storage import LocalStorage
+    from worker.context import WorkerContext
+    from worker.kernel_cache import DatabaseKernelCache
+    from worker.runner import run_job
+
+    engine = make_engine(settings.db_url)
+    sessions = make_sessionmaker(engine)
+    try:
+        ctx = WorkerContext(settings, sessions, LocalStorage(settings.storage_root), DatabaseKernelCache(sessions))
+        return run_job(ctx, job_id, "in-process", f"task-{job_id}")
+    finally:
+        engine.dispose()

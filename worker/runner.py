@@ -4,6 +4,7 @@ reporting progress and renewing the lease, record the outcome."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import tempfile
 import threading
@@ -15,7 +16,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from compiler.errors import ArtifactError, ModelError
 from compiler.pipeline import CompileResult, compile_model
-from server.db.models import Job, JobKind, JobStatus, Model
+from server.core import log_context
+from server.db.models import Job, JobKind, JobStatus, Model, Tenant
 from server.db.session import transaction
 from server.jobs import state
 from server.services.errors import ServiceError
@@ -47,7 +49,10 @@ class JobReporter:
         self._stage: str | None = None
         self._since = time.perf_counter()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._heartbeat, daemon=True, name=f"lease-{job_id}")
+        # A thread starts with an empty context: its lines carry the job's fields only if it
+        # runs in a copy of this one.
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._heartbeat,),
+                                        daemon=True, name=f"lease-{job_id}")
 
     def __enter__(self) -> JobReporter:
         self._thread.start()
@@ -99,6 +104,8 @@ def run_job(ctx: WorkerContext, job_id: str, worker: str, task_id: str) -> str:
         return "skipped: not queued (finished, cancelled, or running elsewhere)"
     with ctx.sessions() as s:
         job = s.get(Job, job_id)
+        log_context.add(job_id=job_id, tenant=s.get(Tenant, job.tenant_id).name)
+    log.info("job %s: attempt %d, %s for %s", job_id, attempt, job.kind, job.target)
     work: dict[str, Work] = {JobKind.compile: _compile, JobKind.profile: run_profile,
                              JobKind.inference: run_inference}
     try:

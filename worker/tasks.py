@@ -3,13 +3,15 @@ transient faults only, and idempotent by job id (see worker/runner.py)."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 
 from celery import Task
 from celery.exceptions import TimeLimitExceeded
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import task_postrun, task_prerun, worker_ready, worker_shutdown
 
+from server.core import log_context
 from server.core.config import get_settings
 from server.db.kernel_cache import mark_stale_kernels
 from server.db.session import transaction
@@ -51,8 +53,27 @@ TASK_OPTIONS = {"bind": True, "base": CompileTask, "acks_late": True, "reject_on
                 "retry_jitter": True, "max_retries": get_settings().transient_retries, "ignore_result": True}
 
 
+# A job task's log scope (server/core/log_context.py) opens before Celery runs it and closes
+# after Celery's own "succeeded in" / failure line, so that line carries the job too.
+_log_scopes: dict[str, contextvars.Token] = {}
+
+
+@task_prerun.connect
+def _open_job_log_scope(task_id: str, task: Task, args: tuple = (), **_: object) -> None:
+    if task.name in TASKS.values() and args:
+        _log_scopes[task_id] = log_context.open_scope(job_id=args[0])
+
+
+@task_postrun.connect
+def _close_job_log_scope(task_id: str, **_: object) -> None:
+    token = _log_scopes.pop(task_id, None)
+    if token is not None:
+        log_context.close_scope(token)
+
+
 def _run(task: Task, job_id: str) -> str:
-    """Run one job of any kind, then send the next held jobs of tenants with room again."""
+    """Run one job of any kind, then send the next held jobs of tenants with room again; every
+    line logged meanwhile carries the job's id and (once it is read) its tenant."""
     ctx = worker_context()
     outcome = run_job(ctx, job_id, worker=task.request.hostname or "worker", task_id=task.request.id)
     log.info("job %s: %s", job_id, outcome)

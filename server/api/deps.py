@@ -11,6 +11,7 @@ from fastapi import Depends, Header, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from server.core import log_context
 from server.core.config import Settings
 from server.core.security import bearer_grant
 from server.db.models import Tenant
@@ -63,16 +64,24 @@ def get_current_tenant(
     grant = bearer_grant(session, header)
     if isinstance(grant, str):
         raise HTTPException(401, grant, headers={"WWW-Authenticate": "Bearer"})
+    # The request's log lines carry its tenant (and the job it names) from here on.
+    log_context.add(tenant=grant.tenant.name, job_id=request.path_params.get("job_id"))
     refusal = grant.refusal(request.method)
     if refusal is not None:
         raise HTTPException(403, refusal)
-    per_minute = limits_of(session, grant.tenant.id, settings).requests_per_minute
-    wait = request.app.state.rate_limiter.take(grant.tenant.id, per_minute)
+    take_request(request, session, settings, grant.tenant)
+    return grant.tenant
+
+
+def take_request(request: Request, session: Session, settings: Settings, tenant: Tenant) -> None:
+    """Count one request against the tenant's rate (the API's and the dashboard's alike): 429
+    with `Retry-After` over it."""
+    per_minute = limits_of(session, tenant.id, settings).requests_per_minute
+    wait = request.app.state.rate_limiter.take(tenant.id, per_minute)
     if wait > 0:
-        raise HTTPException(429, f"rate limit: tenant {grant.tenant.name!r} may make {per_minute} requests per "
+        raise HTTPException(429, f"rate limit: tenant {tenant.name!r} may make {per_minute} requests per "
                                  f"minute ({setting_name('requests_per_minute')})",
                             headers={"Retry-After": str(math.ceil(wait))})
-    return grant.tenant
 
 
 TenantDep = Annotated[Tenant, Depends(get_current_tenant)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -72,6 +73,10 @@ class Settings(BaseSettings):
     tenant_max_active_jobs: int = Field(200, gt=0, description="queued and running jobs one tenant may have")
     tenant_requests_per_minute: int = Field(
         6000, gt=0, description="API requests per minute per tenant (a token bucket holding one minute's worth)")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="log lines as text or as JSON objects; both carry the job id and tenant")
+    metrics_token: str | None = Field(
+        None, description="bearer token a /metrics scrape must send; unset: only clients on this host may scrape")
     tenant_dispatch_window: int = Field(
         4, gt=0, description="jobs of one tenant and target kind in the broker or running at once; the rest wait their turn")
 
@@ -164,7 +169,7 @@ class Settings(BaseSettings):
                      "api_threads", "model_retention_seconds", "artifact_retention_seconds",
                      "kernel_cache_max_bytes", "orphan_blob_grace_seconds", "tenant_max_stored_bytes",
                      "tenant_max_models", "tenant_max_active_jobs", "tenant_requests_per_minute",
-                     "tenant_dispatch_window"):
+                     "tenant_dispatch_window", "log_format"):
             env[f"TILEFORGE_{name.upper()}"] = str(getattr(self, name))
         return env
 

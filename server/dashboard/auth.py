@@ -13,7 +13,8 @@ from urllib.parse import quote, urlsplit
 
 from fastapi import Depends, HTTPException, Request, Response
 
-from server.api.deps import SessionDep
+from server.api.deps import SessionDep, SettingsDep, take_request
+from server.core import log_context
 from server.core.security import authenticate
 from server.db.models import Tenant
 
@@ -42,18 +43,21 @@ def safe_next(path: str | None) -> str:
     return path
 
 
-def cookie_tenant(request: Request, session: SessionDep) -> Tenant:
+def cookie_tenant(request: Request, session: SessionDep, settings: SettingsDep) -> Tenant:
     """The tenant of the login cookie's token; otherwise a redirect to the login page (403
-    for a form a read-only token may not send)."""
+    for a form a read-only token may not send). Pages count against the tenant's request
+    rate like API calls (429 with `Retry-After` over it)."""
     token = request.cookies.get(COOKIE_NAME)
     grant = authenticate(session, token) if token else None
     if grant is None:
         here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         # A 303 with Location: the browser goes to the login form and comes back here.
         raise HTTPException(303, "log in first", headers={"Location": f"/login?next={quote(here)}"})
+    log_context.add(tenant=grant.tenant.name, job_id=request.path_params.get("job_id"))
     refusal = grant.refusal(request.method)
     if refusal is not None:
         raise HTTPException(403, refusal)
+    take_request(request, session, settings, grant.tenant)
     return grant.tenant
 
 

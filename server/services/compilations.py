@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -14,10 +15,11 @@ from sqlalchemy.orm import Session
 
 from compiler.options import CompileOptions
 from compiler.target import get_target
+from server.core import log_context
 from server.db.models import TERMINAL, Artifact, Job, JobKind, JobStatus, Model, Tenant, new_id
 from server.db.types import utcnow
 from server.jobs import state
-from server.jobs.fairness import dispatch_room
+from server.jobs.fairness import dispatch_room, lock_tenant_dispatch
 from server.jobs.queue import JobQueue
 from server.jobs.routing import queue_key
 from server.services.errors import ServiceError, owned
@@ -25,6 +27,8 @@ from server.services.idempotency import forget, remember, replayed_jobs, request
 from server.services.quotas import check_submission
 
 KEEPALIVE_SECONDS = 15.0
+
+log = logging.getLogger(__name__)
 
 
 def create_compilation(session: Session, queue: JobQueue, tenant: Tenant, model_id: str, target: str,
@@ -60,6 +64,7 @@ def submit_jobs(session: Session, queue: JobQueue, tenant: Tenant, jobs: list[Jo
     race, that request's jobs (the caller answers an earlier request's key before building
     anything: `replayed_jobs`). 403 over the tenant's quotas; jobs past the tenant's dispatch
     window for their target kind are held, not sent (server/jobs/fairness.py)."""
+    lock_tenant_dispatch(session, tenant.id)  # the counts below hold until the commit
     check_submission(session, queue.settings, tenant, len(jobs))
     window = queue.settings.tenant_dispatch_window
     room = {kind: dispatch_room(session, tenant.id, kind, window) for kind in {job.target_kind for job in jobs}}
@@ -95,6 +100,8 @@ def publish(session: Session, queue: JobQueue, jobs: list[Job]) -> None:
         for job in jobs:
             key = queue_key(session, job.target, job.target_kind, queue.settings.worker_fresh_seconds)
             queue.enqueue(job.id, key, job.task_id, job.kind)
+            with log_context.bound(job_id=job.id):
+                log.info("job %s (%s for %s) sent to queue %s", job.id, job.kind, job.target, key)
     except Exception as e:
         for job in jobs:
             job.status, job.error, job.finished_at = JobStatus.failed, f"could not queue the job: {e}", utcnow()
@@ -142,6 +149,7 @@ def cancel_compilation(session: Session, queue: JobQueue, tenant: Tenant, job_id
         session.rollback()
         raise ServiceError(409, f"compilation {job_id!r} already {job.status}; nothing to cancel")
     session.commit()
+    log.info("job %s: cancel requested", job_id)
     if job.task_id:
         queue.revoke(job.task_id)
     session.refresh(job)
