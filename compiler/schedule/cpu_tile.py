@@ -29,5 +29,5 @@ def plan_cpu_tile(compute: Compute, tile: TileConfig, target: Target,
         tile = dataclasses.replace(tile, members=member_tiles(compute, tile, target),
                                    row_softmax=is_row_softmax(compute))
     elif tile.gemm is None:
-        tile = with_loop_decisions(compute, tile)
+        tile = with_loop_decisions(compute, tile, target.lanes)
     return dataclasses.replace(tile, serial=runs_serially(compute))

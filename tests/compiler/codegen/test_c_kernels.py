@@ -19,7 +19,9 @@ from compiler.codegen.c.workarounds import NO_IF_CONVERT
 from compiler.ir import te
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call, cast, select
+from compiler.schedule.merge_axes import merge_reduce_axes
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.row_reduction import reduces_rows
 from compiler.schedule.stage_block import staged_block
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
@@ -527,3 +529,12 @@ def test_stride_two_windows_load_two_vectors_and_shuffle_their_lanes(name: str) 
     compute, tile, _ = CASES[name]
     src = render_planned(compute, tile, "k")
     assert "__builtin_shuffle" in src and " acc[" not in src
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_window_rows_shorter_than_a_target_vector_stay_on_micro_tiles(lanes: int) -> None:
+    # a stride-2 depthwise convolution on a 7-wide output: its one-element tile vector
+    # once sent the 3-wide window rows down the row-reduction path (0.15x onnxruntime)
+    c = depthwise_stride2(13)
+    assert not reduces_rows(merge_reduce_axes(c, default_tile(c, CPU))[0], 1, lanes)
+    assert reduces_rows(merge_reduce_axes(c, default_tile(c, CPU))[0], 1, 2)
