@@ -54,6 +54,8 @@ class DirectOperand:
     outer: tuple[tuple[int, int, int], ...]  # other walked axes: (position, extent, offset per step)
     base: int  # offset in `pad` of every index's constant part
     k_steps: tuple[tuple[int, int], ...]  # per reduce axis: (extent, offset in `pad` per step)
+    # per batch axis the patches move with (a grouped convolution's group): (position, offset per step)
+    batch: tuple[tuple[int, int], ...] = ()
 
     def koff(self) -> list[int]:
         """Offset in `pad` of each flat (row-major) reduce index."""

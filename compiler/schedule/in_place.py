@@ -68,11 +68,9 @@ def direct_layout(c: Compute, load: Load, side: str, axes: Sequence[int], panel:
     walked = [d for d in axes if c.axes[d].extent > 1]
     if len(forms) < len(affine) or not walked:
         return None
-    # The panels' offsets cover the walked axes and the reduce axes only: a load that also
-    # moves with a batch axis (a grouped convolution's group) is packed instead.
-    others = {a.name for d, a in enumerate(c.axes) if d not in axes and a.extent > 1}
-    if any(f[1].get(name, 0) for f in forms for name in others):
-        return None
+    # Axes off the walked side that move the load are the contraction's batch axes (a
+    # grouped convolution's group): each task adds its batch index's offset to the panels'.
+    others = [d for d, a in enumerate(c.axes) if d not in axes and a.extent > 1]
     ranges = {a.name: (0, a.extent - 1) for a in c.all_axes()}
     shape = c.inputs[load.input].shape
     reach = [form_bounds(f, ranges) for f in forms]
@@ -100,5 +98,6 @@ def direct_layout(c: Compute, load: Load, side: str, axes: Sequence[int], panel:
     outer = tuple((d, c.axes[d].extent, offset(c.axes[d].name)) for d in walked[:-1]
                   if fold is None or d != fold[0])
     pad = float(load.pad) if load.pad is not None else 0.0
+    batch = tuple((d, offset(c.axes[d].name)) for d in others if offset(c.axes[d].name))
     return DirectOperand(side, load.input, lo, extents, pad, inner, width, panel, step, fold, outer,
-                         base, tuple((a.extent, offset(a.name)) for a in c.reduce_axes))
+                         base, tuple((a.extent, offset(a.name)) for a in c.reduce_axes), batch)
