@@ -195,7 +195,7 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
         (batch * (round_up(channels, mk.rows) * columns * k + pack * k * positions), m, mk, None)]
     as_b = direct_layout(c, m.rhs, "b", m.cols, mk.cols, unit_step=True)
     if as_b is not None:
-        options.append((batch * round_up(channels, mk.rows) * as_b.positions * k + PACK_COST * as_b.floats,
+        options.append((batch * round_up(channels, mk.rows) * as_b.positions * k + PACK_COST * as_b.copy_floats,
                         m, mk, as_b))
     swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
     if channels >= target.lanes:
@@ -207,7 +207,7 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
             as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
             lanes = round_up(channels, lanes_mk.lanes)
             options.append((batch * (as_a.positions * lanes * k + SCATTER_COST * channels * positions)
-                            + PACK_COST * as_a.floats,
+                            + PACK_COST * as_a.copy_floats,
                             swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
     _, m, mk, direct = min(options, key=lambda o: o[0])
     return m, mk, direct

@@ -311,7 +311,7 @@ class _GemmWriter:
                         self._direct_epilogue(g.direct)
                     else:
                         self._epilogue()
-            if g.direct is not None:  # every thread is done reading it
+            if g.direct is not None and g.direct.copied:  # every thread is done reading it
                 src.line("#pragma omp barrier")
                 src.line("#pragma omp single nowait")
                 src.line("free(pad);")
@@ -321,6 +321,9 @@ class _GemmWriter:
         """`float* pad`, shared by the team: the input read in place, copied once, padded
         (c/direct.py)."""
         src = self.src
+        if not d.copied:
+            src.line(f"const float* const pad = in{d.input};")
+            return
         src.line("float* pad;")
         src.line("#pragma omp single copyprivate(pad)")
         with src.block(""):
