@@ -250,6 +250,11 @@ def _balanced_blocks(batch: int, mnk: tuple[int, int, int], mc: int, nc: int, mk
     return mc, nc
 
 
+def l1_bytes(target: Target) -> int:
+    """Capacity of the target's L1 per core, or a common size when the target does not say."""
+    return _cache_bytes(target, "l1")
+
+
 def _cache_bytes(target: Target, level: str) -> int:
     """Capacity of the target's cache `level`, or a common size when the target does not say."""
     sizes = {lv.name: lv.capacity for lv in target.levels}

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Collection
 
 from compiler.ir.te import Compute
-from compiler.schedule.cpu_gemm import with_gemm_blocking
+from compiler.schedule.cpu_gemm import l1_bytes, with_gemm_blocking
 from compiler.schedule.cpu_loops import with_loop_decisions
 from compiler.schedule.parallel import runs_serially
 from compiler.schedule.plan import TileConfig
@@ -30,7 +30,7 @@ def plan_cpu_tile(compute: Compute, tile: TileConfig, target: Target,
         tile = dataclasses.replace(tile, members=member_tiles(compute, tile, target),
                                    row_softmax=is_row_softmax(compute))
     elif tile.gemm is None:
-        plane = planned_plane(compute, tile.vector, target.lanes)
+        plane = planned_plane(compute, tile.vector, target.lanes, l1_bytes(target))
         tile = (dataclasses.replace(tile, plane=plane) if plane is not None
                 else with_loop_decisions(compute, tile, target.lanes))
     return dataclasses.replace(tile, serial=runs_serially(compute))

@@ -31,6 +31,11 @@ from compiler.schedule.plan_json import as_json, tuples
 
 PLANE_LANES = (4, 8, 16)  # float32 lanes of SSE / NEON, AVX2, AVX-512: the renderings there are
 MAX_PLANE_FLOATS = 1 << 16  # a plane and its outputs stay within L2 beside the other thread's
+# Measured per unit of cost, one thread (ns per vector multiply-add): micro-tiles of one
+# vector a row 2.7 (3x3 and 5x5 windows on 14 x 14), of seven 0.76 (112 x 112); planes 0.5-0.65
+# inside L1, 0.83 beyond (112 x 112). Each micro-tile row costs about this many vectors more:
+ROW_OVERHEAD = 1.5
+L1_SPILL = 1.2  # and a plane whose copy and line outgrow L1 this much more per vector
 
 
 @dataclass(frozen=True)
@@ -162,23 +167,26 @@ def _flat_reduce(c: Compute) -> list[dict[str, int]]:
     return points
 
 
-def planned_plane(c: Compute, vector: int, lanes: int) -> PlaneConv | None:
-    """The plane layout where `c` takes that path on a target of `lanes` lanes: it must
-    cost no more than micro-tiles of the tile's `vector` would."""
+def planned_plane(c: Compute, vector: int, lanes: int, l1_bytes: int) -> PlaneConv | None:
+    """The plane layout where `c` takes that path on a target of `lanes` lanes and an L1
+    of `l1_bytes`: it must cost no more than micro-tiles of the tile's `vector` would."""
     p = plane_conv(c, lanes)
     taps = math.prod(a.extent for a in c.reduce_axes)
-    return p if p is not None and plane_cost(p, taps) <= micro_tile_cost(p, taps, vector) else None
+    return p if p is not None and plane_cost(p, taps, l1_bytes) <= micro_tile_cost(p, taps, vector) else None
 
 
-def plane_cost(p: PlaneConv, taps: int) -> float:
-    """One plane's vector multiply-adds: every computed vector, for every tap."""
-    return p.vectors * taps
+def plane_cost(p: PlaneConv, taps: int, l1_bytes: int) -> float:
+    """One plane's vector multiply-adds: every computed vector, for every tap; dearer by
+    L1_SPILL where the copy and the line outgrow L1."""
+    spill = L1_SPILL if 4 * (p.copy_floats + p.vectors * p.lanes) > l1_bytes else 1.0
+    return p.vectors * taps * spill
 
 
 def micro_tile_cost(p: PlaneConv, taps: int, vector: int) -> float:
     """The same plane on micro-tiles whose rows are `vector` elements wide (the tile's
-    vector; a row of the plane is cut into whole vectors of the target's lanes)."""
+    vector; a row of the plane is cut into whole vectors of the target's lanes), each row
+    ROW_OVERHEAD vectors' worth dearer."""
     cols = p.out_plane[1]
     per_row = -(-cols // p.lanes) if vector > 1 else cols  # one element a multiply-add without
     stride_loads = 2 if p.phases[1] > 1 else 1  # a stride-2 vector: two loads and a shuffle
-    return p.out_plane[0] * per_row * taps * stride_loads
+    return p.out_plane[0] * (per_row * stride_loads + ROW_OVERHEAD) * taps

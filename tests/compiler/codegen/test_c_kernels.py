@@ -521,7 +521,8 @@ def test_blocks_too_big_to_stage_are_cut_until_they_fit() -> None:
     # 16 channels of 58 x 58 is 215 KB; 4 channels (54 KB) fit: channels are cut, rows kept
     assert staged_block(c, (1, 16, 56, 56), (1, 1, 4, 16)) == (1, 4, 56, 56)
     assert staged_block(c, (1, 2, 8, 56), (1, 1, 4, 16)) == (1, 2, 8, 56)  # fits already
-    src = render_planned(c, TileConfig((1, 16, 56, 56), (1, 1, 4, 16), (3, 3), 8), "k", CPU)
+    wide = depthwise_wide(16, 64)  # rows of whole vectors stay on micro-tiles (56-wide ones: planes, c/plane.py)
+    src = render_planned(wide, TileConfig((1, 16, 64, 64), (1, 1, 4, 16), (3, 3), 8), "k", CPU)
     assert "__attribute__((aligned(64)))" in src and NO_IF_CONVERT not in src
 
 

@@ -19,7 +19,13 @@ from compiler.codegen.c.kernel import build_machine, render_kernel
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var
 from compiler.schedule.plan import TileConfig
-from tests.compiler.codegen.test_c_kernels import column_max, depthwise_wide, matmul, row_reduce
+from tests.compiler.codegen.test_c_kernels import (
+    CPU,
+    column_max,
+    depthwise_wide,
+    matmul,
+    row_reduce,
+)
 from tests.compiler.codegen.test_c_rows import layer_norm, rows_tile, softmax
 
 RNG = np.random.default_rng(15)
@@ -32,7 +38,7 @@ ROW_SUM = row_reduce("sum", 24, 300)
 
 
 def _plan(c: Compute, tile: TileConfig, **decisions: object) -> TileConfig:
-    return dataclasses.replace(planned(c, tile), **decisions)
+    return dataclasses.replace(planned(c, tile, CPU), **decisions)
 
 
 # name -> (compute, the planned tile, the same tile with one decision changed, a marker of
@@ -57,9 +63,9 @@ VARIANTS = {
 def library(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
     kernels: dict[str, tuple[Compute, TileConfig]] = {}
     for name, (c, tile, changed, _) in VARIANTS.items():
-        kernels[f"{name}_planned"] = (c, planned(c, tile))
+        kernels[f"{name}_planned"] = (c, planned(c, tile, CPU))
         kernels[f"{name}_changed"] = (c, _plan(c, tile, **changed))
-    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("decisions")), plan=False)
+    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("decisions")), dict.fromkeys(kernels, CPU), plan=False)
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -77,11 +83,11 @@ def test_codegen_follows_the_decision_recorded_in_the_plan(library: KernelLibrar
 
 
 def test_the_plan_records_the_decisions_and_round_trips_them() -> None:
-    chunked = planned(COLUMN_MAX, VARIANTS["chunked"][1])
-    staged = planned(DEPTHWISE, VARIANTS["staged"][1])
-    row = planned(SOFTMAX, rows_tile(SOFTMAX, 1, 3))
-    row_sum = planned(ROW_SUM, VARIANTS["row_reduction"][1])
-    plane = planned(*VARIANTS["plane"][:2])
+    chunked = planned(COLUMN_MAX, VARIANTS["chunked"][1], CPU)
+    staged = planned(DEPTHWISE, VARIANTS["staged"][1], CPU)
+    row = planned(SOFTMAX, rows_tile(SOFTMAX, 1, 3), CPU)
+    row_sum = planned(ROW_SUM, VARIANTS["row_reduction"][1], CPU)
+    plane = planned(*VARIANTS["plane"][:2], CPU)
     assert plane.plane is not None and TileConfig.from_json(plane.to_json()) == plane
     assert (chunked.chunk, chunked.serial, chunked.row_reduction) == (70, True, False)
     assert row_sum.row_reduction and (row_sum.chunk, row_sum.stage) == (0, ())
