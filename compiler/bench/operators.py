@@ -109,6 +109,9 @@ def _small_map_conv_models() -> dict[str, onnx.ModelProto]:
                                                 {"w": _w(960, 1, 3, 3), **clip}),
         "depthwise conv s2+clip 576ch 14x14": _chain("dw14s2", [1, 576, 14, 14], dw_clip(576, 2),
                                                      {"w": _w(576, 1, 3, 3), **clip}),
+        "depthwise conv5x5+silu 480ch 14x14": _chain("dw5", [1, 480, 14, 14], [
+            ("Conv", ["x", "w"], "z", {"pads": [2, 2, 2, 2], "group": 480}), ("Sigmoid", ["z"], "s", {}),
+            ("Mul", ["z", "s"], "y", {})], {"w": _w(480, 1, 5, 5)}),
         "grouped conv3x3+relu 128ch width 16 28x28": _chain("grouped16", [1, 128, 28, 28], grouped,
                                                            {"w": _w(128, 16, 3, 3)}),
     }
