@@ -30,7 +30,7 @@ from compiler.ir.te import Call, Compute, Load
 from compiler.schedule.plan_json import as_json, tuples
 
 PLANE_LANES = (4, 8, 16)  # float32 lanes of SSE / NEON, AVX2, AVX-512: the renderings there are
-MAX_PLANE_FLOATS = 1 << 16  # a plane and its outputs stay within L2 beside the other thread's
+MAX_PLANE_FLOATS = 1 << 16  # a thread's scratch stays within L2 beside the other thread's
 # Measured per unit of cost, one thread (ns per vector multiply-add): micro-tiles of one
 # vector a row 2.7 (3x3 and 5x5 windows on 14 x 14), of seven 0.76 (112 x 112); planes 0.5-0.65
 # inside L1, 0.83 beyond (112 x 112). Each micro-tile row costs about this many vectors more:
@@ -78,6 +78,11 @@ class PlaneConv:
         """The scratch copy: every phase plane, and the slack the last vectors read past it."""
         planes = self.phases[0] * self.phases[1] * math.prod(self.quarter)
         return _round16(max(planes, max(self.koff) + self.vectors * self.lanes))
+
+    @property
+    def scratch_floats(self) -> int:
+        """A thread's scratch: two copies (one computed, the next filled) and the line."""
+        return 2 * self.copy_floats + self.vectors * self.lanes
 
     def to_json(self) -> dict:
         return as_json(self)
@@ -156,7 +161,7 @@ def _layout(c: Compute, data: Load, taps: Load, lanes: int) -> PlaneConv | None:
                       (shape[-2], shape[-1]), (ylo, xlo), (yhi - ylo + 1, xhi - xlo + 1), (sh, sw),
                       float(data.pad) if data.pad is not None else 0.0, tuple(koff),
                       tuple(toff), (c.axes[-2].extent, c.axes[-1].extent))
-    return plane if plane.copy_floats + plane.vectors * lanes <= MAX_PLANE_FLOATS else None
+    return plane if plane.scratch_floats <= MAX_PLANE_FLOATS else None
 
 
 def _flat_reduce(c: Compute) -> list[dict[str, int]]:

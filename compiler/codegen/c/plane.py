@@ -44,7 +44,7 @@ def render_plane(c: Compute, p: PlaneConv, params: Sequence[str], header: str, p
     split = parallel and planes > 1
     with src.block(header):
         mark_used(src, params)
-        with thread_scratch(src, split, "cp", 2 * p.copy_floats + p.vectors * p.lanes):
+        with thread_scratch(src, split, "cp", p.scratch_floats):
             src.line(f"float* const res = cp + {2 * p.copy_floats};")
             src.line(f"for (int64_t q = 0; q < {2 * p.copy_floats}L; ++q) cp[q] = {literal(p.pad_value, 'float32')};")
             src.line("int64_t copied = -1;  /* the plane last copied in */")
