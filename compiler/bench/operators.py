@@ -45,6 +45,7 @@ def operator_models() -> dict[str, onnx.ModelProto]:
             "Conv", [1, c, size, size], {"w": _w(4 * c, c, 1, 1)}, ["x", "w"])
     m["mobilenet depthwise 3x3 144ch 56x56"] = _single(
         "Conv", [1, 144, 56, 56], {"w": _w(144, 1, 3, 3)}, ["x", "w"], pads=[1, 1, 1, 1], group=144)
+    m.update(_small_map_conv_models())
     m["softmax 128x768"] = _single("Softmax", [128, 768], {}, ["x"], axis=-1)
     m["layernorm 128x768"] = _single("LayerNormalization", [128, 768],
                                      {"g": np.ones(768, np.float32), "b": np.zeros(768, np.float32)},
@@ -91,6 +92,28 @@ def _activation_models() -> dict[str, onnx.ModelProto]:
         "silu 1x96x112x112": _chain("silu", [1, 96, 112, 112], silu, {}),
         "depthwise conv+silu 96ch 112x112": _chain("dw_silu", [1, 96, 112, 112], depthwise, {"w": _w(96, 1, 3, 3)}),
         "grouped conv3x3+relu 152ch g8 28x28": _chain("grouped", [1, 152, 28, 28], grouped, {"w": _w(152, 8, 3, 3)}),
+    }
+
+
+def _small_map_conv_models() -> dict[str, onnx.ModelProto]:
+    """MobileNet's depthwise convolutions on small maps (computed plane by plane) and a
+    RegNet-width grouped convolution (patches read in place per group), with their epilogues."""
+    clip = {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}
+
+    def dw_clip(channels: int, stride: int) -> list[tuple]:
+        return [("Conv", ["x", "w"], "z", {"pads": [1, 1, 1, 1], "group": channels, "strides": [stride, stride]}),
+                ("Clip", ["z", "lo", "hi"], "y", {})]
+    grouped = [("Conv", ["x", "w"], "z", {"pads": [1, 1, 1, 1], "group": 8}), ("Relu", ["z"], "y", {})]
+    return {
+        "depthwise conv+clip 960ch 7x7": _chain("dw7", [1, 960, 7, 7], dw_clip(960, 1),
+                                                {"w": _w(960, 1, 3, 3), **clip}),
+        "depthwise conv s2+clip 576ch 14x14": _chain("dw14s2", [1, 576, 14, 14], dw_clip(576, 2),
+                                                     {"w": _w(576, 1, 3, 3), **clip}),
+        "depthwise conv5x5+silu 480ch 14x14": _chain("dw5", [1, 480, 14, 14], [
+            ("Conv", ["x", "w"], "z", {"pads": [2, 2, 2, 2], "group": 480}), ("Sigmoid", ["z"], "s", {}),
+            ("Mul", ["z", "s"], "y", {})], {"w": _w(480, 1, 5, 5)}),
+        "grouped conv3x3+relu 128ch width 16 28x28": _chain("grouped16", [1, 128, 28, 28], grouped,
+                                                           {"w": _w(128, 16, 3, 3)}),
     }
 
 

@@ -188,11 +188,15 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
     inner = next((c.axes[d].extent for d in reversed(m.cols) if c.axes[d].extent > 1), 1)
     pack = PACK_COST if inner >= mk.lanes else PACK_COST_SCALAR  # the gather copies whole vectors of a row
     columns = round_up(positions, mk.cols if micro_tails(mk, channels, positions)[1] == 0 else mk.lanes)
+    # Per batch index (a grouped convolution's group) the GEMM and its gather run again;
+    # the copy of an input read in place is made once for all of them.
+    batch = side_extent(c, m.batch)
     options: list[tuple[float, Contraction, MicroKernel, DirectOperand | None]] = [
-        (round_up(channels, mk.rows) * columns * k + pack * k * positions, m, mk, None)]
+        (batch * (round_up(channels, mk.rows) * columns * k + pack * k * positions), m, mk, None)]
     as_b = direct_layout(c, m.rhs, "b", m.cols, mk.cols, unit_step=True)
     if as_b is not None:
-        options.append((round_up(channels, mk.rows) * as_b.positions * k + PACK_COST * as_b.floats, m, mk, as_b))
+        options.append((batch * round_up(channels, mk.rows) * as_b.positions * k + PACK_COST * as_b.copy_floats,
+                        m, mk, as_b))
     swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
     if channels >= target.lanes:
         lanes_mk = micro_kernel(c, swapped, target)
@@ -202,7 +206,8 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
         if layouts:
             as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
             lanes = round_up(channels, lanes_mk.lanes)
-            options.append((as_a.positions * lanes * k + PACK_COST * as_a.floats + SCATTER_COST * channels * positions,
+            options.append((batch * (as_a.positions * lanes * k + SCATTER_COST * channels * positions)
+                            + PACK_COST * as_a.copy_floats,
                             swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
     _, m, mk, direct = min(options, key=lambda o: o[0])
     return m, mk, direct
@@ -243,6 +248,11 @@ def _balanced_blocks(batch: int, mnk: tuple[int, int, int], mc: int, nc: int, mk
                             rp * mk.rows, cp * mk.cols))
     *_, mc, nc = min(options)
     return mc, nc
+
+
+def l1_bytes(target: Target) -> int:
+    """Capacity of the target's L1 per core, or a common size when the target does not say."""
+    return _cache_bytes(target, "l1")
 
 
 def _cache_bytes(target: Target, level: str) -> int:

@@ -18,15 +18,16 @@ from compiler.schedule.row_reduction import reduces_rows
 from compiler.schedule.stage_block import staged_block
 
 
-def with_loop_decisions(c: Compute, tile: TileConfig) -> TileConfig:
-    """`tile` with `row_reduction`, `chunk` and `stage` decided for `c`'s loop nest (a row
-    reduction neither chunks nor stages: it walks each output's row on its own)."""
+def with_loop_decisions(c: Compute, tile: TileConfig, lanes: int) -> TileConfig:
+    """`tile` with `row_reduction`, `chunk` and `stage` decided for `c`'s loop nest on a
+    target of `lanes` SIMD lanes (a row reduction neither chunks nor stages: it walks each
+    output's row on its own)."""
     if math.prod(c.shape) == 0:
         return tile
     merged, t = merge_reduce_axes(c, tile)
     block = [max(1, min(b, a.extent)) for b, a in zip(t.block, merged.axes, strict=True)]
     thread = [max(1, min(u, b)) for u, b in zip(t.thread, block, strict=True)]
-    if reduces_rows(merged, t.vector):
+    if reduces_rows(merged, t.vector, lanes):
         return dataclasses.replace(tile, row_reduction=True)
     chunk = reduce_chunk(merged, block, t.reduce_step)
     stage = staged_block(merged, block, thread) if merged.is_reduction and not chunk else ()

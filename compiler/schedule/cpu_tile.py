@@ -7,10 +7,11 @@ import dataclasses
 from collections.abc import Collection
 
 from compiler.ir.te import Compute
-from compiler.schedule.cpu_gemm import with_gemm_blocking
+from compiler.schedule.cpu_gemm import l1_bytes, with_gemm_blocking
 from compiler.schedule.cpu_loops import with_loop_decisions
 from compiler.schedule.parallel import runs_serially
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.plane_conv import planned_plane
 from compiler.schedule.row_members import member_tiles
 from compiler.schedule.row_softmax import is_row_softmax
 from compiler.target.base import Target
@@ -20,8 +21,8 @@ def plan_cpu_tile(compute: Compute, tile: TileConfig, target: Target,
                   constant_inputs: Collection[int] = ()) -> TileConfig:
     """`tile` with every decision below the rTile made for `target`: a contraction's GEMM
     blocking (compiler/schedule/cpu_gemm.py); a row group's member tiles
-    (compiler/schedule/row_members.py) and path (compiler/schedule/row_softmax.py); the
-    loops of any other kernel (compiler/schedule/cpu_loops.py); and whether it runs in
+    (compiler/schedule/row_members.py) and path (compiler/schedule/row_softmax.py); a
+    per-channel convolution's planes (compiler/schedule/plane_conv.py); the loops of any other kernel (compiler/schedule/cpu_loops.py); and whether it runs in
     parallel (compiler/schedule/parallel.py). `constant_inputs`: the input positions
     holding weights (packed once at load)."""
     tile = with_gemm_blocking(compute, tile, target, constant_inputs)
@@ -29,5 +30,7 @@ def plan_cpu_tile(compute: Compute, tile: TileConfig, target: Target,
         tile = dataclasses.replace(tile, members=member_tiles(compute, tile, target),
                                    row_softmax=is_row_softmax(compute))
     elif tile.gemm is None:
-        tile = with_loop_decisions(compute, tile)
+        plane = planned_plane(compute, tile.vector, target.lanes, l1_bytes(target))
+        tile = (dataclasses.replace(tile, plane=plane) if plane is not None
+                else with_loop_decisions(compute, tile, target.lanes))
     return dataclasses.replace(tile, serial=runs_serially(compute))

@@ -54,6 +54,10 @@ class DirectOperand:
     outer: tuple[tuple[int, int, int], ...]  # other walked axes: (position, extent, offset per step)
     base: int  # offset in `pad` of every index's constant part
     k_steps: tuple[tuple[int, int], ...]  # per reduce axis: (extent, offset in `pad` per step)
+    # per batch axis the patches move with (a grouped convolution's group): (position, offset per step)
+    batch: tuple[tuple[int, int], ...] = ()
+    # whether `pad` is a copy; else the input itself (its layout, and every read inside it)
+    copied: bool = True
 
     def koff(self) -> list[int]:
         """Offset in `pad` of each flat (row-major) reduce index."""
@@ -83,6 +87,11 @@ class DirectOperand:
     def floats(self) -> int:
         """Size of `pad`: the padded input and one panel of slack (a last panel's overrun)."""
         return math.prod(self.extents) + self.step * self.panel
+
+    @property
+    def copy_floats(self) -> int:
+        """Floats copied per call: `floats`, or none where the input is read itself."""
+        return self.floats if self.copied else 0
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from enum import StrEnum
 from compiler.ir.te import Compute
 from compiler.schedule.cuda_launch import CudaLaunch
 from compiler.schedule.gemm_blocking import GemmBlocking
+from compiler.schedule.plane_conv import PlaneConv
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ class TileConfig:
     `row_softmax`, whether a row group takes the softmax row kernel rather than its
     members (compiler/schedule/row_softmax.py); `row_reduction`, whether a reduction
     folds each output's contiguous row rather than running micro-tiles
-    (compiler/schedule/row_reduction.py). Each is serialized only when set.
+    (compiler/schedule/row_reduction.py); `plane`, a per-channel convolution's plane-by-plane
+    layout (compiler/schedule/plane_conv.py; None: micro-tiles). Each is serialized only when set.
     """
 
     block: tuple[int, ...]
@@ -59,6 +61,7 @@ class TileConfig:
     serial: bool = False
     row_softmax: bool = False
     row_reduction: bool = False
+    plane: PlaneConv | None = None
 
     def to_json(self) -> dict:
         j = {"block": list(self.block), "thread": list(self.thread),
@@ -79,6 +82,8 @@ class TileConfig:
             j["row_softmax"] = True
         if self.row_reduction:
             j["row_reduction"] = True
+        if self.plane is not None:
+            j["plane"] = self.plane.to_json()
         return j
 
     @staticmethod
@@ -90,7 +95,8 @@ class TileConfig:
                           None if launch is None else CudaLaunch.from_json(launch),
                           chunk=int(j.get("chunk", 0)), stage=tuple(j.get("stage", ())),
                           serial=bool(j.get("serial", False)), row_softmax=bool(j.get("row_softmax", False)),
-                          row_reduction=bool(j.get("row_reduction", False)))
+                          row_reduction=bool(j.get("row_reduction", False)),
+                          plane=None if "plane" not in j else PlaneConv.from_json(j["plane"]))
 
 
 class BufferKind(StrEnum):

@@ -28,6 +28,7 @@ def member_tiles(c: Compute, tile: TileConfig, target: Target) -> tuple[tuple[Ti
     blocks = []
     for n in block_rows(c, tile.block[g - 1]):
         cuts = [cut_to_rows(m, g, n, sharing) for m in c.members()]
-        blocks.append(tuple(with_loop_decisions(cut, replace(default_tile(cut, target), block=cut.shape))
+        blocks.append(tuple(with_loop_decisions(cut, replace(default_tile(cut, target), block=cut.shape),
+                                                  target.lanes)
                             for cut in cuts))
     return tuple(blocks)

@@ -26,8 +26,10 @@ def koff_table(d: DirectOperand, src: CSource) -> None:
 
 
 def panel_base(d: DirectOperand, panel: str) -> str:
-    """C expression: offset in `pad` of global panel number `panel` (k = 0)."""
-    terms = [str(d.base), f"({panel}) % {d.line_panels}L * {d.panel * d.step}L"]
+    """C expression: offset in `pad` of global panel number `panel` (k = 0) at the task's
+    batch indices (`i<d>`)."""
+    terms = [str(d.base), f"({panel}) % {d.line_panels}L * {d.panel * d.step}L",
+             *(f"i{axis} * {off}L" for axis, off in d.batch)]
     step = d.line_panels
     for _, extent, off in reversed(d.outer):
         terms.append(f"({panel}) / {step}L % {extent}L * {off}L")

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 from compiler.codegen.c.direct import KOFF, koff_table, panel_base, write_padded_copy
-from compiler.codegen.c.team import mark_used
+from compiler.codegen.c.team import mark_used, thread_scratch
 from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
 from compiler.codegen.c.vector_functions import VECTOR_FUNCTIONS
 from compiler.codegen.cexpr import ExprWriter, clip_lines, flat_offset, literal, new_counter
@@ -281,11 +281,7 @@ class _GemmWriter:
             mark_used(src, self.params)
             if g.direct is not None:
                 self._padded_input(g.direct)
-            if not split:
-                src.line("#pragma omp single nowait")
-            with src.block(""):
-                src.line(f"float* const ct = (float*)aligned_alloc(64, {4 * floats}UL);")
-                src.line("if (!ct) abort();")
+            with thread_scratch(src, split, "ct", floats):
                 src.line(f"float* const ap = ct + {g.mc * g.nc};")
                 src.line(f"float* const bp = ap + {a_floats};")
                 if self.packed:
@@ -315,8 +311,7 @@ class _GemmWriter:
                         self._direct_epilogue(g.direct)
                     else:
                         self._epilogue()
-                src.line("free(ct);")
-            if g.direct is not None:  # every thread is done reading it
+            if g.direct is not None and g.direct.copied:  # every thread is done reading it
                 src.line("#pragma omp barrier")
                 src.line("#pragma omp single nowait")
                 src.line("free(pad);")
@@ -326,6 +321,9 @@ class _GemmWriter:
         """`float* pad`, shared by the team: the input read in place, copied once, padded
         (c/direct.py)."""
         src = self.src
+        if not d.copied:
+            src.line(f"const float* const pad = in{d.input};")
+            return
         src.line("float* pad;")
         src.line("#pragma omp single copyprivate(pad)")
         with src.block(""):

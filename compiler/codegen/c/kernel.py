@@ -27,7 +27,8 @@ Loop structure (the CPU side of Roller's rTile):
 
 Contractions in float32 (matmul, convolution as implicit GEMM) take the packed,
 explicit-SIMD path of compiler/codegen/c/gemm.py instead, where the plan gave them a
-GEMM blocking (`TileConfig.gemm`, compiler/schedule/cpu_gemm.py). Every such decision
+GEMM blocking (`TileConfig.gemm`, compiler/schedule/cpu_gemm.py); per-channel
+convolutions the plan lays out plane by plane (`TileConfig.plane`) take c/plane.py's. Every such decision
 is the plan's (compiler/schedule/cpu_tile.py); this module only renders it.
 
 Kernel ABI: `void sym(T_out* restrict out, const T0* restrict in0, ...)`
@@ -48,6 +49,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 
 from compiler.codegen.c.gemm import render_gemm
+from compiler.codegen.c.plane import render_plane
 from compiler.codegen.c.rows import render_row_group
 from compiler.codegen.c.softmax import render_row_softmax
 from compiler.codegen.c.stage import stage_padded_loads, write_staging
@@ -126,6 +128,11 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
         src.line("#include <stdlib.h>")
         parallel = render_gemm(merge_axes(compute, tile)[0], tile.gemm, params, header,
                                not tile.serial, src, symbol)
+        write_standalone(src, symbol, params, parallel)
+        return src.text(), False
+    if tile.plane is not None:
+        src.line("#include <stdlib.h>")
+        parallel = render_plane(compute, tile.plane, params, header, not tile.serial, src)
         write_standalone(src, symbol, params, parallel)
         return src.text(), False
     parallel, checked = _write_loops(src, compute, tile, symbol, header, params, team=True)

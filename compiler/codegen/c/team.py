@@ -61,3 +61,17 @@ def write_standalone(src: CSource, symbol: str, params: Sequence[str], parallel:
         if parallel:
             src.line("#pragma omp parallel")
         src.line(f"{team_symbol(symbol)}({args});")
+
+
+@contextmanager
+def thread_scratch(src: CSource, split: bool, name: str, floats: int) -> Iterator[None]:
+    """A block every thread of the team runs (one thread alone where the tasks are not
+    `split`), with `float* name`: `floats` floats of 64-byte-aligned scratch of its own
+    (the micro-kernels' vector loads assume the alignment), freed at the block's end."""
+    if not split:
+        src.line("#pragma omp single nowait")
+    with src.block(""):
+        src.line(f"float* const {name} = (float*)aligned_alloc(64, {4 * floats}UL);")
+        src.line(f"if (!{name}) abort();")
+        yield
+        src.line(f"free({name});")

@@ -265,7 +265,11 @@ DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     "a_stem_7x7_stride2": (window_conv(1, 3, 16, 23, 23, 7, 7, pads=(3, 3, 3, 3), stride=2), 8),
     "a_batch2_channel_tail": (window_conv(2, 16, 48, 7, 7, 3, 3), 16),  # 48 channels: 32 + one vector
     "a_dilated_no_padding": (window_conv(1, 8, 32, 13, 11, 3, 3, dilation=2, pads=None), 16),
+    # 1x1, batch 2, whole panels: the input itself, no copy (UNCOPIED)
+    "pointwise_batch2_uncopied": (window_conv(2, 24, 16, 8, 16, 1, 1, pads=None), 8),
+    "a_pointwise_7x7_uncopied": (window_conv(1, 40, 32, 7, 7, 1, 1, pads=None), 16),
 }
+UNCOPIED = ("pointwise_batch2_uncopied", "a_pointwise_7x7_uncopied", "a_dilated_no_padding")
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +289,7 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
     assert m is not None
     d = gemm_blocking(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
     assert d is not None and d.side == ("a" if name.startswith("a_") else "b")
+    assert d.copied == (name not in UNCOPIED)
     assert "tf_koff" in direct.sources[name]  # read in place, not gathered
     inputs = [rand(t.shape) for t in compute.inputs]
     k = np.prod([a.extent for a in compute.reduce_axes])
@@ -304,7 +309,8 @@ def test_positions_read_in_place_store_a_transcendental_post_in_whole_vectors(di
     (window_conv(1, 512, 512, 7, 7, 3, 3), 16, "a rows"),  # 7 rows of 512 channels
     (window_conv(1, 3, 64, 63, 63, 7, 7, pads=(3, 3, 3, 3), stride=2), 16, "a rows"),  # a stem: stride 2
     (window_conv(1, 5, 6, 37, 37, 3, 3), 8, "b planes"),  # 6 channels fill no vector: positions do
-    (window_conv(1, 16, 16, 20, 40, 1, 1, pads=None), 16, None),  # 1x1: the copy costs what packing does
+    (window_conv(1, 16, 16, 20, 40, 1, 1, pads=None), 16, "b rows"),  # 1x1 in 25 whole panels: no copy
+    (window_conv(1, 16, 16, 14, 14, 1, 1, pads=None), 16, "a rows"),  # 196 = 14 x 14 rows: no copy
 ])
 def test_patches_are_read_in_place_where_the_model_says_it_pays(compute: Compute, lanes: int,
                                                                    way: str | None) -> None:

@@ -19,7 +19,9 @@ from compiler.codegen.c.workarounds import NO_IF_CONVERT
 from compiler.ir import te
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call, cast, select
+from compiler.schedule.merge_axes import merge_reduce_axes
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.row_reduction import reduces_rows
 from compiler.schedule.stage_block import staged_block
 from compiler.schedule.tiling import default_tile
 from compiler.target.base import Target
@@ -456,10 +458,11 @@ def test_default_tile_puts_rows_where_vector_loads_are_shared() -> None:
     assert default_tile(mm, CPU).thread[0] > 1
 
 
-@pytest.mark.parametrize("make", [depthwise, maxpool])
+# a wide map stays on micro-tiles (small ones are computed plane by plane: c/plane.py)
+@pytest.mark.parametrize("make", [depthwise_wide, maxpool])
 def test_padded_windows_are_staged_and_read_without_checks(make: Callable[[], Compute]) -> None:
     c = make()
-    src = render_planned(c, default_tile(c, CPU), "k")
+    src = render_planned(c, default_tile(c, CPU), "k", CPU)
     assert "__attribute__((aligned(64)))" in src  # the scratch box each task fills
     assert NO_IF_CONVERT not in src  # no checked load left, so loops may vectorize
 
@@ -518,12 +521,24 @@ def test_blocks_too_big_to_stage_are_cut_until_they_fit() -> None:
     # 16 channels of 58 x 58 is 215 KB; 4 channels (54 KB) fit: channels are cut, rows kept
     assert staged_block(c, (1, 16, 56, 56), (1, 1, 4, 16)) == (1, 4, 56, 56)
     assert staged_block(c, (1, 2, 8, 56), (1, 1, 4, 16)) == (1, 2, 8, 56)  # fits already
-    src = render_planned(c, TileConfig((1, 16, 56, 56), (1, 1, 4, 16), (3, 3), 8), "k")
+    wide = depthwise_wide(16, 64)  # rows of whole vectors stay on micro-tiles (56-wide ones: planes, c/plane.py)
+    src = render_planned(wide, TileConfig((1, 16, 64, 64), (1, 1, 4, 16), (3, 3), 8), "k", CPU)
     assert "__attribute__((aligned(64)))" in src and NO_IF_CONVERT not in src
 
 
 @pytest.mark.parametrize("name", ["maxpool_stride2_vector", "depthwise_stride2_vector"])
 def test_stride_two_windows_load_two_vectors_and_shuffle_their_lanes(name: str) -> None:
     compute, tile, _ = CASES[name]
+    if name.startswith("depthwise"):  # on micro-tiles only where its planes outgrow the scratch (c/plane.py)
+        compute = depthwise_stride2(301)
     src = render_planned(compute, tile, "k")
     assert "__builtin_shuffle" in src and " acc[" not in src
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_window_rows_shorter_than_a_target_vector_stay_on_micro_tiles(lanes: int) -> None:
+    # a stride-2 depthwise convolution on a 7-wide output: its one-element tile vector
+    # once sent the 3-wide window rows down the row-reduction path (0.15x onnxruntime)
+    c = depthwise_stride2(13)
+    assert not reduces_rows(merge_reduce_axes(c, default_tile(c, CPU))[0], 1, lanes)
+    assert reduces_rows(merge_reduce_axes(c, default_tile(c, CPU))[0], 1, 2)

@@ -19,20 +19,26 @@ from compiler.codegen.c.kernel import build_machine, render_kernel
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var
 from compiler.schedule.plan import TileConfig
-from tests.compiler.codegen.test_c_kernels import column_max, depthwise_wide, matmul, row_reduce
+from tests.compiler.codegen.test_c_kernels import (
+    CPU,
+    column_max,
+    depthwise_wide,
+    matmul,
+    row_reduce,
+)
 from tests.compiler.codegen.test_c_rows import layer_norm, rows_tile, softmax
 
 RNG = np.random.default_rng(15)
 
 COLUMN_MAX = column_max(300, 37)
-DEPTHWISE = depthwise_wide(16, 56)
+DEPTHWISE = depthwise_wide(16, 64)  # rows of whole vectors: micro-tiles, not planes (c/plane.py)
 MATMUL = matmul(96, 80, 64)  # float32, but without a blocking in its tile: the loop path
 SOFTMAX = softmax([7, 67])
 ROW_SUM = row_reduce("sum", 24, 300)
 
 
 def _plan(c: Compute, tile: TileConfig, **decisions: object) -> TileConfig:
-    return dataclasses.replace(planned(c, tile), **decisions)
+    return dataclasses.replace(planned(c, tile, CPU), **decisions)
 
 
 # name -> (compute, the planned tile, the same tile with one decision changed, a marker of
@@ -40,10 +46,12 @@ def _plan(c: Compute, tile: TileConfig, **decisions: object) -> TileConfig:
 VARIANTS = {
     "chunked": (COLUMN_MAX, TileConfig((37,), (16,), (70,), 8), {"chunk": 0}, "tacc"),
     "chunk_of_the_plan": (COLUMN_MAX, TileConfig((37,), (16,), (70,), 8), {"chunk": 40}, "r0 < c1"),
-    "staged": (DEPTHWISE, TileConfig((1, 16, 56, 56), (1, 1, 4, 16), (3, 3), 8), {"stage": ()},
+    "staged": (DEPTHWISE, TileConfig((1, 16, 64, 64), (1, 1, 4, 16), (3, 3), 8), {"stage": ()},
                "__attribute__((aligned(64)))"),
-    "stage_of_the_plan": (DEPTHWISE, TileConfig((1, 16, 56, 56), (1, 1, 4, 16), (3, 3), 8),
-                          {"stage": (1, 2, 28, 56)}, "__attribute__((aligned(64)))"),
+    "stage_of_the_plan": (DEPTHWISE, TileConfig((1, 16, 64, 64), (1, 1, 4, 16), (3, 3), 8),
+                          {"stage": (1, 1, 32, 64)}, "__attribute__((aligned(64)))"),
+    "plane": (depthwise_wide(20, 13), TileConfig((1, 20, 13, 13), (1, 1, 1, 13), (3, 3), 1), {"plane": None},
+              "tf_pkoff"),
     "parallel": (MATMUL, TileConfig((32, 16), (4, 16), (64,), 8), {"serial": True}, "omp parallel"),
     "row_softmax": (SOFTMAX, rows_tile(SOFTMAX, 1, 3), {"row_softmax": False}, "_row(float"),
     "row_reduction": (ROW_SUM, TileConfig((8,), (4,), (300,), 8), {"row_reduction": False}, "int64_t rl = 0;"),
@@ -55,9 +63,9 @@ VARIANTS = {
 def library(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
     kernels: dict[str, tuple[Compute, TileConfig]] = {}
     for name, (c, tile, changed, _) in VARIANTS.items():
-        kernels[f"{name}_planned"] = (c, planned(c, tile))
+        kernels[f"{name}_planned"] = (c, planned(c, tile, CPU))
         kernels[f"{name}_changed"] = (c, _plan(c, tile, **changed))
-    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("decisions")), plan=False)
+    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("decisions")), dict.fromkeys(kernels, CPU), plan=False)
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -75,13 +83,15 @@ def test_codegen_follows_the_decision_recorded_in_the_plan(library: KernelLibrar
 
 
 def test_the_plan_records_the_decisions_and_round_trips_them() -> None:
-    chunked = planned(COLUMN_MAX, VARIANTS["chunked"][1])
-    staged = planned(DEPTHWISE, VARIANTS["staged"][1])
-    row = planned(SOFTMAX, rows_tile(SOFTMAX, 1, 3))
-    row_sum = planned(ROW_SUM, VARIANTS["row_reduction"][1])
+    chunked = planned(COLUMN_MAX, VARIANTS["chunked"][1], CPU)
+    staged = planned(DEPTHWISE, VARIANTS["staged"][1], CPU)
+    row = planned(SOFTMAX, rows_tile(SOFTMAX, 1, 3), CPU)
+    row_sum = planned(ROW_SUM, VARIANTS["row_reduction"][1], CPU)
+    plane = planned(*VARIANTS["plane"][:2], CPU)
+    assert plane.plane is not None and TileConfig.from_json(plane.to_json()) == plane
     assert (chunked.chunk, chunked.serial, chunked.row_reduction) == (70, True, False)
     assert row_sum.row_reduction and (row_sum.chunk, row_sum.stage) == (0, ())
-    assert staged.stage == (1, 4, 56, 56) and not staged.serial
+    assert staged.stage == (1, 2, 64, 64) and not staged.serial
     assert row.row_softmax
     for tile in (chunked, staged, row, row_sum):
         assert TileConfig.from_json(tile.to_json()) == tile

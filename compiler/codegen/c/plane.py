@@ -1,0 +1,177 @@
+"""Per-channel convolutions plane by plane: rendering the plan's `PlaneConv`
+(compiler/schedule/plane_conv.py decides it and lays the planes out).
+
+One task per plane, split statically among the team. Each thread owns a scratch
+block: two padded, phase-split copies (filled with the pad value once per call; per
+plane only the input's own elements are copied in), and the computed line of outputs.
+While a thread computes one plane it has already copied the next into the other copy:
+vector loads of elements stored a moment before by narrower stores stall (no store
+forwarding), which cost a 7 x 7 plane more than its multiply-adds. The line is walked
+in vectors of the target's lanes (GCC vector extensions), four at a time so that four
+chains of multiply-adds overlap, each tap a broadcast times an unaligned load at its
+offset (a static table). `post` is applied to those vectors where it reads nothing that
+moves within the plane (a Clip, a SiLU, a bias), else to each valid output; then each
+output row's valid positions are stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compiler.codegen.c.team import mark_used, thread_scratch
+from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
+from compiler.codegen.cexpr import ExprWriter, flat_offset, literal, new_counter
+from compiler.codegen.csource import CSource
+from compiler.ir.contraction import expr_vars
+from compiler.ir.te import ACC, Compute, Expr
+from compiler.schedule.plane_conv import PlaneConv
+
+GROUP = 4  # vectors computed together: independent chains hide the multiply-add latency
+KOFF, TOFF = "tf_pkoff", "tf_ptoff"
+
+
+def render_plane(c: Compute, p: PlaneConv, params: Sequence[str], header: str, parallel: bool,
+                 src: CSource) -> bool:
+    """Append the offset tables and the team function (`header`, parameters `params`) of
+    `c` computed as plane layout `p` says; returns whether the planes are split among
+    the team."""
+    src.extend(vector_typedefs("float32", p.lanes))
+    for name, values in ((KOFF, p.koff), (TOFF, p.toff)):
+        src.line(f"static const int32_t {name}[{len(values)}] = {{{', '.join(str(v) for v in values)}}};")
+    planes = 1
+    for _, extent, _, _ in p.plane_axes:
+        planes *= extent
+    split = parallel and planes > 1
+    with src.block(header):
+        mark_used(src, params)
+        with thread_scratch(src, split, "cp", p.scratch_floats):
+            src.line(f"float* const res = cp + {2 * p.copy_floats};")
+            src.line(f"for (int64_t q = 0; q < {2 * p.copy_floats}L; ++q) cp[q] = {literal(p.pad_value, 'float32')};")
+            src.line("int64_t copied = -1;  /* the plane last copied in */")
+            if split:
+                src.line("#pragma omp for schedule(static) nowait")
+            with src.block(f"for (int64_t pl = 0; pl < {planes}L; ++pl)"):
+                _plane_indices(c, p, src)
+                with src.block("if (copied != pl)"):  # a thread's first plane
+                    _copy(p, src, "pl", f"cp + (pl & 1) * {p.copy_floats}L")
+                with src.block(f"if (pl + 1 < {planes}L)"):
+                    _copy(p, src, "pl + 1", f"cp + ((pl + 1) & 1) * {p.copy_floats}L")
+                    src.line("copied = pl + 1;")
+                src.line(f"const float* const xp = cp + (pl & 1) * {p.copy_floats}L;")
+                post = _vector_post(c)
+                _line(c, p, src, post)
+                _store(c, p, src, post)
+    return split
+
+
+def _plane_indices(c: Compute, p: PlaneConv, src: CSource) -> None:
+    """Declare every plane axis `i<d>` of plane `pl`, and the plane's data and taps bases."""
+    walked = {d: extent for d, extent, _, _ in p.plane_axes}
+    inner = 1
+    for d in reversed(range(len(c.axes) - 2)):
+        if d not in walked:
+            src.line(f"const int64_t i{d} = 0;")
+            continue
+        src.line(f"const int64_t i{d} = pl / {inner}L % {walked[d]}L;")
+        inner *= walked[d]
+    taps = " + ".join([f"{p.taps_base}L", *(f"i{d} * {s}L" for d, _, _, s in p.plane_axes)])
+    src.line(f"const float* const tp = in{p.taps} + {taps};")
+
+
+def _data_offset(p: PlaneConv, plane: str) -> str:
+    """C expression: offset in the data input of plane number `plane`'s element (0, 0)."""
+    terms, inner = [f"{p.data_base}L"], 1
+    for _, extent, step, _ in reversed(p.plane_axes):
+        terms.append(f"({plane}) / {inner}L % {extent}L * {step}L")
+        inner *= extent
+    return " + ".join(terms)
+
+
+def _copy(p: PlaneConv, src: CSource, plane: str, copy: str) -> None:
+    """Plane number `plane`'s own elements into the copy at `copy` (the pad stays around
+    them), one loop nest
+    per phase: rows and columns `sh` and `sw` apart in the input, consecutive in the copy
+    (a copy that placed each element by its phase, computed per element, took 10 us a
+    112 x 112 plane)."""
+    (rows, cols), (sh, sw) = p.in_plane, p.phases
+    qr, qc = p.quarter
+    src.line(f"const float* const dp = in{p.data} + {_data_offset(p, plane)};")
+    src.line(f"float* const to = {copy};")
+    for py, (ys, ny) in enumerate(_phase_runs(p.lo[0], p.reach[0], rows, sh)):
+        for px, (xs, nx) in enumerate(_phase_runs(p.lo[1], p.reach[1], cols, sw)):
+            if not ny or not nx:
+                continue
+            first = (py * sw + px) * qr * qc + (ys - p.lo[0]) // sh * qc + (xs - p.lo[1]) // sw
+            with src.block(f"for (int64_t q = 0; q < {ny}L; ++q)"):
+                src.line(f"const float* const s = dp + ({ys}L + q * {sh}L) * {cols}L + {xs}L;")
+                src.line(f"float* const d = to + {first}L + q * {qc}L;")
+                with src.block(f"for (int64_t e = 0; e < {nx}L; ++e)"):
+                    src.line(f"d[e] = s[e * {sw}L];")
+
+
+def _phase_runs(lo: int, reach: int, size: int, stride: int) -> list[tuple[int, int]]:
+    """Per phase, the first input index in [0, size) the copy holds at that phase, and
+    how many (every `stride`-th) there are."""
+    first, end = max(0, lo), min(size, lo + reach)
+    runs = []
+    for phase in range(stride):
+        start = first + (phase - (first - lo)) % stride
+        runs.append((start, max(0, -(-(end - start) // stride))))
+    return runs
+
+
+def _vector_post(c: Compute) -> Expr | None:
+    """`post`, where it can be applied to whole vectors of the line: it reads nothing that
+    moves along the plane's rows or columns."""
+    plane = {a.name for a in c.axes[-2:]}
+    if c.post is None or expr_vars(c.post) & plane or not vectorizes(c.post, c.axes[-1].name, c.inputs,
+                                                                      "float32", {ACC}):
+        return None
+    return c.post
+
+
+def _line(c: Compute, p: PlaneConv, src: CSource, post: Expr | None) -> None:
+    """`res`: the plane's line of positions, GROUP vectors at a time, then one at a time
+    (`post` applied, where given)."""
+    lanes, line, taps = p.lanes, p.vectors * p.lanes, len(p.koff)
+    names = {a.name: f"i{d}" for d, a in enumerate(c.axes[:-2])}
+    counter = new_counter()
+    src.line(f"float tk[{taps}];")
+    with src.block(f"for (int64_t k = 0; k < {taps}L; ++k)"):
+        src.line(f"tk[k] = tp[{TOFF}[k]];")
+    src.line("int64_t j = 0;")
+    for group in (GROUP, 1):
+        accs = [f"a{g}" for g in range(group)]
+        with src.block(f"for (; j + {group * lanes}L <= {line}L; j += {group * lanes}L)"):
+            src.line(f"{VECTOR_TYPE} {', '.join(f'{a} = ({VECTOR_TYPE}){{0}}' for a in accs)};")
+            src.line(f"#pragma GCC unroll {min(taps, 16)}")
+            with src.block(f"for (int64_t k = 0; k < {taps}L; ++k)"):
+                src.line(f"const float* const x = xp + {KOFF}[k] + j;")
+                src.extend([f"{a} += tk[k] * *(const {VECTOR_TYPE}*)(x + {g * lanes});" for g, a in enumerate(accs)])
+            for g, a in enumerate(accs):
+                value = a
+                if post is not None:
+                    w = VectorWriter(c.inputs, {**names, ACC: a}, counter, c.axes[-1].name, lanes, {ACC})
+                    value = w.emit_vector(post)
+                    src.extend(w.lines)
+                    src.define(w.definitions)
+                src.line(f"*({VECTOR_TYPE}*)(res + j + {g * lanes}) = {value};")
+
+
+def _store(c: Compute, p: PlaneConv, src: CSource, post: Expr | None) -> None:
+    """Each output row's valid positions stored to `out` (post(acc) computed here where
+    the line's vectors do not have it yet)."""
+    h, w = len(c.axes) - 2, len(c.axes) - 1
+    names = {a.name: f"i{d}" for d, a in enumerate(c.axes)}
+    offset = flat_offset(c.shape, [f"i{d}" for d in range(len(c.axes))])
+    counter = new_counter()
+    with src.block(f"for (int64_t i{h} = 0; i{h} < {p.out_plane[0]}L; ++i{h})"):
+        src.line("#pragma omp simd")
+        with src.block(f"for (int64_t i{w} = 0; i{w} < {p.out_plane[1]}L; ++i{w})"):
+            value = f"res[i{h} * {p.quarter[1]}L + i{w}]"
+            if c.post is not None and post is None:
+                writer = ExprWriter(c.inputs, {**names, ACC: value}, counter,
+                                    {a.name: (0, a.extent - 1) for a in c.axes})
+                value = writer.emit(c.post)
+                src.extend(writer.lines)
+            src.line(f"out[{offset}] = {value};")
