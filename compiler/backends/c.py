@@ -24,6 +24,7 @@ from compiler.schedule.cpu_tile import plan_cpu_tile
 from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.prepack import place_prepacked, prepacked_inputs
+from compiler.schedule.tilegraph.attention import fuse_attention
 from compiler.schedule.tilegraph.rows import fuse_rows
 from compiler.target.base import Target
 from compiler.target.cpu import host_cannot_run, host_description
@@ -39,6 +40,8 @@ class CBackend(Backend):
         return target.with_units(opts.threads) if opts.threads else target
 
     def partition(self, graph: Graph, target: Target) -> None:
+        # attention first: its softmax would otherwise become a row group of its own
+        fuse_attention(graph)
         # blocks of rows are the tasks: fewer rows than cores would leave cores idle
         fuse_rows(graph, min_rows=target.units)
 

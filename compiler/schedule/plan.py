@@ -44,7 +44,8 @@ class TileConfig:
     `row_softmax`, whether a row group takes the softmax row kernel rather than its
     members (compiler/schedule/row_softmax.py); `row_reduction`, whether a reduction
     folds each output's contiguous row rather than running micro-tiles
-    (compiler/schedule/row_reduction.py). Each is serialized only when set.
+    (compiler/schedule/row_reduction.py); `attention`, an attention group's (query rows,
+    keys) per block (compiler/schedule/attention_tile.py). Each is serialized only when set.
     """
 
     block: tuple[int, ...]
@@ -59,6 +60,7 @@ class TileConfig:
     serial: bool = False
     row_softmax: bool = False
     row_reduction: bool = False
+    attention: tuple[int, ...] = ()
 
     def to_json(self) -> dict:
         j = {"block": list(self.block), "thread": list(self.thread),
@@ -79,6 +81,8 @@ class TileConfig:
             j["row_softmax"] = True
         if self.row_reduction:
             j["row_reduction"] = True
+        if self.attention:
+            j["attention"] = list(self.attention)
         return j
 
     @staticmethod
@@ -90,7 +94,8 @@ class TileConfig:
                           None if launch is None else CudaLaunch.from_json(launch),
                           chunk=int(j.get("chunk", 0)), stage=tuple(j.get("stage", ())),
                           serial=bool(j.get("serial", False)), row_softmax=bool(j.get("row_softmax", False)),
-                          row_reduction=bool(j.get("row_reduction", False)))
+                          row_reduction=bool(j.get("row_reduction", False)),
+                          attention=tuple(j.get("attention", ())))
 
 
 class BufferKind(StrEnum):

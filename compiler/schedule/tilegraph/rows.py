@@ -72,7 +72,7 @@ def fuse_rows(graph: Graph, min_rows: int = 1, fits: RowFit = fits_cache) -> Gra
         if members is None:
             continue
         grouped.update(id(m) for m in members)
-        node = _merge(graph, members)
+        node = merge_nodes(graph, members)
         ids = {id(m) for m in members}
         graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
         for m in members[:-1]:
@@ -139,7 +139,7 @@ def _groupable(graph: Graph, members: list[Node], min_rows: int, fits: RowFit) -
     if any(m.compute.stages or match_contraction(m.compute) is not None or _reads_padded(m.compute)
            for m in members):
         return False
-    group = _merge(graph, members).compute
+    group = merge_nodes(graph, members).compute
     if len(group.inputs) > _MAX_INPUTS:
         return False
     sharing = row_sharing(group)
@@ -156,7 +156,7 @@ def _reads_padded(c: Compute) -> bool:
     return any(isinstance(x, Load) and x.pad is not None for x in walk(c.body))
 
 
-def _merge(graph: Graph, members: list[Node]) -> Node:
+def merge_nodes(graph: Graph, members: list[Node]) -> Node:
     """One node whose Compute has the members before the sink as stages."""
     outputs = [m.output for m in members]
     inputs: list[int] = []

@@ -1,0 +1,41 @@
+"""Footprint and predicted time of a fused attention group (compiler/ir/attention.py) run in
+blocks of query rows, each walking the keys in blocks with the online softmax."""
+
+from __future__ import annotations
+
+import math
+
+from compiler.cost.model import TASK_OVERHEAD_CYCLES, Estimate, _clock_hz, _finish, _wave_utilisation
+from compiler.ir.attention import Attention
+from compiler.target.base import Target
+
+_F32 = 4
+
+
+def attention_footprint(a: Attention, query_block: int, key_block: int) -> int:
+    """Bytes one task keeps on chip while it walks a key block: its query rows, the key
+    block (transposed into scratch) and value block, the scores, the accumulators."""
+    scratch = a.head_dim * key_block + query_block * key_block + query_block * a.value_dim + 2 * query_block
+    return (scratch + query_block * a.head_dim + key_block * a.value_dim) * _F32
+
+
+def estimate_attention(a: Attention, query_block: int, key_block: int, target: Target) -> Estimate:
+    """Predict the group in tasks of `query_block` query rows: Q, the output and the mask
+    cross DRAM once, K and V once per query block (from L2 where they fit, else DRAM);
+    compute is the two products and the exponentials, spread over the tasks."""
+    heads = math.prod(a.batch)
+    blocks = -(-a.queries // query_block)
+    tasks = heads * blocks
+    util = _wave_utilisation(tasks, target.units)
+    kv = heads * a.keys * (a.head_dim + a.value_dim) * _F32
+    once = heads * a.queries * (a.head_dim + a.value_dim) * _F32
+    l2 = target.level("l2")
+    level = l2 if kv // heads <= l2.capacity // 2 else target.levels[0]
+    stages = {target.levels[0].name: once / target.levels[0].bandwidth,
+              level.name: kv * blocks / (level.bandwidth * util)}
+    padded_keys = -(-a.keys // key_block) * key_block
+    flops = 2 * heads * blocks * query_block * padded_keys * (a.head_dim + a.value_dim + 8)
+    waves = -(-tasks // target.units)
+    stages["compute"] = (flops / (target.peak_flops["float32"] * util)
+                         + waves * TASK_OVERHEAD_CYCLES / _clock_hz(target))
+    return _finish(stages, tasks, waves, ())

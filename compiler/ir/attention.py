@@ -1,0 +1,152 @@
+"""Attention as a fused group: softmax(score(Q K)) V with the scores never stored.
+
+The group (compiler/schedule/tilegraph/attention.py builds it) is a Compute with five
+stages, as the frontend lowers the chain and register fusion connects it:
+  S[b.., i, j] = score(sum_r Q[.., i, r] * K[.., j, r])   scale and mask in S's post
+  M[b.., i]    = max_j S                                   (softmax, as lowered)
+  E[b.., i, j] = exp(S - M)
+  Z[b.., i]    = sum_j E          (post 1 / acc, or none)
+  P[b.., i, j] = E * Z            (or E / Z)
+  O[b.., i, d] = sum_j P[b.., i, j] * V[.., j, d]          the group's own Compute
+`match_attention` recognises it and names the parts a renderer needs, so the fusion pass
+and the CPU renderer (compiler/codegen/c/attention.py) always agree on what is one.
+Every operand row is contiguous (Q's and V's last index the head / value axis, K's the
+head axis or, transposed, the key axis); the leading indices may be any expressions of
+the batch axes (a key / value head shared by several query heads reads it by index).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.ir.contraction import expr_vars
+from compiler.ir.te import ACC, Call, Compute, Const, Expr, Load, Var, rename_vars, walk
+
+_STAGES = 5
+
+
+@dataclass(frozen=True)
+class Attention:
+    """The parts of an attention group. Variables: the batch axes `b0`, `b1`, .., the query
+    `i`, the key `j`, the head `r` and value `d` axes. `q` reads (.., i, r), `k` (.., j, r)
+    or, `k_transposed`, (.., r, j), `v` (.., j, d); `score` is one score from `acc` (the
+    product Q K) and loads of the group's inputs (the mask)."""
+
+    batch: tuple[int, ...]  # extents of the batch axes
+    queries: int
+    keys: int
+    head_dim: int
+    value_dim: int
+    q: Load
+    k: Load
+    v: Load
+    k_transposed: bool
+    score: Expr
+
+
+def batch_names(n: int) -> list[str]:
+    """The names of `n` batch axes in an `Attention`'s expressions."""
+    return [f"b{x}" for x in range(n)]
+
+
+def match_attention(c: Compute) -> Attention | None:
+    """The parts of attention group `c`, or None when it is not one (float32 only)."""
+    if len(c.stages) != _STAGES or any(m.dtype != "float32" for m in c.members()):
+        return None
+    s, top, exps, total, probs = c.stages
+    n = len(s.axes)
+    if n < 2 or len(c.axes) != n or c.shape[:-1] != s.shape[:-1] or c.post is not None:
+        return None
+    names = {a.name: Var(v) for a, v in zip(s.axes, [*batch_names(n - 2), "i", "j"], strict=True)}
+    qk = _product(s, len(c.inputs), names, "i", "j")
+    if qk is None or not _softmax(c, s, top, exps, total, probs):
+        return None
+    o = c.members()[-1]
+    o_names = {a.name: Var(v) for a, v in zip(o.axes, [*batch_names(n - 2), "i", "d"], strict=True)}
+    pv = _product(o, len(c.inputs) + _STAGES, o_names, "i", "d")
+    if pv is None or pv[0].input != len(c.inputs) + _STAGES - 1 or pv[1].input >= len(c.inputs):
+        return None
+    q, k, k_transposed = qk
+    p, v, v_transposed = pv
+    score = rename_vars(s.post, names) if s.post is not None else Var(ACC, "float32")
+    # V is read (.., j, d): in the product's terms its row is the reduce axis, "transposed"
+    if not v_transposed or not _at_rows(p, c.shape[:-2]):
+        return None
+    v = Load(v.input, tuple(rename_vars(x, {"r": Var("j")}) for x in v.indices), v.dtype, v.pad)
+    parts = Attention(c.shape[:-2], s.shape[-2], s.shape[-1], s.reduce_axes[0].extent,
+                      c.shape[-1], q, k, v, k_transposed, score)
+    return parts if _dense_rows(parts, c) else None
+
+
+def _product(m: Compute, inputs: int, names: dict[str, Var], row: str,
+             col: str) -> tuple[Load, Load, bool] | None:
+    """For `m` = sum_r x * y over one reduce axis: (the load by `row`, the load by `col`,
+    whether the second is transposed), renamed, the reduce axis to `r`; None otherwise."""
+    if m.reduce_op != "sum" or len(m.reduce_axes) != 1 or m.acc_dtype != "float32":
+        return None
+    if not (isinstance(m.body, Call) and m.body.op == "mul"):
+        return None
+    renamed = {**names, m.reduce_axes[0].name: Var("r")}
+    loads = [rename_vars(a, renamed) for a in m.body.args]
+    if not all(isinstance(x, Load) and x.pad is None and x.dtype == "float32" and x.input < inputs for x in loads):
+        return None
+    by_row = [x for x in loads if row in expr_vars(x)]
+    by_col = [x for x in loads if col in expr_vars(x)]
+    if len(by_row) != 1 or len(by_col) != 1 or by_row[0] is by_col[0]:
+        return None
+    x, y = by_row[0], by_col[0]
+    batch = set(batch_names(len(m.axes) - 2))
+    lead_ok = all(expr_vars(e) <= batch for ld in (x, y) for e in ld.indices[:-2])
+    if not lead_ok or any(isinstance(e, Load) for ld in (x, y) for e in walk(ld) if e is not ld):
+        return None
+    if len(x.indices) < 2 or x.indices[-2:] != (Var(row), Var("r")):
+        return None
+    if y.indices[-2:] == (Var(col), Var("r")):
+        return x, y, False
+    if y.indices[-2:] == (Var("r"), Var(col)):
+        return x, y, True
+    return None
+
+
+def _at_rows(p: Load, batch: tuple[int, ...]) -> bool:
+    """Whether `p` reads (b0, b1, .., i, r): a batch axis of extent 1 may read index 0."""
+    names = batch_names(len(batch))
+    return len(p.indices) == len(batch) + 2 and p.indices[-2:] == (Var("i"), Var("r")) and all(
+        x == Var(b) or (e == 1 and x == Const(0, x.dtype)) for x, b, e in zip(p.indices, names, batch, strict=False))
+
+
+def _at(m: Compute, slot: int, axes: int, extra: str | None = None) -> Load:
+    """The load of `slot` at `m`'s first `axes` axes (then reduce axis `extra`)."""
+    idx = [Var(a.name) for a in m.axes[:axes]] + ([Var(extra)] if extra else [])
+    return Load(slot, tuple(idx), "float32")
+
+
+def _softmax(c: Compute, s: Compute, top: Compute, exps: Compute, total: Compute, probs: Compute) -> bool:
+    """Whether stages 1 to 4 are the frontend's softmax over S's last axis, the sink
+    reading its probabilities."""
+    base, n = len(c.inputs), len(s.axes)
+    rows = s.shape[:-1]
+    reduced = all(m.shape == rows and len(m.reduce_axes) == 1 and m.reduce_axes[0].extent == s.shape[-1]
+                  for m in (top, total))
+    if not reduced or exps.shape != s.shape or probs.shape != s.shape or exps.is_reduction or probs.is_reduction:
+        return False
+    if top.reduce_op != "max" or top.post is not None or top.body != _at(top, base, n - 1, top.reduce_axes[0].name):
+        return False
+    if exps.post is not None or exps.body != Call("exp", (Call("sub", (_at(exps, base, n), _at(exps, base + 1, n - 1)),
+                                                              "float32"),), "float32"):
+        return False
+    if total.reduce_op != "sum" or total.body != _at(total, base + 2, n - 1, total.reduce_axes[0].name):
+        return False
+    e, z = _at(probs, base + 2, n), _at(probs, base + 3, n - 1)
+    inverse = Call("div", (Const(1.0, "float32"), Var(ACC, "float32")), "float32")
+    if total.post == inverse:
+        return probs.post is None and probs.body in (Call("mul", (e, z), "float32"), Call("mul", (z, e), "float32"))
+    return total.post is None and probs.post is None and probs.body == Call("div", (e, z), "float32")
+
+
+def _dense_rows(a: Attention, c: Compute) -> bool:
+    """Whether Q, K and V are read whole along their last two dimensions (the renderer
+    walks them as dense rows from a base per batch index)."""
+    q, k, v = (c.inputs[x.input].shape for x in (a.q, a.k, a.v))
+    k_rows = (a.head_dim, a.keys) if a.k_transposed else (a.keys, a.head_dim)
+    return q[-2:] == (a.queries, a.head_dim) and k[-2:] == k_rows and v[-2:] == (a.keys, a.value_dim)

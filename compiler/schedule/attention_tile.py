@@ -1,0 +1,40 @@
+"""Blocks of a fused attention group (compiler/ir/attention.py): query rows per task and
+keys per step, recorded as `TileConfig.attention`.
+
+A task keeps its query rows, a transposed key block, a value block, the block's scores
+and its accumulators on chip (compiler/cost/attention.py's footprint); the key block is
+what the inner products walk, so it fits half of L1 with the value block, the whole
+working set half of L2. Within that the cost model ranks the pairs: more query rows per
+task read K and V fewer times, fewer make more tasks for the cores.
+"""
+
+from __future__ import annotations
+
+from compiler.cost.attention import attention_footprint, estimate_attention
+from compiler.cost.model import Estimate
+from compiler.ir.attention import Attention
+from compiler.ir.te import Compute
+from compiler.schedule.plan import TileConfig
+from compiler.target.base import Target
+
+QUERY_BLOCKS = (4, 8, 16, 32, 64, 128)
+KEY_BLOCKS = (16, 32, 64, 128, 256)
+KEY_ALIGN = 16  # key blocks are whole vectors of scores at every lane count up to 16
+
+
+def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> list[tuple[TileConfig, Estimate]]:
+    """The `top_k` block pairs the model predicts fastest for attention group `c` (parts `a`)."""
+    keys = -(-a.keys // KEY_ALIGN) * KEY_ALIGN
+    l1, l2 = target.level("l1").capacity, target.level("l2").capacity
+    ranked = []
+    for bk in sorted({min(k, keys) for k in KEY_BLOCKS}):
+        if bk != KEY_ALIGN and bk * (a.head_dim + a.value_dim) * 4 > l1 // 2:
+            continue
+        for bq in sorted({min(q, a.queries) for q in QUERY_BLOCKS}):
+            if bq != QUERY_BLOCKS[0] and attention_footprint(a, bq, bk) > l2 // 2:
+                continue
+            tile = TileConfig((1,) * (len(c.axes) - 2) + (bq, a.value_dim), (1,) * len(c.axes),
+                              (1,), target.lanes, attention=(bq, bk))
+            ranked.append((tile, estimate_attention(a, bq, bk, target)))
+    ranked.sort(key=lambda x: (x[1].time_us, -x[0].attention[0] * x[0].attention[1]))
+    return ranked[:max(1, top_k)]

@@ -1,0 +1,80 @@
+"""Attention connected across its two contractions (Welder's tile-graph through a softmax).
+
+After register fusion an attention is six kernels: the scores S = Q K (scale and mask
+in its epilogue), the softmax's max, exp, sum and scale (a row group otherwise), and
+O = P V, every score matrix crossing DRAM twice. Welder connects them at tile level: a
+block of query rows of O needs the same rows of P, of E and of S, and all of Q's
+rows there; the key axis is reduced, so its blocks stream. With the softmax rewritten
+online (a running max and sum, the accumulator rescaled as the max grows:
+compiler/codegen/c/attention.py), one kernel walks the key blocks and no score reaches
+memory, at any sequence length.
+
+The chain is found at the graph level, by what the nodes compute, never by op names:
+from every contraction O, back through its operand P to the softmax's stages and to the
+contraction S they read; the six become one group (a Compute with stages) when every
+intermediate is read only inside it and `compiler.ir.attention.match_attention`
+recognises the result. Anything else stays as it was.
+"""
+
+from __future__ import annotations
+
+from compiler.ir.attention import match_attention
+from compiler.ir.contraction import match_contraction
+from compiler.ir.graph import Graph, Node, TensorKind
+from compiler.schedule.tilegraph.rows import merge_nodes
+
+
+def fuse_attention(graph: Graph) -> Graph:
+    """Merge every attention chain of `graph` into one fused group, in place."""
+    for sink in list(reversed(graph.nodes)):
+        if match_contraction(sink.compute) is None:
+            continue
+        members = _chain(graph, sink)
+        if members is None:
+            continue
+        node = merge_nodes(graph, members)
+        if match_attention(node.compute) is None:
+            continue
+        ids = {id(m) for m in members}
+        graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
+        for m in members[:-1]:
+            del graph.tensors[m.output]
+    for i, n in enumerate(graph.nodes):
+        n.id = i
+    return graph
+
+
+def _chain(graph: Graph, sink: Node) -> list[Node] | None:
+    """[S, max, exp, sum, P, sink] when `sink` reads a softmax of a contraction's output
+    through intermediates no one else reads; None otherwise."""
+    producers = {n.output: n for n in graph.nodes}
+    readers: dict[int, int] = {}
+    for n in graph.nodes:
+        for t in n.inputs:
+            readers[graph.storage_of(t)] = readers.get(graph.storage_of(t), 0) + 1
+    protected = {graph.storage_of(t) for t in graph.outputs}
+
+    def private(n: Node, reads: int) -> bool:
+        """Whether `n`'s output is an intermediate read `reads` times, directly, in the chain."""
+        t = n.output
+        return (t not in protected and graph.tensors[t].kind == TensorKind.INTERMEDIATE
+                and readers.get(t, 0) == reads)
+
+    def made(n: Node) -> list[Node]:
+        """The producers of `n`'s inputs read directly (not through a view)."""
+        return [producers[t] for t in n.inputs if t in producers and graph.storage_of(t) == t]
+
+    probs = [p for p in made(sink) if not p.compute.is_reduction and private(p, 1)]
+    if len(probs) != 1:
+        return None
+    ez = made(probs[0])
+    exps = [e for e in ez if not e.compute.is_reduction and private(e, 2)]
+    total = [z for z in ez if z.compute.reduce_op == "sum" and private(z, 1)]
+    if len(exps) != 1 or len(total) != 1:
+        return None
+    sm = made(exps[0])
+    top = [m for m in sm if m.compute.reduce_op == "max" and private(m, 1)]
+    scores = [s for s in sm if match_contraction(s.compute) is not None and private(s, 2)]
+    if len(top) != 1 or len(scores) != 1:
+        return None
+    return [scores[0], top[0], exps[0], total[0], probs[0], sink]
