@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import math
 
-from compiler.cost.model import TASK_OVERHEAD_CYCLES, Estimate, _clock_hz, _finish, _wave_utilisation
+from compiler.cost.model import (
+    TASK_OVERHEAD_CYCLES,
+    Estimate,
+    _clock_hz,
+    _finish,
+    _wave_utilisation,
+)
 from compiler.ir.attention import Attention
 from compiler.target.base import Target
 
 _F32 = 4
+_PACK_CYCLES = 0.5  # per element of a key block copied transposed
+_ROW_STEP_CYCLES = 40  # per query row and key block: max, exp of the shift, sum fold
 
 
 def attention_footprint(a: Attention, query_block: int, key_block: int) -> int:
@@ -33,9 +41,14 @@ def estimate_attention(a: Attention, query_block: int, key_block: int, target: T
     level = l2 if kv // heads <= l2.capacity // 2 else target.levels[0]
     stages = {target.levels[0].name: once / target.levels[0].bandwidth,
               level.name: kv * blocks / (level.bandwidth * util)}
-    padded_keys = -(-a.keys // key_block) * key_block
-    flops = 2 * heads * blocks * query_block * padded_keys * (a.head_dim + a.value_dim + 8)
+    steps = -(-a.keys // key_block)
+    padded_keys = steps * key_block
+    flops = 2 * heads * a.queries * padded_keys * (a.head_dim + a.value_dim + 8)
+    # scalar work: each task copies its key blocks transposed, and every row moves its
+    # running max and sum and rescales its accumulators once per key block
+    cycles = heads * (blocks * padded_keys * a.head_dim * _PACK_CYCLES
+                      + a.queries * steps * (_ROW_STEP_CYCLES + a.value_dim // target.lanes))
     waves = -(-tasks // target.units)
     stages["compute"] = (flops / (target.peak_flops["float32"] * util)
-                         + waves * TASK_OVERHEAD_CYCLES / _clock_hz(target))
+                         + (cycles / target.units / util + waves * TASK_OVERHEAD_CYCLES) / _clock_hz(target))
     return _finish(stages, tasks, waves, ())

@@ -3,7 +3,7 @@ keys per step, recorded as `TileConfig.attention`.
 
 A task keeps its query rows, a transposed key block, a value block, the block's scores
 and its accumulators on chip (compiler/cost/attention.py's footprint); the key block is
-what the inner products walk, so it fits half of L1 with the value block, the whole
+what the inner products walk (transposed) for every query row, so it fits half of L1, the whole
 working set half of L2. Within that the cost model ranks the pairs: more query rows per
 task read K and V fewer times, fewer make more tasks for the cores.
 """
@@ -28,7 +28,7 @@ def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> l
     l1, l2 = target.level("l1").capacity, target.level("l2").capacity
     ranked = []
     for bk in sorted({min(k, keys) for k in KEY_BLOCKS}):
-        if bk != KEY_ALIGN and bk * (a.head_dim + a.value_dim) * 4 > l1 // 2:
+        if bk != KEY_ALIGN and bk * a.head_dim * 4 > l1 // 2:
             continue
         for bq in sorted({min(q, a.queries) for q in QUERY_BLOCKS}):
             if bq != QUERY_BLOCKS[0] and attention_footprint(a, bq, bk) > l2 // 2:

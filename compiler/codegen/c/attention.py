@@ -116,7 +116,7 @@ class _Body:
     def _scores(self) -> None:
         """s[ii][..] = Q row . kt, two rows at a time, `_CHUNK` vectors of keys per pass."""
         a, lanes, src = self.a, self.lanes, self.src
-        chunk = min(_CHUNK, self.bk // lanes)
+        chunk = next(w for w in range(_CHUNK, 0, -1) if self.bk // lanes % w == 0)
         with src.block("for (int64_t ii = 0; ii < rows; ii += 2)"):
             src.line("const int64_t jr = ii + 1 < rows ? ii + 1 : ii;")
             src.line(f"const float* restrict q0 = qp + (i0 + ii) * {a.head_dim}L;")

@@ -74,8 +74,8 @@ from compiler.codegen.cexpr import (
     value_ctype,
 )
 from compiler.codegen.csource import CSource
-from compiler.ir.attention import match_attention
 from compiler.ir.affine import LinearForm, form_bounds, linear_form
+from compiler.ir.attention import match_attention
 from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import ACC, INIT, Call, Compute, Expr, Load, substitute, walk
