@@ -10,7 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 def attention_model(batch: int = 1, heads: int = 2, kv_heads: int | None = None, seq: int = 7,
                     keys: int | None = None, head_dim: int = 16, mask: str = "padding",
-                    scale_on: str = "scores", k_transposed: bool = False, opset: int = 17) -> onnx.ModelProto:
+                    scale_on: str = "scores", k_transposed: bool = False, softmax_axis: int = -1,
+                    outputs: tuple[str, ...] = ("o",), opset: int = 17) -> onnx.ModelProto:
     """softmax(Q K^T * scale + mask) V over `heads` query heads.
 
     `kv_heads`: fewer key / value heads shared by groups of query heads (GQA, MQA: 1),
@@ -18,7 +19,8 @@ def attention_model(batch: int = 1, heads: int = 2, kv_heads: int | None = None,
     [batch, 1, 1, keys] input), "bool" (a [batch, 1, 1, keys] boolean input through Where),
     "causal_trilu", "causal_where" (a lower triangle from Range and comparisons), or "none".
     `scale_on`: "scores" (Div by sqrt(d)), "qk" (Q and K each times d^-1/4, as torch's SDPA
-    decomposition), "q" (Mul on Q). `k_transposed`: K given as [batch, kv, head_dim, keys]."""
+    decomposition), "q" (Mul on Q). `k_transposed`: K given as [batch, kv, head_dim, keys].
+    `softmax_axis` and `outputs` (of "o", "p": the probabilities) make near misses."""
     kv = kv_heads or heads
     n = keys or seq
     d = head_dim
@@ -58,13 +60,13 @@ def attention_model(batch: int = 1, heads: int = 2, kv_heads: int | None = None,
         nodes.append(helper.make_node("Div", ["s", "sqrt_d"], ["ss"]))
         s = "ss"
     nodes += _mask_nodes(s, mask, batch, seq, n, inputs, weights)
-    nodes += [helper.make_node("Softmax", ["masked" if mask != "none" else s], ["p"], axis=-1),
+    nodes += [helper.make_node("Softmax", ["masked" if mask != "none" else s], ["p"], axis=softmax_axis),
               helper.make_node("MatMul", ["p", v], ["o"])]
     types = {"bool_mask": TensorProto.BOOL}
     g = helper.make_graph(nodes, "attention",
                           [helper.make_tensor_value_info(x, types.get(x, TensorProto.FLOAT), shape)
                            for x, shape in inputs.items()],
-                          [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, None) for x in outputs],
                           [numpy_helper.from_array(w, name) for name, w in weights.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8

@@ -21,6 +21,7 @@ from __future__ import annotations
 from compiler.ir.attention import match_attention
 from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
+from compiler.schedule.tilegraph.broadcast import drop_unread_copies, read_through_copy
 from compiler.schedule.tilegraph.rows import merge_nodes
 
 
@@ -35,13 +36,31 @@ def fuse_attention(graph: Graph) -> Graph:
         node = merge_nodes(graph, members)
         if match_attention(node.compute) is None:
             continue
+        node = _read_shared_heads(graph, members, node)
         ids = {id(m) for m in members}
         graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
         for m in members[:-1]:
             del graph.tensors[m.output]
+    drop_unread_copies(graph)
     for i, n in enumerate(graph.nodes):
         n.id = i
     return graph
+
+
+def _read_shared_heads(graph: Graph, members: list[Node], group: Node) -> Node:
+    """The group with the scores and the output reading their operands through the copies
+    that wrote them, by index (GQA's shared key and value heads), where it is still
+    attention that way."""
+    trial = list(members)
+    for k in (0, len(trial) - 1):  # the scores' product, the output's
+        for slot in range(len(trial[k].inputs)):
+            node = read_through_copy(graph, trial[k], slot)
+            if node is None:
+                continue
+            merged = merge_nodes(graph, [*trial[:k], node, *trial[k + 1:]])
+            if match_attention(merged.compute) is not None:
+                trial[k], group = node, merged
+    return group
 
 
 def _chain(graph: Graph, sink: Node) -> list[Node] | None:
