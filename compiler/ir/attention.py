@@ -11,12 +11,15 @@ stages, as the frontend lowers the chain and register fusion connects it:
 `match_attention` recognises it and names the parts a renderer needs, so the fusion pass
 and the CPU renderer (compiler/codegen/c/attention.py) always agree on what is one.
 Every operand row is contiguous (Q's and V's last index the head / value axis, K's the
-head axis or, transposed, the key axis); the leading indices may be any expressions of
-the batch axes (a key / value head shared by several query heads reads it by index).
+head axis or, transposed, the key axis), the other of its two axes at any one dimension
+(heads still interleaved in a projection's output are read in place); the remaining
+indices may be any expressions of the batch axes (a key / value head shared by several
+query heads reads it by index).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from compiler.ir.contraction import expr_vars
@@ -69,19 +72,20 @@ def match_attention(c: Compute) -> Attention | None:
     q, k, k_transposed = qk
     p, v, v_transposed = pv
     score = rename_vars(s.post, names) if s.post is not None else Var(ACC, "float32")
-    # V is read (.., j, d): in the product's terms its row is the reduce axis, "transposed"
+    # V walks d contiguously: in the product's terms, "transposed"
     if not v_transposed or not _at_rows(p, c.shape[:-2]):
         return None
     v = Load(v.input, tuple(rename_vars(x, {"r": Var("j")}) for x in v.indices), v.dtype, v.pad)
-    parts = Attention(c.shape[:-2], s.shape[-2], s.shape[-1], s.reduce_axes[0].extent,
-                      c.shape[-1], q, k, v, k_transposed, score)
-    return parts if _dense_rows(parts, c) else None
+    return Attention(c.shape[:-2], s.shape[-2], s.shape[-1], s.reduce_axes[0].extent,
+                     c.shape[-1], q, k, v, k_transposed, score)
 
 
 def _product(m: Compute, inputs: int, names: dict[str, Var], row: str,
              col: str) -> tuple[Load, Load, bool] | None:
     """For `m` = sum_r x * y over one reduce axis: (the load by `row`, the load by `col`,
-    whether the second is transposed), renamed, the reduce axis to `r`; None otherwise."""
+    whether the second walks `col` rather than `r` contiguously), renamed, the reduce axis
+    to `r`; None otherwise. The first walks `r` contiguously; each reads its two axes at
+    one dimension each, its other dimensions at the batch axes only."""
     if m.reduce_op != "sum" or len(m.reduce_axes) != 1 or m.acc_dtype != "float32":
         return None
     if not (isinstance(m.body, Call) and m.body.op == "mul"):
@@ -96,16 +100,30 @@ def _product(m: Compute, inputs: int, names: dict[str, Var], row: str,
         return None
     x, y = by_row[0], by_col[0]
     batch = set(batch_names(len(m.axes) - 2))
-    lead_ok = all(expr_vars(e) <= batch for ld in (x, y) for e in ld.indices[:-2])
-    if not lead_ok or any(isinstance(e, Load) for ld in (x, y) for e in walk(ld) if e is not ld):
+    if not (_rows_of(x, batch, row, "r") and (_rows_of(y, batch, col, "r") or _rows_of(y, batch, "r", col))):
         return None
-    if len(x.indices) < 2 or x.indices[-2:] != (Var(row), Var("r")):
-        return None
-    if y.indices[-2:] == (Var(col), Var("r")):
-        return x, y, False
-    if y.indices[-2:] == (Var("r"), Var(col)):
-        return x, y, True
-    return None
+    return x, y, col in expr_vars(y.indices[-1])
+
+
+def _rows_of(ld: Load, batch: set[str], row: str, col: str) -> bool:
+    """Whether `ld` reads `col` contiguously (its last index, maybe plus an offset of the
+    batch axes), `row` at one other dimension, and every other dimension at an expression
+    of the `batch` axes alone."""
+    if len(ld.indices) < 2 or ld.indices[:-1].count(Var(row)) != 1:
+        return False
+    last = ld.indices[-1]
+    # the column may start at an offset of the batch axes: a head's slice of a projection
+    offset = [a for a in last.args if a != Var(col)] if isinstance(last, Call) and last.op == "add" else []
+    if last != Var(col) and len(offset) != 1:
+        return False
+    rest = [e for e in ld.indices[:-1] if e != Var(row)] + offset
+    return all(expr_vars(e) <= batch and not any(isinstance(x, Load) for x in walk(e)) for e in rest)
+
+
+def row_stride(ld: Load, shape: tuple[int, ...], var: str) -> int:
+    """Elements between consecutive `var` in load `ld` of a row-major tensor of `shape`
+    (`var` indexes one dimension, as in an `Attention`'s loads)."""
+    return math.prod(shape[ld.indices.index(Var(var)) + 1:])
 
 
 def _at_rows(p: Load, batch: tuple[int, ...]) -> bool:
@@ -142,11 +160,3 @@ def _softmax(c: Compute, s: Compute, top: Compute, exps: Compute, total: Compute
     if total.post == inverse:
         return probs.post is None and probs.body in (Call("mul", (e, z), "float32"), Call("mul", (z, e), "float32"))
     return total.post is None and probs.post is None and probs.body == Call("div", (e, z), "float32")
-
-
-def _dense_rows(a: Attention, c: Compute) -> bool:
-    """Whether Q, K and V are read whole along their last two dimensions (the renderer
-    walks them as dense rows from a base per batch index)."""
-    q, k, v = (c.inputs[x.input].shape for x in (a.q, a.k, a.v))
-    k_rows = (a.head_dim, a.keys) if a.k_transposed else (a.keys, a.head_dim)
-    return q[-2:] == (a.queries, a.head_dim) and k[-2:] == k_rows and v[-2:] == (a.keys, a.value_dim)

@@ -26,7 +26,7 @@ from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, splat, vector_t
 from compiler.codegen.c.vector_math import exp_definitions, exp_function
 from compiler.codegen.cexpr import ExprWriter, flat_offset, new_counter
 from compiler.codegen.csource import CSource
-from compiler.ir.attention import Attention, batch_names
+from compiler.ir.attention import Attention, batch_names, row_stride
 from compiler.ir.te import ACC, Compute, Var
 
 _CHUNK = 4  # vectors of scores / values per row in flight: two rows make 8 accumulator chains
@@ -63,11 +63,11 @@ def _bases(c: Compute, a: Attention, qblocks: int, bq: int, src: CSource) -> Non
     for name, extent in reversed(list(zip(batch, a.batch, strict=True))):
         src.line(f"const int64_t {name} = flat / {stride}L % {extent}L;")
         stride *= extent
-    writer = ExprWriter(c.inputs, {b: b for b in batch}, new_counter())
+    # each operand's base: its row and column axes at 0
+    writer = ExprWriter(c.inputs, {b: b for b in batch} | {x: "0" for x in "ijrd"}, new_counter())
     offsets = {}
     for role, ld in (("q", a.q), ("k", a.k), ("v", a.v)):
-        lead = [writer.emit(x) for x in ld.indices[:-2]]
-        offsets[role] = flat_offset(c.inputs[ld.input].shape, [*lead, "0", "0"])
+        offsets[role] = flat_offset(c.inputs[ld.input].shape, [writer.emit(x) for x in ld.indices])
     src.extend(writer.lines)
     for role, ld in (("q", a.q), ("k", a.k), ("v", a.v)):
         src.line(f"const float* restrict {role}p = in{ld.input} + {offsets[role]};")
@@ -81,6 +81,11 @@ class _Body:
     def __init__(self, c: Compute, a: Attention, bq: int, bk: int, lanes: int, src: CSource) -> None:
         self.c, self.a, self.bq, self.bk, self.lanes, self.src = c, a, bq, bk, lanes, src
         self.exp = exp_function(lanes, nonpositive=True, portable=True)
+        shapes = [t.shape for t in c.inputs]
+        # elements between consecutive query rows, key rows (or, transposed, head rows), value rows
+        self.q_row = row_stride(a.q, shapes[a.q.input], "i")
+        self.k_row = row_stride(a.k, shapes[a.k.input], "r" if a.k_transposed else "j")
+        self.v_row = row_stride(a.v, shapes[a.v.input], "j")
 
     def write(self) -> None:
         a, bq, bk, src = self.a, self.bq, self.bk, self.src
@@ -109,7 +114,7 @@ class _Body:
         """kt[r][jj] = K[kb + jj][r], zero past the last key."""
         a, src = self.a, self.src
         with src.block(f"for (int64_t r = 0; r < {a.head_dim}L; ++r)"):
-            at = f"kp[r * {a.keys}L + kb + jj]" if a.k_transposed else f"kp[(kb + jj) * {a.head_dim}L + r]"
+            at = f"kp[r * {self.k_row}L + kb + jj]" if a.k_transposed else f"kp[(kb + jj) * {self.k_row}L + r]"
             src.line(f"for (int64_t jj = 0; jj < n; ++jj) kt[r][jj] = {at};")
             src.line(f"for (int64_t jj = n; jj < {self.bk}L; ++jj) kt[r][jj] = 0.0f;")
 
@@ -119,8 +124,8 @@ class _Body:
         chunk = next(w for w in range(_CHUNK, 0, -1) if self.bk // lanes % w == 0)
         with src.block("for (int64_t ii = 0; ii < rows; ii += 2)"):
             src.line("const int64_t jr = ii + 1 < rows ? ii + 1 : ii;")
-            src.line(f"const float* restrict q0 = qp + (i0 + ii) * {a.head_dim}L;")
-            src.line(f"const float* restrict q1 = qp + (i0 + jr) * {a.head_dim}L;")
+            src.line(f"const float* restrict q0 = qp + (i0 + ii) * {self.q_row}L;")
+            src.line(f"const float* restrict q1 = qp + (i0 + jr) * {self.q_row}L;")
             with src.block(f"for (int64_t jj = 0; jj < {self.bk}L; jj += {chunk * lanes}L)"):
                 zero = splat("0.0f", lanes)
                 src.line(f"{VECTOR_TYPE} x0[{chunk}], x1[{chunk}];")
@@ -188,7 +193,7 @@ class _Body:
                 self._value_chunk(start * lanes, width)
             if full < dv:
                 with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
-                    src.line(f"const float* restrict vr = vp + (kb + jj) * {dv}L;")
+                    src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L;")
                     with src.block(f"for (int64_t d = {full}L; d < {dv}L; ++d)"):
                         src.line("acc[ii][d] += s[ii][jj] * vr[d];")
                         src.line("if (jr != ii) acc[jr][d] += s[jr][jj] * vr[d];")
@@ -202,7 +207,7 @@ class _Body:
             src.line(f"for (int u = 0; u < {width}; ++u) {{ y0[u] = *({VECTOR_TYPE}*)(&acc[ii][{d0} + u * {lanes}]);"
                      f" y1[u] = *({VECTOR_TYPE}*)(&acc[jr][{d0} + u * {lanes}]); }}")
             with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
-                src.line(f"const float* restrict vr = vp + (kb + jj) * {a.value_dim}L + {d0}L;")
+                src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L + {d0}L;")
                 src.line("const float p0 = s[ii][jj], p1 = s[jr][jj];")
                 with src.block(f"for (int u = 0; u < {width}; ++u)"):
                     src.line(f"const {VECTOR_TYPE} w = *(const {VECTOR_TYPE}*)(vr + u * {lanes});")

@@ -54,11 +54,11 @@ def _read_shared_heads(graph: Graph, members: list[Node], group: Node) -> Node:
     trial = list(members)
     for k in (0, len(trial) - 1):  # the scores' product, the output's
         for slot in range(len(trial[k].inputs)):
-            node = read_through_copy(graph, trial[k], slot)
-            if node is None:
-                continue
-            merged = merge_nodes(graph, [*trial[:k], node, *trial[k + 1:]])
-            if match_attention(merged.compute) is not None:
+            # through every copy in turn: repeat_kv's Expand, then the head split's Transpose
+            while (node := read_through_copy(graph, trial[k], slot)) is not None:
+                merged = merge_nodes(graph, [*trial[:k], node, *trial[k + 1:]])
+                if match_attention(merged.compute) is None:
+                    break
                 trial[k], group = node, merged
     return group
 

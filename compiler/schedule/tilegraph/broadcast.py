@@ -50,13 +50,17 @@ def read_through_copy(graph: Graph, node: Node, slot: int) -> Node | None:
 
 
 def drop_unread_copies(graph: Graph) -> None:
-    """Remove the copies (and their views) that no node and no graph output reads any more."""
-    read = {graph.storage_of(x) for n in graph.nodes for x in n.inputs}
-    read |= {graph.storage_of(o) for o in graph.outputs}
-    dead = {n.output for n in graph.nodes if _is_copy(n) and n.output not in read}
-    graph.nodes = [n for n in graph.nodes if n.output not in dead]
-    for tid in [k for k in graph.tensors if graph.storage_of(k) in dead]:
-        del graph.tensors[tid]
+    """Remove the copies (and their views) that no node and no graph output reads any more
+    (a copy read only by such a copy goes with it)."""
+    while True:
+        read = {graph.storage_of(x) for n in graph.nodes for x in n.inputs}
+        read |= {graph.storage_of(o) for o in graph.outputs}
+        dead = {n.output for n in graph.nodes if _is_copy(n) and n.output not in read}
+        if not dead:
+            return
+        graph.nodes = [n for n in graph.nodes if n.output not in dead]
+        for tid in [k for k in graph.tensors if graph.storage_of(k) in dead]:
+            del graph.tensors[tid]
 
 
 def _is_copy(n: Node) -> bool:
