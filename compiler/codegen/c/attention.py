@@ -201,7 +201,7 @@ class _Body:
     def _value_chunk(self, d0: int, width: int) -> None:
         """`width` vectors of the two rows' accumulators from column d0, kept in registers
         across the block's keys (the second row is the first again on an odd last row)."""
-        a, lanes, src = self.a, self.lanes, self.src
+        lanes, src = self.lanes, self.src
         with src.block(""):
             src.line(f"{VECTOR_TYPE} y0[{width}], y1[{width}];")
             src.line(f"for (int u = 0; u < {width}; ++u) {{ y0[u] = *({VECTOR_TYPE}*)(&acc[ii][{d0} + u * {lanes}]);"
