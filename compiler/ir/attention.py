@@ -45,6 +45,7 @@ class Attention:
     v: Load
     k_transposed: bool
     score: Expr
+    out_axes: tuple[str, ...]  # the output's axes: the batch names and "i" in any order, then "d"
 
 
 def batch_names(n: int) -> list[str]:
@@ -58,26 +59,57 @@ def match_attention(c: Compute) -> Attention | None:
         return None
     s, top, exps, total, probs = c.stages
     n = len(s.axes)
-    if n < 2 or len(c.axes) != n or c.shape[:-1] != s.shape[:-1] or c.post is not None:
+    if n < 2 or len(c.axes) != n or c.post is not None:
         return None
     names = {a.name: Var(v) for a, v in zip(s.axes, [*batch_names(n - 2), "i", "j"], strict=True)}
     qk = _product(s, len(c.inputs), names, "i", "j")
     if qk is None or not _softmax(c, s, top, exps, total, probs):
         return None
     o = c.members()[-1]
-    o_names = {a.name: Var(v) for a, v in zip(o.axes, [*batch_names(n - 2), "i", "d"], strict=True)}
+    out_axes = _output_axes(o, s, len(c.inputs) + _STAGES - 1)
+    if out_axes is None:
+        return None
+    o_names = {a.name: Var(x) for a, x in zip(o.axes, out_axes, strict=True)}
     pv = _product(o, len(c.inputs) + _STAGES, o_names, "i", "d")
     if pv is None or pv[0].input != len(c.inputs) + _STAGES - 1 or pv[1].input >= len(c.inputs):
         return None
     q, k, k_transposed = qk
-    p, v, v_transposed = pv
+    _, v, v_transposed = pv
     score = rename_vars(s.post, names) if s.post is not None else Var(ACC, "float32")
     # V walks d contiguously: in the product's terms, "transposed"
-    if not v_transposed or not _at_rows(p, c.shape[:-2]):
+    if not v_transposed:
         return None
     v = Load(v.input, tuple(rename_vars(x, {"r": Var("j")}) for x in v.indices), v.dtype, v.pad)
-    return Attention(c.shape[:-2], s.shape[-2], s.shape[-1], s.reduce_axes[0].extent,
-                     c.shape[-1], q, k, v, k_transposed, score)
+    return Attention(s.shape[:-2], s.shape[-2], s.shape[-1], s.reduce_axes[0].extent,
+                     c.shape[-1], q, k, v, k_transposed, score, out_axes)
+
+
+def _output_axes(o: Compute, s: Compute, slot: int) -> tuple[str, ...] | None:
+    """The names of output `o`'s axes (batch names, "i", and "d" last) from where it reads
+    the probabilities P[b.., i, j] at input `slot`; None unless it reads them at its own
+    axes, in any order (the heads merged back by a transpose folded in), "d" last."""
+    loads = [x for x in walk(o.body) if isinstance(x, Load) and x.input == slot]
+    if len(loads) != 1 or len(loads[0].indices) != len(s.axes) or o.shape[-1] == 0:
+        return None
+    rows = [*batch_names(len(s.axes) - 2), "i"]
+    named: dict[str, str] = {}
+    unit = []  # row axes of extent 1 that P reads at index 0: any output axis of extent 1 is one
+    for x, name, extent in zip(loads[0].indices[:-1], rows, s.shape[:-1], strict=True):
+        if isinstance(x, Var) and x.name not in named:
+            named[x.name] = name
+        elif x == Const(0, x.dtype) and extent == 1:
+            unit.append(name)
+        else:
+            return None
+    out = []
+    for a in o.axes[:-1]:
+        if a.name in named:
+            out.append(named[a.name])
+        elif a.extent == 1 and unit:
+            out.append(unit.pop())
+        else:
+            return None
+    return (*out, "d") if o.axes[-1].name not in named and sorted(out) == sorted(rows) else None
 
 
 def _product(m: Compute, inputs: int, names: dict[str, Var], row: str,
@@ -124,13 +156,6 @@ def row_stride(ld: Load, shape: tuple[int, ...], var: str) -> int:
     """Elements between consecutive `var` in load `ld` of a row-major tensor of `shape`
     (`var` indexes one dimension, as in an `Attention`'s loads)."""
     return math.prod(shape[ld.indices.index(Var(var)) + 1:])
-
-
-def _at_rows(p: Load, batch: tuple[int, ...]) -> bool:
-    """Whether `p` reads (b0, b1, .., i, r): a batch axis of extent 1 may read index 0."""
-    names = batch_names(len(batch))
-    return len(p.indices) == len(batch) + 2 and p.indices[-2:] == (Var("i"), Var("r")) and all(
-        x == Var(b) or (e == 1 and x == Const(0, x.dtype)) for x, b, e in zip(p.indices, names, batch, strict=False))
 
 
 def _at(m: Compute, slot: int, axes: int, extra: str | None = None) -> Load:

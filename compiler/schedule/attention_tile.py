@@ -33,7 +33,8 @@ def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> l
         for bq in sorted({min(q, a.queries) for q in QUERY_BLOCKS}):
             if bq != QUERY_BLOCKS[0] and attention_footprint(a, bq, bk) > l2 // 2:
                 continue
-            tile = TileConfig((1,) * (len(c.axes) - 2) + (bq, a.value_dim), (1,) * len(c.axes),
+            block = tuple(bq if x == "i" else a.value_dim if x == "d" else 1 for x in a.out_axes)
+            tile = TileConfig(block, (1,) * len(c.axes),
                               (1,), target.lanes, attention=(bq, bk))
             ranked.append((tile, estimate_attention(a, bq, bk, target)))
     ranked.sort(key=lambda x: (x[1].time_us, -x[0].attention[0] * x[0].attention[1]))

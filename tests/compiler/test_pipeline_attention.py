@@ -8,6 +8,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from compiler.bench.attention_blocks import bert_attention, llama_attention
 from compiler.pipeline import compile_model
 from compiler.runtime import load
 from compiler.schedule.plan import ExecutionPlan
@@ -73,3 +74,18 @@ def test_a_query_row_whose_keys_are_all_masked_is_nan_as_unfused(tmp_path: Path)
 def test_near_misses_stay_unfused(tmp_path: Path, near_miss: dict):
     plan, _ = _compile(tmp_path, seq=12, **near_miss)
     assert _attention_kernels(plan) == 0
+
+
+def test_bert_block_is_its_projections_and_one_attention_kernel(tmp_path: Path):
+    r = compile_model(bert_attention(seq=13, hidden=64, heads=4), "cpu", {"measure": False},
+                      output=tmp_path / "a.tar.gz")
+    assert r.validation["passed"], r.validation
+    # Q, K, V and output projections; the heads' split and merge are read and written in place
+    assert len(r.plan.kernels) == 5 and _attention_kernels(r.plan) == 1
+
+
+def test_llama_gqa_block_reads_the_projections_of_the_shared_heads(tmp_path: Path):
+    r = compile_model(llama_attention(seq=20, hidden=128, heads=8, kv_heads=2), "cpu", {"measure": False},
+                      output=tmp_path / "a.tar.gz")
+    assert r.validation["passed"], r.validation
+    assert len(r.plan.kernels) == 5 and _attention_kernels(r.plan) == 1

@@ -71,7 +71,8 @@ def _bases(c: Compute, a: Attention, qblocks: int, bq: int, src: CSource) -> Non
     src.extend(writer.lines)
     for role, ld in (("q", a.q), ("k", a.k), ("v", a.v)):
         src.line(f"const float* restrict {role}p = in{ld.input} + {offsets[role]};")
-    src.line(f"float* restrict op = out + flat * {a.queries * a.value_dim}L;")
+    out = flat_offset(c.shape, [x if x in batch else "0" for x in a.out_axes])
+    src.line(f"float* restrict op = out + {out};")
     src.extend([f"(void){b};" for b in batch])
 
 
@@ -107,7 +108,7 @@ class _Body:
             self._values()
         with src.block("for (int64_t ii = 0; ii < rows; ++ii)"):
             src.line("const float inv = 1.0f / sum[ii];")
-            src.line(f"float* restrict orow = op + (i0 + ii) * {a.value_dim}L;")
+            src.line(f"float* restrict orow = op + (i0 + ii) * {math.prod(self.c.shape[a.out_axes.index('i') + 1:])}L;")
             src.line(f"for (int64_t d = 0; d < {a.value_dim}L; ++d) orow[d] = acc[ii][d] * inv;")
 
     def _pack_keys(self) -> None:

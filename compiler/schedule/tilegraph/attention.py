@@ -18,10 +18,13 @@ recognises the result. Anything else stays as it was.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from compiler.ir.attention import match_attention
 from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
-from compiler.schedule.tilegraph.broadcast import drop_unread_copies, read_through_copy
+from compiler.ir.te import Var, rename_vars
+from compiler.schedule.tilegraph.broadcast import drop_unread_copies, is_copy, read_through_copy
 from compiler.schedule.tilegraph.rows import merge_nodes
 
 
@@ -36,10 +39,16 @@ def fuse_attention(graph: Graph) -> Graph:
         node = merge_nodes(graph, members)
         if match_attention(node.compute) is None:
             continue
-        node = _read_shared_heads(graph, members, node)
-        ids = {id(m) for m in members}
+        reading, node = _read_shared_heads(graph, members, node)
+        gone = list(members[:-1])
+        folded = _fold_output_copy(graph, reading, node)
+        if folded is not None:
+            node, copy = folded
+            gone.append(sink)
+            graph.nodes.remove(copy)
+        ids = {id(m) for m in gone}
         graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
-        for m in members[:-1]:
+        for m in gone:
             del graph.tensors[m.output]
     drop_unread_copies(graph)
     for i, n in enumerate(graph.nodes):
@@ -47,10 +56,10 @@ def fuse_attention(graph: Graph) -> Graph:
     return graph
 
 
-def _read_shared_heads(graph: Graph, members: list[Node], group: Node) -> Node:
-    """The group with the scores and the output reading their operands through the copies
-    that wrote them, by index (GQA's shared key and value heads), where it is still
-    attention that way."""
+def _read_shared_heads(graph: Graph, members: list[Node], group: Node) -> tuple[list[Node], Node]:
+    """The members and group with the scores and the output reading their operands
+    through the copies that wrote them, by index (GQA's shared key and value heads), where
+    it is still attention that way."""
     trial = list(members)
     for k in (0, len(trial) - 1):  # the scores' product, the output's
         for slot in range(len(trial[k].inputs)):
@@ -60,7 +69,29 @@ def _read_shared_heads(graph: Graph, members: list[Node], group: Node) -> Node:
                 if match_attention(merged.compute) is None:
                     break
                 trial[k], group = node, merged
-    return group
+    return trial, group
+
+
+def _fold_output_copy(graph: Graph, members: list[Node], group: Node) -> tuple[Node, Node] | None:
+    """The group writing its output straight where the one copy reading it (the transpose
+    merging the heads back) puts it, and that copy; None where there is no such copy or
+    the group would no longer be attention."""
+    sink = members[-1]
+    readers = [n for n in graph.nodes if any(graph.storage_of(t) == sink.output for t in n.inputs)]
+    if len(readers) != 1 or sink.output in {graph.storage_of(t) for t in graph.outputs}:
+        return None
+    copy = readers[0]
+    if not is_copy(copy) or copy.inputs != (sink.output,):
+        return None
+    c, at = sink.compute, copy.compute.body.indices  # type: ignore[union-attr]
+    names = {a.name for a in (*copy.compute.axes, *c.reduce_axes)}
+    if not all(isinstance(x, Var) for x in at) or len(set(at)) != len(at) or len(names) != len(at) + 1:
+        return None
+    rename = dict(zip((a.name for a in c.axes), at, strict=True))
+    moved = replace(c, axes=copy.compute.axes, body=rename_vars(c.body, rename))
+    out = Node(sink.id, f"{sink.op}+{copy.op}", moved, sink.inputs, copy.output, sink.name)
+    merged = merge_nodes(graph, [*members[:-1], out])
+    return (merged, copy) if match_attention(merged.compute) is not None else None
 
 
 def _chain(graph: Graph, sink: Node) -> list[Node] | None:

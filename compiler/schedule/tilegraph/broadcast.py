@@ -26,7 +26,7 @@ def read_through_copy(graph: Graph, node: Node, slot: int) -> Node | None:
     t = node.inputs[slot]
     s = graph.storage_of(t)
     copy = next((n for n in graph.nodes if n.output == s), None)
-    if copy is None or not _is_copy(copy):
+    if copy is None or not is_copy(copy):
         return None
     body = copy.compute.body
     assert isinstance(body, Load)
@@ -55,7 +55,7 @@ def drop_unread_copies(graph: Graph) -> None:
     while True:
         read = {graph.storage_of(x) for n in graph.nodes for x in n.inputs}
         read |= {graph.storage_of(o) for o in graph.outputs}
-        dead = {n.output for n in graph.nodes if _is_copy(n) and n.output not in read}
+        dead = {n.output for n in graph.nodes if is_copy(n) and n.output not in read}
         if not dead:
             return
         graph.nodes = [n for n in graph.nodes if n.output not in dead]
@@ -63,7 +63,7 @@ def drop_unread_copies(graph: Graph) -> None:
             del graph.tensors[tid]
 
 
-def _is_copy(n: Node) -> bool:
+def is_copy(n: Node) -> bool:
     """Whether `n` only moves the elements of its one input (an Expand, a Transpose)."""
     c = n.compute
     return (len(n.inputs) == 1 and not c.is_reduction and c.post is None and isinstance(c.body, Load)
