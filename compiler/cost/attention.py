@@ -17,7 +17,7 @@ from compiler.target.base import Target
 
 _F32 = 4
 _PACK_CYCLES = 0.5  # per element of a key block copied transposed
-_ROW_STEP_CYCLES = 40  # per query row and key block: max, exp of the shift, sum fold
+_ROW_STEP_CYCLES = 120  # per query row and key block: max, exp of the shift, sum fold
 
 
 def attention_footprint(a: Attention, query_block: int, key_block: int) -> int:

@@ -25,17 +25,19 @@ KEY_ALIGN = 16  # key blocks are whole vectors of scores at every lane count up 
 def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> list[tuple[TileConfig, Estimate]]:
     """The `top_k` block pairs the model predicts fastest for attention group `c` (parts `a`)."""
     keys = -(-a.keys // KEY_ALIGN) * KEY_ALIGN
+    # query rows per pass of the products: each holds CHUNK vectors of accumulators, and
+    # the vectors loaded and broadcast need registers of their own
+    rows = 4 if target.registers >= 32 else 2
     l1, l2 = target.level("l1").capacity, target.level("l2").capacity
     ranked = []
     for bk in sorted({min(k, keys) for k in KEY_BLOCKS}):
-        if bk != KEY_ALIGN and bk * a.head_dim * 4 > l1 // 2:
+        if bk != KEY_ALIGN and bk * a.head_dim * 4 > l2 // 8:
             continue
         for bq in sorted({min(q, a.queries) for q in QUERY_BLOCKS}):
             if bq != QUERY_BLOCKS[0] and attention_footprint(a, bq, bk) > l2 // 2:
                 continue
             block = tuple(bq if x == "i" else a.value_dim if x == "d" else 1 for x in a.out_axes)
-            tile = TileConfig(block, (1,) * len(c.axes),
-                              (1,), target.lanes, attention=(bq, bk))
+            tile = TileConfig(block, (1,) * len(c.axes), (1,), target.lanes, attention=(bq, bk, rows))
             ranked.append((tile, estimate_attention(a, bq, bk, target)))
     ranked.sort(key=lambda x: (x[1].time_us, -x[0].attention[0] * x[0].attention[1]))
     return ranked[:max(1, top_k)]

@@ -4,14 +4,16 @@ scores never leave the task's scratch.
 A task takes `bq` query rows of one batch index (batch and heads flattened; the plan's
 `TileConfig.attention` gives `bq` and the key block `bk`) and walks the keys in blocks:
   1. the key block is copied transposed into scratch `kt[r][j]`, so that the scores of
-     two query rows are whole vectors along the keys, accumulated over the head axis in
+     a query row are whole vectors along the keys, accumulated over the head axis in
      order (each score a sequential sum: the same bits at any lane count);
   2. the group's score expression (scale, mask) runs on them as vectors where it has a
      vector form (c/vector.py), else as scalars;
   3. the online softmax: the row's running max grows to the block's, the old sum and
      accumulator are scaled by exp(old - new), the block's exponentials (the portable
      vector exp of c/vector_math.py) are summed in fixed 8-wide chunks and
-  4. accumulated with the value rows into the output row's accumulators, two rows at once.
+  4. accumulated with the value rows into the output row's accumulators.
+Both products run several query rows at once (the plan's register rows), each loaded
+vector of keys or values serving every one of them.
 The output row is the accumulator divided by the sum. A row whose scores are all -inf
 keeps a zero sum and comes out NaN, as the unfused softmax gives it.
 """
@@ -19,26 +21,27 @@ keeps a zero sum and comes out NaN, as the unfused softmax gives it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compiler.codegen.c.team import mark_used, shared_tasks
-from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, splat, vector_typedefs, vectorizes
-from compiler.codegen.c.vector_math import exp_definitions, exp_function
+from compiler.codegen.c.vector import MASK_TYPE, VECTOR_TYPE, VectorWriter, splat, vector_typedefs, vectorizes
+from compiler.codegen.c.vector_math import exp_definitions, exp_function, max_definitions, max_function
 from compiler.codegen.cexpr import ExprWriter, flat_offset, new_counter
 from compiler.codegen.csource import CSource
 from compiler.ir.attention import Attention, batch_names, row_stride
 from compiler.ir.te import ACC, Compute, Var
 
-_CHUNK = 4  # vectors of scores / values per row in flight: two rows make 8 accumulator chains
+_CHUNK = 4  # vectors of scores / values per row in flight (times the register rows: the chains)
 _SUM = 8  # lanes of the fixed-width sum of the exponentials
 
 
 def render_attention(c: Compute, a: Attention, blocks: tuple[int, ...], lanes: int, src: CSource,
                      symbol: str, params: list[str], header: str, parallel: bool) -> None:
     """Write `symbol`'s task function and team function `header` for attention group `c`
-    (parts `a`) in blocks `blocks` = (query rows, keys), on `lanes`-wide float32 vectors."""
-    bq, bk = blocks
-    src.define(exp_definitions(lanes, portable=True))
+    (parts `a`) in blocks `blocks` = (query rows, keys, register rows of the products), on
+    `lanes`-wide float32 vectors."""
+    bq, bk, rows = blocks
+    src.define({**exp_definitions(lanes, portable=True), **max_definitions(lanes)})
     src.line(f"typedef float tf_sum8 __attribute__((vector_size({_SUM * 4}), aligned(4), may_alias));")
     names = [p.rsplit(" ", 1)[1] for p in params]
     qblocks = -(-a.queries // bq)
@@ -46,7 +49,7 @@ def render_attention(c: Compute, a: Attention, blocks: tuple[int, ...], lanes: i
     with src.block(f"static void {symbol}_task({', '.join(params)}, const int64_t t)"):
         src.extend(vector_typedefs("float32", lanes))
         _bases(c, a, qblocks, bq, src)
-        _Body(c, a, bq, bk, lanes, src).write()
+        _Body(c, a, (bq, bk, rows), lanes, src).write()
     with src.block(header):
         mark_used(src, params)
         with shared_tasks(src, parallel and tasks > 1), src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
@@ -79,9 +82,11 @@ def _bases(c: Compute, a: Attention, qblocks: int, bq: int, src: CSource) -> Non
 class _Body:
     """The key-block loop of one task."""
 
-    def __init__(self, c: Compute, a: Attention, bq: int, bk: int, lanes: int, src: CSource) -> None:
-        self.c, self.a, self.bq, self.bk, self.lanes, self.src = c, a, bq, bk, lanes, src
+    def __init__(self, c: Compute, a: Attention, blocks: tuple[int, int, int], lanes: int, src: CSource) -> None:
+        self.c, self.a, self.lanes, self.src = c, a, lanes, src
+        self.bq, self.bk, self.rows = blocks
         self.exp = exp_function(lanes, nonpositive=True, portable=True)
+        self.max = max_function(lanes)
         shapes = [t.shape for t in c.inputs]
         # elements between consecutive query rows, key rows (or, transposed, head rows), value rows
         self.q_row = row_stride(a.q, shapes[a.q.input], "i")
@@ -119,27 +124,29 @@ class _Body:
             src.line(f"for (int64_t jj = 0; jj < n; ++jj) kt[r][jj] = {at};")
             src.line(f"for (int64_t jj = n; jj < {self.bk}L; ++jj) kt[r][jj] = 0.0f;")
 
+    def _row_group(self) -> list[str]:
+        """Inside a loop over ii in steps of `self.rows`: `row{k}`, the k-th row of the step
+        (the last row again past the task's last, computing the same values twice)."""
+        return [f"const int64_t row{k} = ii + {k} < rows ? ii + {k} : rows - 1;" for k in range(self.rows)]
+
     def _scores(self) -> None:
-        """s[ii][..] = Q row . kt, two rows at a time, `_CHUNK` vectors of keys per pass."""
-        a, lanes, src = self.a, self.lanes, self.src
+        """s[ii][..] = Q row . kt, `self.rows` rows at a time, `_CHUNK` vectors of keys per pass."""
+        a, lanes, src, rows = self.a, self.lanes, self.src, range(self.rows)
         chunk = next(w for w in range(_CHUNK, 0, -1) if self.bk // lanes % w == 0)
-        with src.block("for (int64_t ii = 0; ii < rows; ii += 2)"):
-            src.line("const int64_t jr = ii + 1 < rows ? ii + 1 : ii;")
-            src.line(f"const float* restrict q0 = qp + (i0 + ii) * {self.q_row}L;")
-            src.line(f"const float* restrict q1 = qp + (i0 + jr) * {self.q_row}L;")
+        with src.block(f"for (int64_t ii = 0; ii < rows; ii += {self.rows})"):
+            src.extend(self._row_group())
+            src.extend([f"const float* restrict q{k} = qp + (i0 + row{k}) * {self.q_row}L;" for k in rows])
             with src.block(f"for (int64_t jj = 0; jj < {self.bk}L; jj += {chunk * lanes}L)"):
+                src.line(f"{VECTOR_TYPE} {', '.join(f'x{k}[{chunk}]' for k in rows)};")
                 zero = splat("0.0f", lanes)
-                src.line(f"{VECTOR_TYPE} x0[{chunk}], x1[{chunk}];")
-                src.line(f"for (int u = 0; u < {chunk}; ++u) {{ x0[u] = {zero}; x1[u] = {zero}; }}")
+                src.line(f"for (int u = 0; u < {chunk}; ++u) {{ {' '.join(f'x{k}[u] = {zero};' for k in rows)} }}")
                 with src.block(f"for (int64_t r = 0; r < {a.head_dim}L; ++r)"):
-                    src.line("const float a0 = q0[r], a1 = q1[r];")
+                    src.line(f"const float {', '.join(f'a{k} = q{k}[r]' for k in rows)};")
                     with src.block(f"for (int u = 0; u < {chunk}; ++u)"):
                         src.line(f"const {VECTOR_TYPE} w = *(const {VECTOR_TYPE}*)(&kt[r][jj + u * {lanes}L]);")
-                        src.line("x0[u] = x0[u] + a0 * w;")
-                        src.line("x1[u] = x1[u] + a1 * w;")
+                        src.extend([f"x{k}[u] = x{k}[u] + a{k} * w;" for k in rows])
                 with src.block(f"for (int u = 0; u < {chunk}; ++u)"):
-                    src.line(f"*({VECTOR_TYPE}*)(&s[ii][jj + u * {lanes}L]) = x0[u];")
-                    src.line(f"*({VECTOR_TYPE}*)(&s[jr][jj + u * {lanes}L]) = x1[u];")
+                    src.extend([f"*({VECTOR_TYPE}*)(&s[row{k}][jj + u * {lanes}L]) = x{k}[u];" for k in rows])
 
     def _score_row(self) -> None:
         """The group's score expression on row ii's keys in the block (not past the last)."""
@@ -167,8 +174,12 @@ class _Body:
         """Row ii: the running max and sum moved to this block, its exponentials in s."""
         bk, lanes, src = self.bk, self.lanes, self.src
         src.line("float* restrict sr = s[ii];")
-        src.line("float mx = top[ii];")
-        src.line("for (int64_t jj = 0; jj < n; ++jj) mx = sr[jj] > mx ? sr[jj] : mx;")
+        # past the last key: no score (-inf), so that the row's max runs on whole vectors
+        src.line(f"for (int64_t jj = n; jj < {bk}L; ++jj) sr[jj] = -INFINITY;")
+        src.line(f"{VECTOR_TYPE} mv = {splat('top[ii]', lanes)};")
+        src.line(f"for (int64_t jj = 0; jj < {bk}L; jj += {lanes}L) mv = {self.max}(*({VECTOR_TYPE}*)(&sr[jj]), mv);")
+        src.extend(_lane_tree("mv", lanes, lambda a, b: f"{self.max}({a}, {b})"))
+        src.line("const float mx = mv[0];")
         # all -inf so far: no exponential counts (exp(-inf - -inf) would be NaN)
         src.line("const float base = mx == -INFINITY ? 0.0f : mx;")
         src.line(f"const float alpha = top[ii] == -INFINITY ? 0.0f : {self.exp}({splat('top[ii] - base', lanes)})[0];")
@@ -179,46 +190,59 @@ class _Body:
         src.line("if (mx == -INFINITY) for (int64_t jj = 0; jj < n; ++jj) sr[jj] = 0.0f;")
         src.line(f"tf_sum8 part = {{{', '.join(['0.0f'] * _SUM)}}};")
         src.line(f"for (int64_t jj = 0; jj < {bk}L; jj += {_SUM}L) part = part + *(const tf_sum8*)(&sr[jj]);")
-        folded = " + ".join(f"part[{k}]" for k in range(_SUM))
-        src.line(f"sum[ii] = sum[ii] * alpha + ({folded});")
+        src.line(f"sum[ii] = sum[ii] * alpha + {_pairwise([f'part[{k}]' for k in range(_SUM)])};")
         src.line(f"if (alpha != 1.0f) for (int64_t d = 0; d < {self.a.value_dim}L; ++d) acc[ii][d] *= alpha;")
 
     def _values(self) -> None:
-        """acc[ii] += s[ii][jj] * V[kb + jj] for the block's keys, two rows at a time."""
+        """acc[ii] += s[ii][jj] * V[kb + jj] for the block's keys, `self.rows` rows at a time."""
         a, lanes, src = self.a, self.lanes, self.src
         dv = a.value_dim
         full = dv // lanes * lanes
-        with src.block("for (int64_t ii = 0; ii < rows; ii += 2)"):
-            src.line("const int64_t jr = ii + 1 < rows ? ii + 1 : ii;")
+        with src.block(f"for (int64_t ii = 0; ii < rows; ii += {self.rows})"):
+            src.extend(self._row_group())
             for start, width in _chunks(full // lanes, _CHUNK):
                 self._value_chunk(start * lanes, width)
-            if full < dv:
-                with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
-                    src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L;")
-                    with src.block(f"for (int64_t d = {full}L; d < {dv}L; ++d)"):
-                        src.line("acc[ii][d] += s[ii][jj] * vr[d];")
-                        src.line("if (jr != ii) acc[jr][d] += s[jr][jj] * vr[d];")
+        if full < dv:
+            with src.block("for (int64_t ii = 0; ii < rows; ++ii)"), src.block("for (int64_t jj = 0; jj < n; ++jj)"):
+                src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L;")
+                src.line(f"for (int64_t d = {full}L; d < {dv}L; ++d) acc[ii][d] += s[ii][jj] * vr[d];")
 
     def _value_chunk(self, d0: int, width: int) -> None:
-        """`width` vectors of the two rows' accumulators from column d0, kept in registers
-        across the block's keys (the second row is the first again on an odd last row)."""
-        lanes, src = self.lanes, self.src
+        """`width` vectors of the rows' accumulators from column d0, kept in registers across
+        the block's keys (a row repeated past the last computes and stores the same values)."""
+        lanes, src, rows = self.lanes, self.src, range(self.rows)
+        at = [f"*({VECTOR_TYPE}*)(&acc[row{k}][{d0} + u * {lanes}])" for k in rows]
         with src.block(""):
-            src.line(f"{VECTOR_TYPE} y0[{width}], y1[{width}];")
-            src.line(f"for (int u = 0; u < {width}; ++u) {{ y0[u] = *({VECTOR_TYPE}*)(&acc[ii][{d0} + u * {lanes}]);"
-                     f" y1[u] = *({VECTOR_TYPE}*)(&acc[jr][{d0} + u * {lanes}]); }}")
+            src.line(f"{VECTOR_TYPE} {', '.join(f'y{k}[{width}]' for k in rows)};")
+            src.line(f"for (int u = 0; u < {width}; ++u) {{ {' '.join(f'y{k}[u] = {at[k]};' for k in rows)} }}")
             with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
                 src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L + {d0}L;")
-                src.line("const float p0 = s[ii][jj], p1 = s[jr][jj];")
+                src.line(f"const float {', '.join(f'p{k} = s[row{k}][jj]' for k in rows)};")
                 with src.block(f"for (int u = 0; u < {width}; ++u)"):
                     src.line(f"const {VECTOR_TYPE} w = *(const {VECTOR_TYPE}*)(vr + u * {lanes});")
-                    src.line("y0[u] = y0[u] + p0 * w;")
-                    src.line("y1[u] = y1[u] + p1 * w;")
-            # the second row stored last: on an odd last row it is the first, unchanged by y0
-            src.line(f"for (int u = 0; u < {width}; ++u) {{ *({VECTOR_TYPE}*)(&acc[ii][{d0} + u * {lanes}]) = y0[u];"
-                     f" *({VECTOR_TYPE}*)(&acc[jr][{d0} + u * {lanes}]) = y1[u]; }}")
+                    src.extend([f"y{k}[u] = y{k}[u] + p{k} * w;" for k in rows])
+            src.line(f"for (int u = 0; u < {width}; ++u) {{ {' '.join(f'{at[k]} = y{k}[u];' for k in rows)} }}")
 
 
 def _chunks(n: int, size: int) -> Sequence[tuple[int, int]]:
     """(start, width) pieces of `n` vectors, at most `size` wide."""
     return [(s, min(size, n - s)) for s in range(0, n, size)]
+
+
+def _lane_tree(v: str, lanes: int, combine: Callable[[str, str], str]) -> list[str]:
+    """Lines folding vector `v` in halves until its lane 0 holds `combine` over every lane
+    (log2(lanes) steps instead of a chain through every lane)."""
+    lines, half = [], lanes // 2
+    while half:
+        mask = ", ".join(str((k + half) % lanes) for k in range(lanes))
+        lines.append(f"{v} = {combine(v, f'__builtin_shuffle({v}, ({MASK_TYPE}){{{mask}}})')};")
+        half //= 2
+    return lines
+
+
+def _pairwise(terms: list[str]) -> str:
+    """The sum of `terms` as a balanced tree (a fixed order, so the same bits everywhere)."""
+    if len(terms) == 1:
+        return terms[0]
+    mid = len(terms) // 2
+    return f"({_pairwise(terms[:mid])} + {_pairwise(terms[mid:])})"
