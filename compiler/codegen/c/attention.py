@@ -24,8 +24,20 @@ import math
 from collections.abc import Callable, Sequence
 
 from compiler.codegen.c.team import mark_used, shared_tasks
-from compiler.codegen.c.vector import MASK_TYPE, VECTOR_TYPE, VectorWriter, splat, vector_typedefs, vectorizes
-from compiler.codegen.c.vector_math import exp_definitions, exp_function, max_definitions, max_function
+from compiler.codegen.c.vector import (
+    MASK_TYPE,
+    VECTOR_TYPE,
+    VectorWriter,
+    splat,
+    vector_typedefs,
+    vectorizes,
+)
+from compiler.codegen.c.vector_math import (
+    exp_definitions,
+    exp_function,
+    max_definitions,
+    max_function,
+)
 from compiler.codegen.cexpr import ExprWriter, flat_offset, new_counter
 from compiler.codegen.csource import CSource
 from compiler.ir.attention import Attention, batch_names, row_stride
