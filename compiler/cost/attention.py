@@ -16,7 +16,7 @@ from compiler.ir.attention import Attention
 from compiler.target.base import Target
 
 _F32 = 4
-_PACK_CYCLES = 0.5  # per element of a key block copied transposed
+_PACK_CYCLES = 1.0  # per element of a key block copied transposed (scalar, strided)
 _ROW_STEP_CYCLES = 120  # per query row and key block: max, exp of the shift, sum fold
 
 

@@ -2,10 +2,12 @@
 keys per step, recorded as `TileConfig.attention`.
 
 A task keeps its query rows, a transposed key block, a value block, the block's scores
-and its accumulators on chip (compiler/cost/attention.py's footprint); the key block is
-what the inner products walk (transposed) for every query row, so it fits half of L1, the whole
-working set half of L2. Within that the cost model ranks the pairs: more query rows per
-task read K and V fewer times, fewer make more tasks for the cores.
+and its accumulators on chip (compiler/cost/attention.py's footprint); the transposed key
+block, which every query row's product walks, within an eighth of L2, the whole working
+set within half of it. Within that the cost model ranks the pairs: more query rows per
+task copy and read K and V fewer times, longer key blocks share each row's softmax step
+among more keys, fewer rows make more tasks for the cores. The products run `rows` query
+rows per pass, as many as the vector registers hold accumulators for.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> l
     # query rows per pass of the products: each holds CHUNK vectors of accumulators, and
     # the vectors loaded and broadcast need registers of their own
     rows = 4 if target.registers >= 32 else 2
-    l1, l2 = target.level("l1").capacity, target.level("l2").capacity
+    l2 = target.level("l2").capacity
     ranked = []
     for bk in sorted({min(k, keys) for k in KEY_BLOCKS}):
         if bk != KEY_ALIGN and bk * a.head_dim * 4 > l2 // 8:
