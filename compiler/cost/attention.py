@@ -16,15 +16,15 @@ from compiler.ir.attention import Attention
 from compiler.target.base import Target
 
 _F32 = 4
-_PACK_CYCLES = 1.0  # per element of a key block copied transposed (scalar, strided)
-_ROW_STEP_CYCLES = 120  # per query row and key block: max, exp of the shift, sum fold
+_PACK_CYCLES = 1.0  # per element of a task's queries copied transposed (scalar, strided)
+_ROW_STEP_CYCLES = 12  # per query row and key block: the running max, sum and rescale
 
 
 def attention_footprint(a: Attention, query_block: int, key_block: int) -> int:
-    """Bytes one task keeps on chip while it walks a key block: its query rows, the key
-    block (transposed into scratch) and value block, the scores, the accumulators."""
-    scratch = a.head_dim * key_block + query_block * key_block + query_block * a.value_dim + 2 * query_block
-    return (scratch + query_block * a.head_dim + key_block * a.value_dim) * _F32
+    """Bytes one task keeps on chip while it walks a key block: its query rows (transposed
+    into scratch), the block's keys, values and scores, the accumulators."""
+    scratch = query_block * (a.head_dim + key_block + a.value_dim + 2)
+    return (scratch + key_block * (a.head_dim + a.value_dim)) * _F32
 
 
 def estimate_attention(a: Attention, query_block: int, key_block: int, target: Target) -> Estimate:
@@ -42,11 +42,11 @@ def estimate_attention(a: Attention, query_block: int, key_block: int, target: T
     stages = {target.levels[0].name: once / target.levels[0].bandwidth,
               level.name: kv * blocks / (level.bandwidth * util)}
     steps = -(-a.keys // key_block)
-    padded_keys = steps * key_block
-    flops = 2 * heads * a.queries * padded_keys * (a.head_dim + a.value_dim + 8)
-    # scalar work: each task copies its key blocks transposed, and every row moves its
+    padded_queries = blocks * -(-query_block // target.lanes) * target.lanes
+    flops = 2 * heads * padded_queries * a.keys * (a.head_dim + a.value_dim + 8)
+    # scalar work: each task copies its queries transposed, and every row moves its
     # running max and sum and rescales its accumulators once per key block
-    cycles = heads * (blocks * padded_keys * a.head_dim * _PACK_CYCLES
+    cycles = heads * (blocks * query_block * a.head_dim * _PACK_CYCLES
                       + a.queries * steps * (_ROW_STEP_CYCLES + a.value_dim // target.lanes))
     waves = -(-tasks // target.units)
     stages["compute"] = (flops / (target.peak_flops["float32"] * util)

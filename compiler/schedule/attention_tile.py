@@ -1,13 +1,13 @@
 """Blocks of a fused attention group (compiler/ir/attention.py): query rows per task and
 keys per step, recorded as `TileConfig.attention`.
 
-A task keeps its query rows, a transposed key block, a value block, the block's scores
-and its accumulators on chip (compiler/cost/attention.py's footprint); the transposed key
-block, which every query row's product walks, within an eighth of L2, the whole working
-set within half of it. Within that the cost model ranks the pairs: more query rows per
-task copy and read K and V fewer times, longer key blocks share each row's softmax step
-among more keys, fewer rows make more tasks for the cores. The products run `rows` query
-rows per pass, as many as the vector registers hold accumulators for.
+A task keeps its query rows (transposed), a key and value block, the block's scores and
+its accumulators on chip (compiler/cost/attention.py's footprint); the transposed
+queries, which every few keys' product walks, within L1, the whole working set within
+half of L2. Within that the cost model ranks the pairs: more query rows per task read K
+and V fewer times, longer key blocks share each row's softmax step among more keys,
+fewer rows make more tasks for the cores. The products run `rows` keys (query rows) per
+pass, as many as the vector registers hold accumulators for.
 """
 
 from __future__ import annotations
@@ -19,24 +19,23 @@ from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
 from compiler.target.base import Target
 
-QUERY_BLOCKS = (4, 8, 16, 32, 64, 128)
-KEY_BLOCKS = (16, 32, 64, 128, 256)
-KEY_ALIGN = 16  # key blocks are whole vectors of scores at every lane count up to 16
+QUERY_BLOCKS = (16, 32, 64, 128, 256)
+KEY_BLOCKS = (32, 64, 128, 256, 512)
 
 
 def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> list[tuple[TileConfig, Estimate]]:
     """The `top_k` block pairs the model predicts fastest for attention group `c` (parts `a`)."""
-    keys = -(-a.keys // KEY_ALIGN) * KEY_ALIGN
-    # query rows per pass of the products: each holds CHUNK vectors of accumulators, and
-    # the vectors loaded and broadcast need registers of their own
+    # keys per pass of the scores' product (and query rows per pass of the values'): each
+    # holds CHUNK vectors of accumulators, the vectors loaded need registers of their own
     rows = 4 if target.registers >= 32 else 2
-    l2 = target.level("l2").capacity
+    l1, l2 = target.level("l1").capacity, target.level("l2").capacity
     ranked = []
-    for bk in sorted({min(k, keys) for k in KEY_BLOCKS}):
-        if bk != KEY_ALIGN and bk * a.head_dim * 4 > l2 // 8:
+    for bq in sorted({min(q, a.queries) for q in QUERY_BLOCKS}):
+        # every pass over a few keys reads all of the transposed queries
+        if bq != QUERY_BLOCKS[0] and bq * a.head_dim * 4 > l1:
             continue
-        for bq in sorted({min(q, a.queries) for q in QUERY_BLOCKS}):
-            if bq != QUERY_BLOCKS[0] and attention_footprint(a, bq, bk) > l2 // 2:
+        for bk in sorted({min(k, a.keys) for k in KEY_BLOCKS}):
+            if bk != KEY_BLOCKS[0] and attention_footprint(a, bq, bk) > l2 // 2:
                 continue
             block = tuple(bq if x == "i" else a.value_dim if x == "d" else 1 for x in a.out_axes)
             tile = TileConfig(block, (1,) * len(c.axes), (1,), target.lanes, attention=(bq, bk, rows))

@@ -2,18 +2,20 @@
 scores never leave the task's scratch.
 
 A task takes `bq` query rows of one batch index (batch and heads flattened; the plan's
-`TileConfig.attention` gives `bq` and the key block `bk`) and walks the keys in blocks:
-  1. the key block is copied transposed into scratch `kt[r][j]`, so that the scores of
-     a query row are whole vectors along the keys, accumulated over the head axis in
-     order (each score a sequential sum: the same bits at any lane count);
-  2. the group's score expression (scale, mask) runs on them as vectors where it has a
-     vector form (c/vector.py), else as scalars;
-  3. the online softmax: the row's running max grows to the block's, the old sum and
-     accumulator are scaled by exp(old - new), the block's exponentials (the portable
-     vector exp of c/vector_math.py) are summed in fixed 8-wide chunks and
-  4. accumulated with the value rows into the output row's accumulators.
-Both products run several query rows at once (the plan's register rows), each loaded
-vector of keys or values serving every one of them.
+`TileConfig.attention` gives `bq`, the key block `bk` and the register rows) and copies
+them transposed into scratch `qt[r][i]` once, so that everything per key runs on vectors
+along the query rows. It walks the keys in blocks:
+  1. the block's scores `st[j][i]`: for a few keys at a time (the register rows), vectors
+     of query rows accumulated over the head axis in order, each key's element broadcast
+     from its row of K, read in place (each score a sequential sum: the same bits at any
+     lane count);
+  2. the group's score expression (scale, mask) on them, as vectors where it has a vector
+     form along the queries (c/vector.py), else as scalars;
+  3. the online softmax, vertically: each row's running max grows to the block's, the old
+     sum and accumulator are scaled by exp(old - new), the block's exponentials (the
+     portable vector exp of c/vector_math.py) summed key by key;
+  4. the exponentials times the value rows into the output rows' accumulators, a few
+     rows at a time, each loaded vector of values serving every one of them.
 The output row is the accumulator divided by the sum. A row whose scores are all -inf
 keeps a zero sum and comes out NaN, as the unfused softmax gives it.
 """
@@ -21,7 +23,7 @@ keeps a zero sum and comes out NaN, as the unfused softmax gives it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from compiler.codegen.c.team import mark_used, shared_tasks
 from compiler.codegen.c.vector import (
@@ -44,7 +46,6 @@ from compiler.ir.attention import Attention, batch_names, row_stride
 from compiler.ir.te import ACC, Compute, Var
 
 _CHUNK = 4  # vectors of scores / values per row in flight (times the register rows: the chains)
-_SUM = 8  # lanes of the fixed-width sum of the exponentials
 
 
 def render_attention(c: Compute, a: Attention, blocks: tuple[int, ...], lanes: int, src: CSource,
@@ -54,7 +55,6 @@ def render_attention(c: Compute, a: Attention, blocks: tuple[int, ...], lanes: i
     `lanes`-wide float32 vectors."""
     bq, bk, rows = blocks
     src.define({**exp_definitions(lanes, portable=True), **max_definitions(lanes)})
-    src.line(f"typedef float tf_sum8 __attribute__((vector_size({_SUM * 4}), aligned(4), may_alias));")
     names = [p.rsplit(" ", 1)[1] for p in params]
     qblocks = -(-a.queries // bq)
     tasks = math.prod(a.batch) * qblocks
@@ -96,7 +96,8 @@ class _Body:
 
     def __init__(self, c: Compute, a: Attention, blocks: tuple[int, int, int], lanes: int, src: CSource) -> None:
         self.c, self.a, self.lanes, self.src = c, a, lanes, src
-        self.bq, self.bk, self.rows = blocks
+        bq, self.bk, self.rows = blocks
+        self.bq = -(-bq // lanes) * lanes  # query rows in scratch: whole vectors
         self.exp = exp_function(lanes, nonpositive=True, portable=True)
         self.max = max_function(lanes)
         shapes = [t.shape for t in c.inputs]
@@ -106,118 +107,116 @@ class _Body:
         self.v_row = row_stride(a.v, shapes[a.v.input], "j")
 
     def write(self) -> None:
-        a, bq, bk, src = self.a, self.bq, self.bk, self.src
-        src.line(f"float kt[{a.head_dim}][{bk}] __attribute__((aligned(64)));")
-        src.line(f"float s[{bq}][{bk}] __attribute__((aligned(64)));")
+        a, bq, src = self.a, self.bq, self.src
+        src.line(f"float qt[{a.head_dim}][{bq}] __attribute__((aligned(64)));")
+        src.line(f"float st[{self.bk}][{bq}] __attribute__((aligned(64)));")
         src.line(f"float acc[{bq}][{a.value_dim}] __attribute__((aligned(64)));")
-        src.line(f"float top[{bq}], sum[{bq}];")
-        with src.block("for (int64_t ii = 0; ii < rows; ++ii)"):
+        src.line(f"float top[{bq}] __attribute__((aligned(64))), sum[{bq}] __attribute__((aligned(64)));")
+        with src.block(f"for (int64_t r = 0; r < {a.head_dim}L; ++r)"):
+            src.line(f"for (int64_t ii = 0; ii < rows; ++ii) qt[r][ii] = qp[(i0 + ii) * {self.q_row}L + r];")
+            src.line(f"for (int64_t ii = rows; ii < {bq}L; ++ii) qt[r][ii] = 0.0f;")
+        with src.block(f"for (int64_t ii = 0; ii < {bq}L; ++ii)"):
             src.line("top[ii] = -INFINITY;")
             src.line("sum[ii] = 0.0f;")
             src.line(f"for (int64_t d = 0; d < {a.value_dim}L; ++d) acc[ii][d] = 0.0f;")
-        with src.block(f"for (int64_t kb = 0; kb < {a.keys}L; kb += {bk}L)"):
-            src.line(f"const int64_t n = {a.keys}L - kb < {bk}L ? {a.keys}L - kb : {bk}L;")
-            self._pack_keys()
+        with src.block(f"for (int64_t kb = 0; kb < {a.keys}L; kb += {self.bk}L)"):
+            src.line(f"const int64_t n = {a.keys}L - kb < {self.bk}L ? {a.keys}L - kb : {self.bk}L;")
             self._scores()
-            with src.block("for (int64_t ii = 0; ii < rows; ++ii)"):
-                self._score_row()
+            self._score_expression()
+            with src.block(f"for (int64_t ii = 0; ii < {bq}L; ii += {self.lanes}L)"):
                 self._online_softmax()
             self._values()
         with src.block("for (int64_t ii = 0; ii < rows; ++ii)"):
             src.line("const float inv = 1.0f / sum[ii];")
-            src.line(f"float* restrict orow = op + (i0 + ii) * {math.prod(self.c.shape[a.out_axes.index('i') + 1:])}L;")
+            stride = math.prod(self.c.shape[a.out_axes.index("i") + 1:])
+            src.line(f"float* restrict orow = op + (i0 + ii) * {stride}L;")
             src.line(f"for (int64_t d = 0; d < {a.value_dim}L; ++d) orow[d] = acc[ii][d] * inv;")
 
-    def _pack_keys(self) -> None:
-        """kt[r][jj] = K[kb + jj][r], zero past the last key."""
-        a, src = self.a, self.src
-        with src.block(f"for (int64_t r = 0; r < {a.head_dim}L; ++r)"):
-            at = f"kp[r * {self.k_row}L + kb + jj]" if a.k_transposed else f"kp[(kb + jj) * {self.k_row}L + r]"
-            src.line(f"for (int64_t jj = 0; jj < n; ++jj) kt[r][jj] = {at};")
-            src.line(f"for (int64_t jj = n; jj < {self.bk}L; ++jj) kt[r][jj] = 0.0f;")
-
-    def _row_group(self) -> list[str]:
-        """Inside a loop over ii in steps of `self.rows`: `row{k}`, the k-th row of the step
-        (the last row again past the task's last, computing the same values twice)."""
-        return [f"const int64_t row{k} = ii + {k} < rows ? ii + {k} : rows - 1;" for k in range(self.rows)]
+    def _key(self, j: str) -> str:
+        """The C address of key `j`'s element r."""
+        if self.a.k_transposed:
+            return f"kp[r * {self.k_row}L + {j}]"
+        return f"kp[({j}) * {self.k_row}L + r]"
 
     def _scores(self) -> None:
-        """s[ii][..] = Q row . kt, `self.rows` rows at a time, `_CHUNK` vectors of keys per pass."""
-        a, lanes, src, rows = self.a, self.lanes, self.src, range(self.rows)
-        chunk = next(w for w in range(_CHUNK, 0, -1) if self.bk // lanes % w == 0)
-        with src.block(f"for (int64_t ii = 0; ii < rows; ii += {self.rows})"):
-            src.extend(self._row_group())
-            src.extend([f"const float* restrict q{k} = qp + (i0 + row{k}) * {self.q_row}L;" for k in rows])
-            with src.block(f"for (int64_t jj = 0; jj < {self.bk}L; jj += {chunk * lanes}L)"):
-                src.line(f"{VECTOR_TYPE} {', '.join(f'x{k}[{chunk}]' for k in rows)};")
+        """st[j][..] = K row j . qt for the block's keys, `self.rows` keys and `_CHUNK`
+        vectors of query rows per pass (a key past the last is the last again)."""
+        a, lanes, src, keys = self.a, self.lanes, self.src, range(self.rows)
+        chunk = next(w for w in range(_CHUNK, 0, -1) if self.bq // lanes % w == 0)
+        with src.block(f"for (int64_t jj = 0; jj < n; jj += {self.rows})"):
+            src.extend([f"const int64_t key{k} = jj + {k} < n ? jj + {k} : n - 1;" for k in keys])
+            with src.block(f"for (int64_t ii = 0; ii < {self.bq}L; ii += {chunk * lanes}L)"):
+                src.line(f"{VECTOR_TYPE} {', '.join(f'x{k}[{chunk}]' for k in keys)};")
                 zero = splat("0.0f", lanes)
-                src.line(f"for (int u = 0; u < {chunk}; ++u) {{ {' '.join(f'x{k}[u] = {zero};' for k in rows)} }}")
+                src.line(f"for (int u = 0; u < {chunk}; ++u) {{ {' '.join(f'x{k}[u] = {zero};' for k in keys)} }}")
                 with src.block(f"for (int64_t r = 0; r < {a.head_dim}L; ++r)"):
-                    src.line(f"const float {', '.join(f'a{k} = q{k}[r]' for k in rows)};")
+                    weights = [f"w{k} = {self._key(f'kb + key{k}')}" for k in keys]
+                    src.line(f"const float {', '.join(weights)};")
                     with src.block(f"for (int u = 0; u < {chunk}; ++u)"):
-                        src.line(f"const {VECTOR_TYPE} w = *(const {VECTOR_TYPE}*)(&kt[r][jj + u * {lanes}L]);")
-                        src.extend([f"x{k}[u] = x{k}[u] + a{k} * w;" for k in rows])
+                        src.line(f"const {VECTOR_TYPE} qv = *(const {VECTOR_TYPE}*)(&qt[r][ii + u * {lanes}L]);")
+                        src.extend([f"x{k}[u] = x{k}[u] + w{k} * qv;" for k in keys])
                 with src.block(f"for (int u = 0; u < {chunk}; ++u)"):
-                    src.extend([f"*({VECTOR_TYPE}*)(&s[row{k}][jj + u * {lanes}L]) = x{k}[u];" for k in rows])
+                    src.extend([f"*({VECTOR_TYPE}*)(&st[key{k}][ii + u * {lanes}L]) = x{k}[u];" for k in keys])
 
-    def _score_row(self) -> None:
-        """The group's score expression on row ii's keys in the block (not past the last)."""
-        a, lanes, src = self.a, self.lanes, self.src
+    def _score_expression(self) -> None:
+        """The group's score expression on the block's scores (past the last query row too:
+        those rows are never stored, and their index is clamped for the expression)."""
+        a, lanes, src, bq = self.a, self.lanes, self.src, self.bq
         if a.score == Var(ACC, "float32"):
             return
-        names = {b: b for b in batch_names(len(a.batch))} | {"i": "(i0 + ii)"}
-        src.line("int64_t jj = 0;")
-        if vectorizes(a.score, "j", self.c.inputs, "float32", {ACC}):
-            with src.block(f"for (; jj + {lanes}L <= n; jj += {lanes}L)"):
-                src.line(f"const {VECTOR_TYPE} sv = *({VECTOR_TYPE}*)(&s[ii][jj]);")
-                vw = VectorWriter(self.c.inputs, names | {"j": "(kb + jj)", ACC: "sv"}, new_counter(), "j",
-                                  lanes, {ACC})
-                value = vw.emit_vector(a.score)
-                src.define(vw.definitions)
-                src.extend(vw.lines)
-                src.line(f"*({VECTOR_TYPE}*)(&s[ii][jj]) = {value};")
-        with src.block("for (; jj < n; ++jj)"):
-            w = ExprWriter(self.c.inputs, names | {"j": "(kb + jj)", ACC: "s[ii][jj]"}, new_counter())
-            value = w.emit(a.score)
-            src.extend(w.lines)
-            src.line(f"s[ii][jj] = {value};")
+        names = {b: b for b in batch_names(len(a.batch))} | {"j": "(kb + jj)"}
+        with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
+            src.line("int64_t ii = 0;")
+            if vectorizes(a.score, "i", self.c.inputs, "float32", {ACC}):
+                with src.block(f"for (; ii + {lanes}L <= rows; ii += {lanes}L)"):
+                    src.line(f"const {VECTOR_TYPE} sv = *({VECTOR_TYPE}*)(&st[jj][ii]);")
+                    vw = VectorWriter(self.c.inputs, names | {"i": "(i0 + ii)", ACC: "sv"}, new_counter(), "i",
+                                      lanes, {ACC})
+                    value = vw.emit_vector(a.score)
+                    src.define(vw.definitions)
+                    src.extend(vw.lines)
+                    src.line(f"*({VECTOR_TYPE}*)(&st[jj][ii]) = {value};")
+            with src.block(f"for (; ii < {bq}L; ++ii)"):
+                src.line("const int64_t at = ii < rows ? ii : rows - 1;")
+                w = ExprWriter(self.c.inputs, names | {"i": "(i0 + at)", ACC: "st[jj][ii]"}, new_counter())
+                value = w.emit(a.score)
+                src.extend(w.lines)
+                src.line(f"st[jj][ii] = {value};")
 
     def _online_softmax(self) -> None:
-        """Row ii: the running max and sum moved to this block, its exponentials in s."""
-        bk, lanes, src = self.bk, self.lanes, self.src
-        src.line("float* restrict sr = s[ii];")
-        # past the last key: no score (-inf), so that the row's max runs on whole vectors
-        src.line(f"for (int64_t jj = n; jj < {bk}L; ++jj) sr[jj] = -INFINITY;")
-        src.line(f"{VECTOR_TYPE} mv = {splat('top[ii]', lanes)};")
-        src.line(f"for (int64_t jj = 0; jj < {bk}L; jj += {lanes}L) mv = {self.max}(*({VECTOR_TYPE}*)(&sr[jj]), mv);")
-        src.extend(_lane_tree("mv", lanes, lambda a, b: f"{self.max}({a}, {b})"))
-        src.line("const float mx = mv[0];")
-        # all -inf so far: no exponential counts (exp(-inf - -inf) would be NaN)
-        src.line("const float base = mx == -INFINITY ? 0.0f : mx;")
-        src.line(f"const float alpha = top[ii] == -INFINITY ? 0.0f : {self.exp}({splat('top[ii] - base', lanes)})[0];")
-        src.line("top[ii] = mx;")
-        with src.block(f"for (int64_t jj = 0; jj < {bk}L; jj += {lanes}L)"):
-            src.line(f"*({VECTOR_TYPE}*)(&sr[jj]) = {self.exp}(*({VECTOR_TYPE}*)(&sr[jj]) - base);")
-        src.line(f"for (int64_t jj = n; jj < {bk}L; ++jj) sr[jj] = 0.0f;")
-        src.line("if (mx == -INFINITY) for (int64_t jj = 0; jj < n; ++jj) sr[jj] = 0.0f;")
-        src.line(f"tf_sum8 part = {{{', '.join(['0.0f'] * _SUM)}}};")
-        src.line(f"for (int64_t jj = 0; jj < {bk}L; jj += {_SUM}L) part = part + *(const tf_sum8*)(&sr[jj]);")
-        src.line(f"sum[ii] = sum[ii] * alpha + {_pairwise([f'part[{k}]' for k in range(_SUM)])};")
-        src.line(f"if (alpha != 1.0f) for (int64_t d = 0; d < {self.a.value_dim}L; ++d) acc[ii][d] *= alpha;")
+        """Query rows ii.. (one vector): the running max and sum moved to this block, the
+        block's exponentials in st, the accumulators rescaled."""
+        lanes, src, v, m = self.lanes, self.src, VECTOR_TYPE, MASK_TYPE
+        src.line(f"const {v} old = *({v}*)(&top[ii]);")
+        src.line(f"{v} mx = old;")
+        src.line(f"for (int64_t jj = 0; jj < n; ++jj) mx = {self.max}(*({v}*)(&st[jj][ii]), mx);")
+        # a row all -inf so far counts no exponential (exp(-inf - -inf) would be NaN)
+        src.line(f"const {m} none = mx == {splat('-INFINITY', lanes)};")
+        src.line(f"const {v} base = ({v})(~none & ({m})mx);")
+        src.line(f"const {v} alpha = ({v})(~(old == {splat('-INFINITY', lanes)}) & ({m}){self.exp}(old - base));")
+        src.line(f"*({v}*)(&top[ii]) = mx;")
+        src.line(f"{v} total = *({v}*)(&sum[ii]) * alpha;")
+        with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
+            src.line(f"const {v} e = ({v})(~none & ({m}){self.exp}(*({v}*)(&st[jj][ii]) - base));")
+            src.line(f"*({v}*)(&st[jj][ii]) = e;")
+            src.line("total = total + e;")
+        src.line(f"*({v}*)(&sum[ii]) = total;")
+        with src.block(f"for (int k = 0; k < {lanes}; ++k)"):
+            src.line(f"if (alpha[k] != 1.0f) for (int64_t d = 0; d < {self.a.value_dim}L; ++d) acc[ii + k][d] *= alpha[k];")
 
     def _values(self) -> None:
-        """acc[ii] += s[ii][jj] * V[kb + jj] for the block's keys, `self.rows` rows at a time."""
+        """acc[i] += st[j][i] * V[kb + j] for the block's keys, `self.rows` rows at a time."""
         a, lanes, src = self.a, self.lanes, self.src
         dv = a.value_dim
         full = dv // lanes * lanes
         with src.block(f"for (int64_t ii = 0; ii < rows; ii += {self.rows})"):
-            src.extend(self._row_group())
+            src.extend([f"const int64_t row{k} = ii + {k} < rows ? ii + {k} : rows - 1;" for k in range(self.rows)])
             for start, width in _chunks(full // lanes, _CHUNK):
                 self._value_chunk(start * lanes, width)
         if full < dv:
             with src.block("for (int64_t ii = 0; ii < rows; ++ii)"), src.block("for (int64_t jj = 0; jj < n; ++jj)"):
                 src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L;")
-                src.line(f"for (int64_t d = {full}L; d < {dv}L; ++d) acc[ii][d] += s[ii][jj] * vr[d];")
+                src.line(f"for (int64_t d = {full}L; d < {dv}L; ++d) acc[ii][d] += st[jj][ii] * vr[d];")
 
     def _value_chunk(self, d0: int, width: int) -> None:
         """`width` vectors of the rows' accumulators from column d0, kept in registers across
@@ -229,7 +228,7 @@ class _Body:
             src.line(f"for (int u = 0; u < {width}; ++u) {{ {' '.join(f'y{k}[u] = {at[k]};' for k in rows)} }}")
             with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
                 src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L + {d0}L;")
-                src.line(f"const float {', '.join(f'p{k} = s[row{k}][jj]' for k in rows)};")
+                src.line(f"const float {', '.join(f'p{k} = st[jj][row{k}]' for k in rows)};")
                 with src.block(f"for (int u = 0; u < {width}; ++u)"):
                     src.line(f"const {VECTOR_TYPE} w = *(const {VECTOR_TYPE}*)(vr + u * {lanes});")
                     src.extend([f"y{k}[u] = y{k}[u] + p{k} * w;" for k in rows])
@@ -239,22 +238,3 @@ class _Body:
 def _chunks(n: int, size: int) -> Sequence[tuple[int, int]]:
     """(start, width) pieces of `n` vectors, at most `size` wide."""
     return [(s, min(size, n - s)) for s in range(0, n, size)]
-
-
-def _lane_tree(v: str, lanes: int, combine: Callable[[str, str], str]) -> list[str]:
-    """Lines folding vector `v` in halves until its lane 0 holds `combine` over every lane
-    (log2(lanes) steps instead of a chain through every lane)."""
-    lines, half = [], lanes // 2
-    while half:
-        mask = ", ".join(str((k + half) % lanes) for k in range(lanes))
-        lines.append(f"{v} = {combine(v, f'__builtin_shuffle({v}, ({MASK_TYPE}){{{mask}}})')};")
-        half //= 2
-    return lines
-
-
-def _pairwise(terms: list[str]) -> str:
-    """The sum of `terms` as a balanced tree (a fixed order, so the same bits everywhere)."""
-    if len(terms) == 1:
-        return terms[0]
-    mid = len(terms) // 2
-    return f"({_pairwise(terms[:mid])} + {_pairwise(terms[mid:])})"
