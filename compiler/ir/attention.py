@@ -6,7 +6,7 @@ stages, as the frontend lowers the chain and register fusion connects it:
   M[b.., i]    = max_j S                                   (softmax, as lowered)
   E[b.., i, j] = exp(S - M)
   Z[b.., i]    = sum_j E          (post 1 / acc, or none)
-  P[b.., i, j] = E * Z            (or E / Z)
+  P[b.., i, j] = E * Z            (or E / Z; maybe where(isnan(P), 0, P), torch's SDPA)
   O[b.., i, d] = sum_j P[b.., i, j] * V[.., j, d]          the group's own Compute
 `match_attention` recognises it and names the parts a renderer needs, so the fusion pass
 and the CPU renderer (compiler/codegen/c/attention.py) always agree on what is one.
@@ -46,6 +46,7 @@ class Attention:
     k_transposed: bool
     score: Expr
     out_axes: tuple[str, ...]  # the output's axes: the batch names and "i" in any order, then "d"
+    nan_to_zero: bool  # a row whose probabilities are NaN (all its scores -inf) comes out 0
 
 
 def batch_names(n: int) -> list[str]:
@@ -59,11 +60,12 @@ def match_attention(c: Compute) -> Attention | None:
         return None
     s, top, exps, total, probs = c.stages
     n = len(s.axes)
-    if n < 2 or len(c.axes) != n or c.post is not None:
+    if n < 2 or len(c.axes) != n or c.post is not None or 0 in (*s.shape, *c.shape, *(a.extent for a in s.reduce_axes)):
         return None
     names = {a.name: Var(v) for a, v in zip(s.axes, [*batch_names(n - 2), "i", "j"], strict=True)}
     qk = _product(s, len(c.inputs), names, "i", "j")
-    if qk is None or not _softmax(c, s, top, exps, total, probs):
+    nan_to_zero = _softmax(c, s, top, exps, total, probs)
+    if qk is None or nan_to_zero is None:
         return None
     o = c.members()[-1]
     out_axes = _output_axes(o, s, len(c.inputs) + _STAGES - 1)
@@ -81,7 +83,7 @@ def match_attention(c: Compute) -> Attention | None:
         return None
     v = Load(v.input, tuple(rename_vars(x, {"r": Var("j")}) for x in v.indices), v.dtype, v.pad)
     return Attention(s.shape[:-2], s.shape[-2], s.shape[-1], s.reduce_axes[0].extent,
-                     c.shape[-1], q, k, v, k_transposed, score, out_axes)
+                     c.shape[-1], q, k, v, k_transposed, score, out_axes, nan_to_zero)
 
 
 def _output_axes(o: Compute, s: Compute, slot: int) -> tuple[str, ...] | None:
@@ -164,24 +166,49 @@ def _at(m: Compute, slot: int, axes: int, extra: str | None = None) -> Load:
     return Load(slot, tuple(idx), "float32")
 
 
-def _softmax(c: Compute, s: Compute, top: Compute, exps: Compute, total: Compute, probs: Compute) -> bool:
-    """Whether stages 1 to 4 are the frontend's softmax over S's last axis, the sink
-    reading its probabilities."""
+def _unit_free(m: Compute, e: Expr) -> Expr:
+    """`e` with `m`'s axes of extent 1 written as index 0 (how broadcasting lowers them), so
+    that expressions compare equal whichever way they index such an axis."""
+    zero = {a.name: Const(0, "int64") for a in m.all_axes() if a.extent == 1}
+    return rename_vars(e, zero) if zero else e
+
+
+def _softmax(c: Compute, s: Compute, top: Compute, exps: Compute, total: Compute,
+             probs: Compute) -> bool | None:
+    """None unless stages 1 to 4 are the frontend's softmax over S's last axis (the sink
+    reading its probabilities); else whether the probabilities of a row that came out NaN
+    are made 0 (`where(isnan(p), 0, p)`, as torch's SDPA decomposition writes)."""
     base, n = len(c.inputs), len(s.axes)
     rows = s.shape[:-1]
     reduced = all(m.shape == rows and len(m.reduce_axes) == 1 and m.reduce_axes[0].extent == s.shape[-1]
                   for m in (top, total))
     if not reduced or exps.shape != s.shape or probs.shape != s.shape or exps.is_reduction or probs.is_reduction:
-        return False
-    if top.reduce_op != "max" or top.post is not None or top.body != _at(top, base, n - 1, top.reduce_axes[0].name):
-        return False
-    if exps.post is not None or exps.body != Call("exp", (Call("sub", (_at(exps, base, n), _at(exps, base + 1, n - 1)),
-                                                              "float32"),), "float32"):
-        return False
-    if total.reduce_op != "sum" or total.body != _at(total, base + 2, n - 1, total.reduce_axes[0].name):
-        return False
+        return None
+    if top.reduce_op != "max" or top.post is not None or not _same(top, top.body, _at(top, base, n - 1, top.reduce_axes[0].name)):
+        return None
+    shifted = Call("sub", (_at(exps, base, n), _at(exps, base + 1, n - 1)), "float32")
+    if exps.post is not None or not _same(exps, exps.body, Call("exp", (shifted,), "float32")):
+        return None
+    if total.reduce_op != "sum" or not _same(total, total.body, _at(total, base + 2, n - 1, total.reduce_axes[0].name)):
+        return None
     e, z = _at(probs, base + 2, n), _at(probs, base + 3, n - 1)
     inverse = Call("div", (Const(1.0, "float32"), Var(ACC, "float32")), "float32")
     if total.post == inverse:
-        return probs.post is None and probs.body in (Call("mul", (e, z), "float32"), Call("mul", (z, e), "float32"))
-    return total.post is None and probs.post is None and probs.body == Call("div", (e, z), "float32")
+        forms = [Call("mul", (e, z), "float32"), Call("mul", (z, e), "float32")]
+    elif total.post is None:
+        forms = [Call("div", (e, z), "float32")]
+    else:
+        return None
+    body = probs.body
+    if probs.post is not None:
+        return None
+    if any(_same(probs, body, f) for f in forms):
+        return False
+    nan_to_zero = (isinstance(body, Call) and body.op == "select" and body.args[1] == Const(0.0, "float32")
+                   and body.args[0] == Call("isnan", (body.args[2],), "bool"))
+    return True if nan_to_zero and any(_same(probs, body.args[2], f) for f in forms) else None
+
+
+def _same(m: Compute, a: Expr, b: Expr) -> bool:
+    """Whether `a` and `b` compute the same in member `m` (axes of extent 1 aside)."""
+    return _unit_free(m, a) == _unit_free(m, b)

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 def attention_model(batch: int = 1, heads: int = 2, kv_heads: int | None = None, seq: int = 7,
                     keys: int | None = None, head_dim: int = 16, mask: str = "padding",
                     scale_on: str = "scores", k_transposed: bool = False, softmax_axis: int = -1,
+                    nan_to_zero: bool = False,
                     outputs: tuple[str, ...] = ("o",), opset: int = 17) -> onnx.ModelProto:
     """softmax(Q K^T * scale + mask) V over `heads` query heads.
 
@@ -20,6 +21,7 @@ def attention_model(batch: int = 1, heads: int = 2, kv_heads: int | None = None,
     "causal_trilu", "causal_where" (a lower triangle from Range and comparisons), or "none".
     `scale_on`: "scores" (Div by sqrt(d)), "qk" (Q and K each times d^-1/4, as torch's SDPA
     decomposition), "q" (Mul on Q). `k_transposed`: K given as [batch, kv, head_dim, keys].
+    `nan_to_zero`: NaN probabilities made 0, as torch's SDPA decomposition writes them.
     `softmax_axis` and `outputs` (of "o", "p": the probabilities) make near misses."""
     kv = kv_heads or heads
     n = keys or seq
@@ -60,8 +62,13 @@ def attention_model(batch: int = 1, heads: int = 2, kv_heads: int | None = None,
         nodes.append(helper.make_node("Div", ["s", "sqrt_d"], ["ss"]))
         s = "ss"
     nodes += _mask_nodes(s, mask, batch, seq, n, inputs, weights)
-    nodes += [helper.make_node("Softmax", ["masked" if mask != "none" else s], ["p"], axis=softmax_axis),
-              helper.make_node("MatMul", ["p", v], ["o"])]
+    nodes.append(helper.make_node("Softmax", ["masked" if mask != "none" else s], ["p"], axis=softmax_axis))
+    p = "p"
+    if nan_to_zero:
+        weights["zero_p"] = np.array(0.0, np.float32)
+        nodes += [helper.make_node("IsNaN", ["p"], ["p_nan"]), helper.make_node("Where", ["p_nan", "zero_p", "p"], ["pz"])]
+        p = "pz"
+    nodes.append(helper.make_node("MatMul", [p, v], ["o"]))
     types = {"bool_mask": TensorProto.BOOL}
     g = helper.make_graph(nodes, "attention",
                           [helper.make_tensor_value_info(x, types.get(x, TensorProto.FLOAT), shape)

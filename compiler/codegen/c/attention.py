@@ -17,7 +17,8 @@ along the query rows. It walks the keys in blocks:
   4. the exponentials times the value rows into the output rows' accumulators, a few
      rows at a time, each loaded vector of values serving every one of them.
 The output row is the accumulator divided by the sum. A row whose scores are all -inf
-keeps a zero sum and comes out NaN, as the unfused softmax gives it.
+keeps a zero sum and comes out NaN, as the unfused softmax gives it, or 0 where the group
+makes NaN probabilities 0 (torch's SDPA decomposition; the values assumed finite).
 """
 
 from __future__ import annotations
@@ -130,7 +131,9 @@ class _Body:
             src.line("const float inv = 1.0f / sum[ii];")
             stride = math.prod(self.c.shape[a.out_axes.index("i") + 1:])
             src.line(f"float* restrict orow = op + (i0 + ii) * {stride}L;")
-            src.line(f"for (int64_t d = 0; d < {a.value_dim}L; ++d) orow[d] = acc[ii][d] * inv;")
+            # all its scores -inf (sum 0) or one NaN: the row's probabilities are NaN
+            value = "!(sum[ii] > 0.0f) ? 0.0f : acc[ii][d] * inv" if a.nan_to_zero else "acc[ii][d] * inv"
+            src.line(f"for (int64_t d = 0; d < {a.value_dim}L; ++d) orow[d] = {value};")
 
     def _key(self, j: str) -> str:
         """The C address of key `j`'s element r."""
