@@ -12,6 +12,7 @@ import pytest
 
 from compiler.backends import backend_for
 from compiler.bench.attention_blocks import llama_attention
+from compiler.cost.attention import attention_footprint
 from compiler.frontend import import_model
 from compiler.ir.attention import match_attention
 from compiler.ir.graph import Graph
@@ -77,6 +78,7 @@ def test_blocks_fit_the_cache_and_the_registers() -> None:
     for tile, _ in attention_tilings(node.compute, parts, target, 5):
         bq, bk, rows = tile.attention
         assert bq * parts.head_dim * 4 <= target.level("l1").capacity
+        assert attention_footprint(parts, bq, bk) <= target.level("l2").capacity // 2
         assert rows == (4 if target.registers >= 32 else 2)
 
 
