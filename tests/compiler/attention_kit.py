@@ -17,7 +17,8 @@ def attention_model(batch: int = 1, heads: int = 2, kv_heads: int | None = None,
 
     `kv_heads`: fewer key / value heads shared by groups of query heads (GQA, MQA: 1),
     broadcast as repeat_kv does (Unsqueeze, Expand, Reshape). `mask`: "padding" (an additive
-    [batch, 1, 1, keys] input), "bool" (a [batch, 1, 1, keys] boolean input through Where),
+    [batch, 1, 1, keys] input), "additive" (a [batch, 1, queries, keys] input added), "bool"
+    (a [batch, 1, 1, keys] boolean input through Where),
     "causal_trilu", "causal_where" (a lower triangle from Range and comparisons), or "none".
     `scale_on`: "scores" (Div by sqrt(d)), "qk" (Q and K each times d^-1/4, as torch's SDPA
     decomposition), "q" (Mul on Q). `k_transposed`: K given as [batch, kv, head_dim, keys].
@@ -86,6 +87,9 @@ def _mask_nodes(s: str, mask: str, batch: int, seq: int, n: int, inputs: dict[st
     if mask == "padding":
         inputs["pad_mask"] = [batch, 1, 1, n]
         return [helper.make_node("Add", [s, "pad_mask"], ["masked"])]
+    if mask == "additive":
+        inputs["add_mask"] = [batch, 1, seq, n]
+        return [helper.make_node("Add", [s, "add_mask"], ["masked"])]
     if mask == "bool":
         inputs["bool_mask"] = [batch, 1, 1, n]
         weights["neg"] = np.array(-np.inf, np.float32)

@@ -32,8 +32,9 @@ def test_bert_attention_with_a_padding_mask_is_one_kernel(tmp_path: Path, seq: i
     assert len(plan.kernels) == 1  # K's transpose is read by index, the scores never stored
 
 
-@pytest.mark.parametrize("mask", ["causal_trilu", "causal_where"])
+@pytest.mark.parametrize("mask", ["causal_trilu", "causal_where", "additive"])
 def test_causal_gpt_attention_is_one_kernel(tmp_path: Path, mask: str):
+    # "additive": a float [queries, keys] mask, as exports fold a causal one (gathered on vectors)
     plan, _ = _compile(tmp_path, heads=4, seq=70, head_dim=32, mask=mask)
     assert _attention_kernels(plan) == 1
 

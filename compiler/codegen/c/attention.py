@@ -44,7 +44,8 @@ from compiler.codegen.c.vector_math import (
 from compiler.codegen.cexpr import ExprWriter, flat_offset, new_counter
 from compiler.codegen.csource import CSource
 from compiler.ir.attention import Attention, batch_names, row_stride
-from compiler.ir.te import ACC, Compute, Var
+from compiler.ir.contraction import expr_vars
+from compiler.ir.te import ACC, Compute, Expr, Load, Var, substitute
 
 _CHUNK = 4  # vectors of scores / values per row in flight (times the register rows: the chains)
 
@@ -170,12 +171,22 @@ class _Body:
         names = {b: b for b in batch_names(len(a.batch))} | {"j": "(kb + jj)"}
         with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
             src.line("int64_t ii = 0;")
-            if vectorizes(a.score, "i", self.c.inputs, "float32", {ACC}):
+            score, gathered = self._gathered(a.score)
+            if vectorizes(score, "i", self.c.inputs, "float32", {ACC, *gathered.values()}):
                 with src.block(f"for (; ii + {lanes}L <= rows; ii += {lanes}L)"):
                     src.line(f"const {VECTOR_TYPE} sv = *({VECTOR_TYPE}*)(&st[jj][ii]);")
-                    vw = VectorWriter(self.c.inputs, names | {"i": "(i0 + ii)", ACC: "sv"}, new_counter(), "i",
-                                      lanes, {ACC})
-                    value = vw.emit_vector(a.score)
+                    counter = new_counter()
+                    for ld, name in gathered.items():
+                        values = []
+                        for lane in range(lanes):  # a writer per lane: each memoises its own values
+                            w = ExprWriter(self.c.inputs, names | {"i": f"(i0 + ii + {lane})"}, counter)
+                            values.append(w.emit(ld))
+                            src.extend(w.lines)
+                        src.line(f"const {VECTOR_TYPE} {name} = {{{', '.join(values)}}};")
+                    vectors = {ACC: "sv"} | {x: x for x in gathered.values()}
+                    vw = VectorWriter(self.c.inputs, names | {"i": "(i0 + ii)"} | vectors, counter, "i", lanes,
+                                      set(vectors))
+                    value = vw.emit_vector(score)
                     src.define(vw.definitions)
                     src.extend(vw.lines)
                     src.line(f"*({VECTOR_TYPE}*)(&st[jj][ii]) = {value};")
@@ -185,6 +196,20 @@ class _Body:
                 value = w.emit(a.score)
                 src.extend(w.lines)
                 src.line(f"st[jj][ii] = {value};")
+
+    def _gathered(self, score: Expr) -> tuple[Expr, dict[Load, str]]:
+        """`score` with each float load that walks the query rows at a stride (a [queries,
+        keys] mask) read as a vector variable instead, and those loads by name: gathered
+        lane by lane, so that the rest of the expression still runs on vectors."""
+        gathered: dict[Load, str] = {}
+
+        def fn(x: Expr) -> Expr | None:
+            if (isinstance(x, Load) and x.dtype == "float32" and "i" in expr_vars(x)
+                    and not vectorizes(x, "i", self.c.inputs, "float32")):
+                return Var(gathered.setdefault(x, f"g{len(gathered)}"), "float32")
+            return None
+
+        return substitute(score, fn), gathered
 
     def _online_softmax(self) -> None:
         """Query rows ii.. (one vector): the running max and sum moved to this block, the
