@@ -21,6 +21,9 @@ from compiler.target.base import Target
 
 QUERY_BLOCKS = (16, 32, 64, 128, 256)
 KEY_BLOCKS = (32, 64, 128, 256, 512)
+# The task's scratch lives on its thread's stack: well within the smallest default
+# (OpenMP workers may get 2 MiB where the stack limit is unlimited).
+SCRATCH_BYTES = 1 << 19
 
 
 def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> list[tuple[TileConfig, Estimate]]:
@@ -35,7 +38,7 @@ def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> l
         if bq != QUERY_BLOCKS[0] and bq * a.head_dim * 4 > l1:
             continue
         for bk in sorted({min(k, a.keys) for k in KEY_BLOCKS}):
-            if bk != KEY_BLOCKS[0] and attention_footprint(a, bq, bk) > l2 // 2:
+            if bk != KEY_BLOCKS[0] and attention_footprint(a, bq, bk) > min(l2 // 2, SCRATCH_BYTES):
                 continue
             block = tuple(bq if x == "i" else a.value_dim if x == "d" else 1 for x in a.out_axes)
             tile = TileConfig(block, (1,) * len(c.axes), (1,), target.lanes, attention=(bq, bk, rows))
