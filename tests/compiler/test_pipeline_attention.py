@@ -94,3 +94,10 @@ def test_llama_gqa_block_reads_the_projections_of_the_shared_heads(tmp_path: Pat
                       output=tmp_path / "a.tar.gz")
     assert r.validation["passed"], r.validation
     assert len(r.plan.kernels) == 5 and _attention_kernels(r.plan) == 1
+
+
+@pytest.mark.parametrize("shape", [{"seq": 1, "keys": 33, "mask": "none"}, {"seq": 5, "keys": 1, "mask": "none"},
+                                   {"seq": 21, "heads": 3, "head_dim": 80}])
+def test_a_decode_step_one_key_and_a_head_dim_of_no_whole_vectors(tmp_path: Path, shape: dict):
+    plan, _ = _compile(tmp_path, **shape)
+    assert _attention_kernels(plan) == 1
