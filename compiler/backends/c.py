@@ -25,6 +25,7 @@ from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.prepack import place_prepacked, prepacked_inputs
 from compiler.schedule.tilegraph.attention import fuse_attention
+from compiler.schedule.tilegraph.groups import GroupLog
 from compiler.schedule.tilegraph.rows import fuse_rows
 from compiler.target.base import Target
 from compiler.target.cpu import host_cannot_run, host_description
@@ -39,11 +40,11 @@ class CBackend(Backend):
         # scheduled, modelled and timed for the cores it runs on
         return target.with_units(opts.threads) if opts.threads else target
 
-    def partition(self, graph: Graph, target: Target) -> None:
+    def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
         # attention first: its softmax would otherwise become a row group of its own
-        fuse_attention(graph)
+        fuse_attention(graph, log)
         # blocks of rows are the tasks: fewer rows than cores would leave cores idle
-        fuse_rows(graph, min_rows=target.units)
+        fuse_rows(graph, min_rows=target.units, log=log)
 
     def device_present(self, target: Target) -> bool:
         return not host_cannot_run(target)

@@ -39,8 +39,10 @@ def estimate_attention(a: Attention, query_block: int, key_block: int, target: T
     once = heads * a.queries * (a.head_dim + a.value_dim) * _F32
     l2 = target.level("l2")
     level = l2 if kv // heads <= l2.capacity // 2 else target.levels[0]
-    stages = {target.levels[0].name: once / target.levels[0].bandwidth,
-              level.name: kv * blocks / (level.bandwidth * util)}
+    dram = target.levels[0]
+    moved = once + (kv if level is l2 else kv * blocks)  # from DRAM: K and V once where L2 keeps them
+    stages = {dram.name: once / dram.bandwidth}
+    stages[level.name] = stages.get(level.name, 0.0) + kv * blocks / (level.bandwidth * util)
     steps = -(-a.keys // key_block)
     padded_queries = blocks * -(-query_block // target.lanes) * target.lanes
     flops = 2 * heads * padded_queries * a.keys * (a.head_dim + a.value_dim + 8)
@@ -51,4 +53,4 @@ def estimate_attention(a: Attention, query_block: int, key_block: int, target: T
     waves = -(-tasks // target.units)
     stages["compute"] = (flops / (target.peak_flops["float32"] * util)
                          + (cycles / target.units / util + waves * TASK_OVERHEAD_CYCLES) / _clock_hz(target))
-    return _finish(stages, tasks, waves, ())
+    return _finish(stages, tasks, waves, (), moved)

@@ -25,11 +25,15 @@ from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.te import Var, rename_vars
 from compiler.schedule.tilegraph.broadcast import drop_unread_copies, is_copy, read_through_copy
+from compiler.schedule.tilegraph.groups import GroupLog, Level
 from compiler.schedule.tilegraph.rows import merge_nodes
 
 
-def fuse_attention(graph: Graph) -> Graph:
-    """Merge every attention chain of `graph` into one fused group, in place."""
+def fuse_attention(graph: Graph, log: GroupLog | None = None) -> Graph:
+    """Merge every attention chain of `graph` into one fused group, in place; `log` records
+    each group (with the copies it reads through and the one it writes through) and may
+    refuse one (split back after measuring, or priced slower)."""
+    made: list[tuple[Node, list[Node], set[int]]] = []  # group, its parts, the copies it reads through
     for sink in list(reversed(graph.nodes)):
         if match_contraction(sink.compute) is None:
             continue
@@ -39,28 +43,37 @@ def fuse_attention(graph: Graph) -> Graph:
         node = merge_nodes(graph, members)
         if match_attention(node.compute) is None:
             continue
-        reading, node = _read_shared_heads(graph, members, node)
-        gone = list(members[:-1])
+        reading, node, through = _read_shared_heads(graph, members, node)
+        parts, gone = list(members), list(members[:-1])
         folded = _fold_output_copy(graph, reading, node)
         if folded is not None:
             node, copy = folded
+            parts.append(copy)
             gone.append(sink)
-            graph.nodes.remove(copy)
+        if log is not None and not log.allows(Level.ATTENTION, parts, node.compute):
+            continue
+        if folded is not None:
+            graph.nodes.remove(folded[1])
         ids = {id(m) for m in gone}
         graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
         for m in gone:
             del graph.tensors[m.output]
-    drop_unread_copies(graph)
+        made.append((node, parts, through))
+    dropped = drop_unread_copies(graph)
+    if log is not None:
+        for node, parts, through in made:
+            log.record(Level.ATTENTION, [*parts, *(c for c in dropped if c.output in through)], node)
     for i, n in enumerate(graph.nodes):
         n.id = i
     return graph
 
 
-def _read_shared_heads(graph: Graph, members: list[Node], group: Node) -> tuple[list[Node], Node]:
+def _read_shared_heads(graph: Graph, members: list[Node], group: Node) -> tuple[list[Node], Node, set[int]]:
     """The members and group with the scores and the output reading their operands
     through the copies that wrote them, by index (GQA's shared key and value heads), where
-    it is still attention that way."""
+    it is still attention that way; and the outputs of the copies read through."""
     trial = list(members)
+    through: set[int] = set()
     for k in (0, len(trial) - 1):  # the scores' product, the output's
         for slot in range(len(trial[k].inputs)):
             # through every copy in turn: repeat_kv's Expand, then the head split's Transpose
@@ -68,8 +81,9 @@ def _read_shared_heads(graph: Graph, members: list[Node], group: Node) -> tuple[
                 merged = merge_nodes(graph, [*trial[:k], node, *trial[k + 1:]])
                 if match_attention(merged.compute) is None:
                     break
+                through.add(graph.storage_of(trial[k].inputs[slot]))
                 trial[k], group = node, merged
-    return trial, group
+    return trial, group, through
 
 
 def _fold_output_copy(graph: Graph, members: list[Node], group: Node) -> tuple[Node, Node] | None:

@@ -49,15 +49,17 @@ def read_through_copy(graph: Graph, node: Node, slot: int) -> Node | None:
                    inputs=(*node.inputs[:slot], root, *node.inputs[slot + 1:]))
 
 
-def drop_unread_copies(graph: Graph) -> None:
+def drop_unread_copies(graph: Graph) -> list[Node]:
     """Remove the copies (and their views) that no node and no graph output reads any more
-    (a copy read only by such a copy goes with it)."""
+    (a copy read only by such a copy goes with it); returns them."""
+    dropped: list[Node] = []
     while True:
         read = {graph.storage_of(x) for n in graph.nodes for x in n.inputs}
         read |= {graph.storage_of(o) for o in graph.outputs}
         dead = {n.output for n in graph.nodes if is_copy(n) and n.output not in read}
         if not dead:
-            return
+            return dropped
+        dropped += [n for n in graph.nodes if n.output in dead]
         graph.nodes = [n for n in graph.nodes if n.output not in dead]
         for tid in [k for k in graph.tensors if graph.storage_of(k) in dead]:
             del graph.tensors[tid]
