@@ -24,6 +24,7 @@ from compiler.schedule.cpu_tile import plan_cpu_tile
 from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.prepack import place_prepacked, prepacked_inputs
+from compiler.schedule.tilegraph.attention import fuse_attention
 from compiler.schedule.tilegraph.groups import GroupLog
 from compiler.schedule.tilegraph.rows import fuse_rows
 from compiler.target.base import Target
@@ -40,6 +41,8 @@ class CBackend(Backend):
         return target.with_units(opts.threads) if opts.threads else target
 
     def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
+        # attention first: its softmax would otherwise become a row group of its own
+        fuse_attention(graph, log)
         # blocks of rows are the tasks: fewer rows than cores would leave cores idle
         fuse_rows(graph, min_rows=target.units, log=log)
 

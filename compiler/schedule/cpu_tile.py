@@ -25,6 +25,8 @@ def plan_cpu_tile(compute: Compute, tile: TileConfig, target: Target,
     per-channel convolution's planes (compiler/schedule/plane_conv.py); the loops of any other kernel (compiler/schedule/cpu_loops.py); and whether it runs in
     parallel (compiler/schedule/parallel.py). `constant_inputs`: the input positions
     holding weights (packed once at load)."""
+    if tile.attention:  # an attention group's blocks are all it decides
+        return dataclasses.replace(tile, serial=runs_serially(compute))
     tile = with_gemm_blocking(compute, tile, target, constant_inputs)
     if compute.stages:
         tile = dataclasses.replace(tile, members=member_tiles(compute, tile, target),

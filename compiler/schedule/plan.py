@@ -46,7 +46,8 @@ class TileConfig:
     members (compiler/schedule/row_softmax.py); `row_reduction`, whether a reduction
     folds each output's contiguous row rather than running micro-tiles
     (compiler/schedule/row_reduction.py); `plane`, a per-channel convolution's plane-by-plane
-    layout (compiler/schedule/plane_conv.py; None: micro-tiles). Each is serialized only when set.
+    layout (compiler/schedule/plane_conv.py; None: micro-tiles); `attention`, an attention group's (query rows,
+    keys) per block (compiler/schedule/attention_tile.py). Each is serialized only when set.
     """
 
     block: tuple[int, ...]
@@ -62,6 +63,7 @@ class TileConfig:
     row_softmax: bool = False
     row_reduction: bool = False
     plane: PlaneConv | None = None
+    attention: tuple[int, ...] = ()
 
     def to_json(self) -> dict:
         j = {"block": list(self.block), "thread": list(self.thread),
@@ -84,6 +86,8 @@ class TileConfig:
             j["row_reduction"] = True
         if self.plane is not None:
             j["plane"] = self.plane.to_json()
+        if self.attention:
+            j["attention"] = list(self.attention)
         return j
 
     @staticmethod
@@ -96,7 +100,8 @@ class TileConfig:
                           chunk=int(j.get("chunk", 0)), stage=tuple(j.get("stage", ())),
                           serial=bool(j.get("serial", False)), row_softmax=bool(j.get("row_softmax", False)),
                           row_reduction=bool(j.get("row_reduction", False)),
-                          plane=None if "plane" not in j else PlaneConv.from_json(j["plane"]))
+                          plane=None if "plane" not in j else PlaneConv.from_json(j["plane"]),
+                          attention=tuple(j.get("attention", ())))
 
 
 class BufferKind(StrEnum):

@@ -41,8 +41,10 @@ from compiler.cost.resources import (
     threads_per_block,
     unit_step,
 )
+from compiler.ir.attention import match_attention
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
+from compiler.schedule.attention_tile import attention_tilings
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tilegraph.rowtile import row_group_tilings
 from compiler.target.base import Target
@@ -81,6 +83,9 @@ Sizes = tuple[int, ...]
 
 def construct(compute: Compute, target: Target, top_k: int = 5) -> list[Candidate]:
     """The best `top_k` aligned tilings of `compute` on `target`, fastest predicted first."""
+    parts = match_attention(compute) if compute.stages else None
+    if parts is not None:  # an attention group: query rows and keys per block
+        return [Candidate(t, e) for t, e in attention_tilings(compute, parts, target, top_k)]
     if compute.stages:  # a fused row group: rows per task is its one choice
         return [Candidate(t, e) for t, e in row_group_tilings(compute, target, top_k)]
     an = TileAnalysis(compute)

@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 
+from compiler.codegen.c.attention import render_attention
 from compiler.codegen.c.gemm import render_gemm
 from compiler.codegen.c.plane import render_plane
 from compiler.codegen.c.rows import render_row_group
@@ -76,6 +77,7 @@ from compiler.codegen.cexpr import (
 )
 from compiler.codegen.csource import CSource
 from compiler.ir.affine import LinearForm, form_bounds, linear_form
+from compiler.ir.attention import match_attention
 from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import ACC, INIT, Call, Compute, Expr, Load, substitute, walk
@@ -115,6 +117,13 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
     target = target or build_machine()
     if tile.row_softmax and not is_row_softmax(compute):
         raise ValueError(f"the plan runs {symbol} as a row softmax, which its group is not")
+    if tile.attention:
+        parts = match_attention(compute)
+        if parts is None:
+            raise ValueError(f"the plan runs {symbol} as attention, which its group is not")
+        render_attention(compute, parts, tile.attention, target.lanes, src, symbol, params, header, not tile.serial)
+        write_standalone(src, symbol, params, not tile.serial)
+        return src.text(), False
     if compute.stages and tile.row_softmax:
         parallel = not tile.serial
         render_row_softmax(compute, tile.block[-2], target.lanes, src, symbol, params, header, parallel)

@@ -8,4 +8,7 @@ fast memory level instead of crossing DRAM.
   their leading axes as rows (softmax, layer norm) become one kernel that runs every
   member on a block of rows, the intermediates in on-chip scratch.
 - rowtile.py: the tiling of such a group (rows per task), ranked by the cost model.
+- attention.py: across two contractions. Scores, softmax and the product with V become one
+  kernel that walks the keys in blocks with an online softmax (the scores stay on chip);
+  broadcast.py lets it read GQA's shared heads by index instead of through their copies.
 """

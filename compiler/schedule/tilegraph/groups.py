@@ -26,6 +26,7 @@ class Level(StrEnum):
 
     REGISTERS = "registers"
     ROWS = "cache rows"
+    ATTENTION = "cache blocks across contractions"  # scores, softmax and P V (attention.py)
 
 
 @dataclass(frozen=True)

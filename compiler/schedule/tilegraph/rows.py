@@ -74,7 +74,7 @@ def fuse_rows(graph: Graph, min_rows: int = 1, fits: RowFit = fits_cache,
         members = _grow(graph, uses, sink, protected, min_rows, fits)
         if members is None:
             continue
-        node = _merge(graph, members)
+        node = merge_nodes(graph, members)
         if log is not None and not log.allows(Level.ROWS, members, node.compute):
             continue
         if log is not None:
@@ -146,7 +146,7 @@ def _groupable(graph: Graph, members: list[Node], min_rows: int, fits: RowFit) -
     if any(m.compute.stages or match_contraction(m.compute) is not None or _reads_padded(m.compute)
            for m in members):
         return False
-    group = _merge(graph, members).compute
+    group = merge_nodes(graph, members).compute
     if len(group.inputs) > _MAX_INPUTS:
         return False
     sharing = row_sharing(group)
@@ -163,7 +163,7 @@ def _reads_padded(c: Compute) -> bool:
     return any(isinstance(x, Load) and x.pad is not None for x in walk(c.body))
 
 
-def _merge(graph: Graph, members: list[Node]) -> Node:
+def merge_nodes(graph: Graph, members: list[Node]) -> Node:
     """One node whose Compute has the members before the sink as stages."""
     outputs = [m.output for m in members]
     inputs: list[int] = []

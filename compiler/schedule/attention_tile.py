@@ -1,0 +1,47 @@
+"""Blocks of a fused attention group (compiler/ir/attention.py): query rows per task and
+keys per step, recorded as `TileConfig.attention`.
+
+A task keeps its query rows (transposed), a key and value block, the block's scores and
+its accumulators on chip (compiler/cost/attention.py's footprint); the transposed
+queries, which every few keys' product walks, within L1, the whole working set within
+half of L2. Within that the cost model ranks the pairs: more query rows per task read K
+and V fewer times, longer key blocks share each row's softmax step among more keys,
+fewer rows make more tasks for the cores. The products run `rows` keys (query rows) per
+pass, as many as the vector registers hold accumulators for.
+"""
+
+from __future__ import annotations
+
+from compiler.cost.attention import attention_footprint, estimate_attention
+from compiler.cost.model import Estimate
+from compiler.ir.attention import Attention
+from compiler.ir.te import Compute
+from compiler.schedule.plan import TileConfig
+from compiler.target.base import Target
+
+QUERY_BLOCKS = (16, 32, 64, 128, 256)
+KEY_BLOCKS = (32, 64, 128, 256, 512)
+# The task's scratch lives on its thread's stack: well within the smallest default
+# (OpenMP workers may get 2 MiB where the stack limit is unlimited).
+SCRATCH_BYTES = 1 << 19
+
+
+def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> list[tuple[TileConfig, Estimate]]:
+    """The `top_k` block pairs the model predicts fastest for attention group `c` (parts `a`)."""
+    # keys per pass of the scores' product (and query rows per pass of the values'): each
+    # holds CHUNK vectors of accumulators, the vectors loaded need registers of their own
+    rows = 4 if target.registers >= 32 else 2
+    l1, l2 = target.level("l1").capacity, target.level("l2").capacity
+    ranked = []
+    for bq in sorted({min(q, a.queries) for q in QUERY_BLOCKS}):
+        # every pass over a few keys reads all of the transposed queries
+        if bq != QUERY_BLOCKS[0] and bq * a.head_dim * 4 > l1:
+            continue
+        for bk in sorted({min(k, a.keys) for k in KEY_BLOCKS}):
+            if bk != KEY_BLOCKS[0] and attention_footprint(a, bq, bk) > min(l2 // 2, SCRATCH_BYTES):
+                continue
+            block = tuple(bq if x == "i" else a.value_dim if x == "d" else 1 for x in a.out_axes)
+            tile = TileConfig(block, (1,) * len(c.axes), (1,), target.lanes, attention=(bq, bk, rows))
+            ranked.append((tile, estimate_attention(a, bq, bk, target)))
+    ranked.sort(key=lambda x: (x[1].time_us, -x[0].attention[0] * x[0].attention[1]))
+    return ranked[:max(1, top_k)]

@@ -1,0 +1,90 @@
+"""Attention found at the TE level and connected across its contractions
+(compiler/schedule/tilegraph/attention.py): the fused graph computes what the unfused one
+does, the group's parts are recognised, and its blocks fit the cache."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.backends import backend_for
+from compiler.bench.attention_blocks import llama_attention
+from compiler.cost.attention import attention_footprint
+from compiler.frontend import import_model
+from compiler.ir.attention import match_attention
+from compiler.ir.graph import Graph
+from compiler.ir.graph_interp import run_graph
+from compiler.ir.te import Const, Var, call
+from compiler.schedule.attention_tile import attention_tilings
+from compiler.schedule.tilegraph.attention import fuse_attention
+from compiler.schedule.tilegraph.broadcast import reshaped
+from compiler.schedule.tilegraph.registers import fuse
+from compiler.target import get_target
+from tests.compiler.attention_kit import attention_feeds, attention_model
+
+
+def fused(m: onnx.ModelProto) -> Graph:
+    """The model's graph after register fusion and attention, checked against the unfused graph."""
+    graph = import_model(m.SerializeToString())
+    feeds = attention_feeds(m) if any(i.name in {"q", "k"} for i in m.graph.input) else {
+        graph.tensors[t].name: np.random.default_rng(0).standard_normal(graph.tensors[t].shape).astype(np.float32)
+        for t in graph.inputs}
+    before = run_graph(copy.deepcopy(graph), feeds)
+    fuse_attention(fuse(graph))
+    after = run_graph(graph, feeds)
+    for name, ref in before.items():
+        np.testing.assert_allclose(after[name], ref, rtol=1e-5, atol=1e-6)
+    return graph
+
+
+def test_gqa_group_reads_the_shared_head_by_index() -> None:
+    graph = fused(attention_model(batch=2, heads=4, kv_heads=2, seq=5, head_dim=8, mask="causal_trilu"))
+    (node,) = graph.nodes
+    parts = match_attention(node.compute)
+    assert parts is not None and parts.batch == (2, 4) and not parts.k_transposed and not parts.nan_to_zero
+    # key head b1 // 2 of the graph's own input: no copy of it is made
+    assert Var("b1") not in parts.k.indices and graph.tensors[node.inputs[parts.k.input]].shape == (2, 2, 5, 8)
+
+
+def test_block_writes_its_output_where_the_heads_merge_back() -> None:
+    graph = fused(llama_attention(seq=6, hidden=32, heads=4, kv_heads=2))
+    (group,) = [n for n in graph.nodes if n.compute.stages]
+    parts = match_attention(group.compute)
+    assert parts is not None and parts.out_axes == ("b0", "i", "b1", "d")
+
+
+@pytest.mark.parametrize("near_miss", [{"softmax_axis": -2}, {"outputs": ("o", "p")}])
+def test_near_misses_are_left_alone(near_miss: dict) -> None:
+    graph = fused(attention_model(seq=6, **near_miss))
+    assert not any(match_attention(n.compute) for n in graph.nodes)
+
+
+def test_a_split_dimension_reads_by_division() -> None:
+    h, j = Var("h"), Var("j")
+    assert reshaped((h, j), (8, 5), (2, 4, 5)) == (call("floordiv", h, Const(4, "int64")),
+                                                    call("floormod", h, Const(4, "int64")), j)
+    assert reshaped((Const(0, "int64"), h, j), (1, 8, 5), (8, 5)) == (h, j)
+
+
+def test_blocks_fit_the_cache_and_the_registers() -> None:
+    graph = fused(attention_model(heads=2, seq=200, head_dim=64))
+    (node,) = graph.nodes
+    parts = match_attention(node.compute)
+    assert parts is not None
+    target = get_target("cpu")
+    for tile, _ in attention_tilings(node.compute, parts, target, 5):
+        bq, bk, rows = tile.attention
+        assert bq * parts.head_dim * 4 <= target.level("l1").capacity
+        assert attention_footprint(parts, bq, bk) <= target.level("l2").capacity // 2
+        assert rows == (4 if target.registers >= 32 else 2)
+
+
+def test_the_cuda_backend_leaves_attention_unfused() -> None:
+    graph = import_model(attention_model(seq=8).SerializeToString())
+    fuse(graph)
+    target = get_target("cuda:a100")
+    backend_for(target).partition(graph, target)
+    assert not any(match_attention(n.compute) for n in graph.nodes)
