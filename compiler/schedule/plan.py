@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from compiler.ir.te import Compute
+from compiler.schedule.chain_tiling import ChainTiling
 from compiler.schedule.cuda_launch import CudaLaunch
 from compiler.schedule.gemm_blocking import GemmBlocking
 
@@ -44,7 +45,9 @@ class TileConfig:
     `row_softmax`, whether a row group takes the softmax row kernel rather than its
     members (compiler/schedule/row_softmax.py); `row_reduction`, whether a reduction
     folds each output's contiguous row rather than running micro-tiles
-    (compiler/schedule/row_reduction.py). Each is serialized only when set.
+    (compiler/schedule/row_reduction.py); `chain`, a convolution chain group's split, tile
+    rows and order (compiler/schedule/partition.py; its `members` then hold each task
+    kind's member tiles, compiler/schedule/chain_members.py). Each is serialized only when set.
     """
 
     block: tuple[int, ...]
@@ -59,6 +62,7 @@ class TileConfig:
     serial: bool = False
     row_softmax: bool = False
     row_reduction: bool = False
+    chain: ChainTiling | None = None
 
     def to_json(self) -> dict:
         j = {"block": list(self.block), "thread": list(self.thread),
@@ -79,6 +83,8 @@ class TileConfig:
             j["row_softmax"] = True
         if self.row_reduction:
             j["row_reduction"] = True
+        if self.chain is not None:
+            j["chain"] = self.chain.to_json()
         return j
 
     @staticmethod
@@ -90,7 +96,8 @@ class TileConfig:
                           None if launch is None else CudaLaunch.from_json(launch),
                           chunk=int(j.get("chunk", 0)), stage=tuple(j.get("stage", ())),
                           serial=bool(j.get("serial", False)), row_softmax=bool(j.get("row_softmax", False)),
-                          row_reduction=bool(j.get("row_reduction", False)))
+                          row_reduction=bool(j.get("row_reduction", False)),
+                          chain=ChainTiling.from_json(j["chain"]) if "chain" in j else None)
 
 
 class BufferKind(StrEnum):

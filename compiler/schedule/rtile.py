@@ -43,6 +43,8 @@ from compiler.cost.resources import (
 )
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
+from compiler.schedule.chain_members import chain_candidate
+from compiler.schedule.partition import is_chain_group
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tilegraph.rowtile import row_group_tilings
 from compiler.target.base import Target
@@ -81,6 +83,8 @@ Sizes = tuple[int, ...]
 
 def construct(compute: Compute, target: Target, top_k: int = 5) -> list[Candidate]:
     """The best `top_k` aligned tilings of `compute` on `target`, fastest predicted first."""
+    if is_chain_group(compute):  # its split and tile rows follow from capacity
+        return [Candidate(*chain_candidate(compute, target))]
     if compute.stages:  # a fused row group: rows per task is its one choice
         return [Candidate(t, e) for t, e in row_group_tilings(compute, target, top_k)]
     an = TileAnalysis(compute)

@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 
+from compiler.codegen.c.chain import render_chain
 from compiler.codegen.c.gemm import render_gemm
 from compiler.codegen.c.rows import render_row_group
 from compiler.codegen.c.softmax import render_row_softmax
@@ -113,6 +114,10 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
     target = target or build_machine()
     if tile.row_softmax and not is_row_softmax(compute):
         raise ValueError(f"the plan runs {symbol} as a row softmax, which its group is not")
+    if compute.stages and tile.chain is not None:
+        parallel, checked = render_chain(compute, tile, symbol, src, params, header, _write_member)
+        write_standalone(src, symbol, params, parallel)
+        return src.text(), checked
     if compute.stages and tile.row_softmax:
         parallel = not tile.serial
         render_row_softmax(compute, tile.block[-2], target.lanes, src, symbol, params, header, parallel)
