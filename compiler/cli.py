@@ -76,6 +76,7 @@ def _compile_inputs(a: argparse.Namespace) -> tuple[dict, KernelCache]:
 
 def cmd_compile(a: argparse.Namespace) -> int:
     from compiler.pipeline import compile_model
+    from compiler.schedule.tilegraph.report import fusion_summary
 
     options, cache = _compile_inputs(a)
     options["validate"] = not a.no_validate
@@ -92,6 +93,8 @@ def cmd_compile(a: argparse.Namespace) -> int:
         print(f"validation max abs error {v['max_abs_error']:.3g}, relative L2 error "
               f"{v['rel_l2_error']:.3g} ({'passed' if v['passed'] else 'FAILED'})"
               + (f" on {v['validated_on']}" if v.get("validated_on") else ""))
+    for i, line in enumerate(fusion_summary(r.report["fusion"])):
+        print(f"{'fusion' if i == 0 else '':<10} {line}")
     print("stages     " + ", ".join(f"{k} {s:.2f}s" for k, s in r.stage_seconds.items())
           + f"; total {total:.2f}s")
     return 0

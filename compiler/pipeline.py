@@ -38,13 +38,20 @@ from compiler.schedule.measure import fastest, measure_top_k
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
 from compiler.schedule.rtile import Candidate, construct
+from compiler.schedule.tilegraph.groups import Group, GroupLog, Member, lowered_copy
+from compiler.schedule.tilegraph.pricing import Pricer
 from compiler.schedule.tilegraph.registers import fuse
+from compiler.schedule.tilegraph.report import fusion_report
+from compiler.schedule.tilegraph.split import time_groups
 from compiler.stages import STAGES
 from compiler.target import get_target
 from compiler.target.base import Target
 from compiler.target.cpu import host_description
 
 Progress = Callable[[str, float], None]
+# Plans made at most, when measured groups are split back: each round times only groups
+# it has not timed yet, and a split group's members rarely regroup more than once.
+MAX_PLANS = 3
 
 
 @dataclass
@@ -117,18 +124,21 @@ def compile_model(
         data = model_bytes(model)
         model_sha = hashlib.sha256(data).hexdigest()
     with st.stage("lower"):
-        graph = frontend.import_model(data, input_shapes=opts.input_shapes)
+        lowered = frontend.import_model(data, input_shapes=opts.input_shapes)
     with st.stage("partition"):
-        if opts.fuse:
-            fuse(graph)
-            backend.partition(graph, tgt)
+        graph, log = c.partition(lowered)
     with st.stage("schedule"):
         c.schedule(graph)
+        for _ in range(MAX_PLANS - 1):
+            if not c.split_slower(log):
+                break
+            graph, log = c.partition(lowered)  # again, the slower groups' members apart
+            c.schedule(graph)
     with st.stage("codegen"):
         sources = c.render_misses()
     with st.stage("build"):
         binary = c.build(sources)
-    report = c.report(model_sha, graph)
+    report = c.report(model_sha, graph, log)
     files = c.artifact_files(graph, binary)
     out = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="tileforge-artifact-")) / "model.tar.gz"
     try:
@@ -162,6 +172,20 @@ def compile_model(
     )
 
 
+def plan_fusion(model: bytes | str | Path | onnx.ModelProto, target: str | Target = "cpu",
+                options: CompileOptions | dict | None = None) -> dict:
+    """The fusion report of `model`'s plan (report.json's "fusion"), planned by the cost
+    model alone and built by no toolchain: what the bench tracks for large models."""
+    opts = CompileOptions.from_dict(options) if not isinstance(options, CompileOptions) else options
+    opts = dataclasses.replace(opts, measure=False)
+    tgt = get_target(target) if isinstance(target, str) else target
+    backend = backend_for(tgt)
+    c = _Compilation(backend.target_for(tgt, opts), backend, opts, MemoryKernelCache())
+    graph, log = c.partition(frontend.import_model(model_bytes(model), input_shapes=opts.input_shapes))
+    c.schedule(graph)
+    return fusion_report(log, c.plan, c.target, c.pricer)
+
+
 class _Compilation:
     """The state of one compilation between stages: plan, cache entries, candidates."""
 
@@ -175,6 +199,42 @@ class _Compilation:
         self.construct_seconds = 0.0
         self.plan = ExecutionPlan(target=self.fingerprint)
         self.new_entries: list[KernelEntry] = []  # built here, cached once the model validates
+        self.pricer = Pricer(target, backend.measure_threshold_us)
+        self.split_back: list[Group] = []  # groups timed slower than their parts
+        self.timed: dict[str, float] = {}  # key -> microseconds of group checks' kernels
+
+    # -- partition ----------------------------------------------------------------------------
+
+    def partition(self, lowered: Graph) -> tuple[Graph, GroupLog]:
+        """A fused copy of the lowered graph and the log of its groups: connections the cost
+        model prices slower are refused, and those split back after measuring are left apart."""
+        graph = lowered_copy(lowered)
+        log = GroupLog(graph, self.pricer.price, (g.ids for g in self.split_back))
+        if self.opts.fuse:
+            fuse(graph, log)
+            self.backend.partition(graph, self.target, log)
+        return graph, log
+
+    def split_slower(self, log: GroupLog) -> list[Group]:
+        """Time the plan's heavy groups against their parts where measuring is on; returns the
+        groups that ran slower (kept in `split_back`, for the next partition to leave apart)."""
+        if not (self.opts.measure and self.backend.device_present(self.target)):
+            return []
+        heavy = [g for g in log.groups.values() if self.pricer.heavy([m.compute for m in g.members])]
+        for key, times in self.measured.items():
+            done = [t for t in times if t is not None]
+            if done:
+                self.timed.setdefault(key, min(done))
+        slower = time_groups(heavy, {k.args[0]: k for k in self.plan.kernels}, self._part, self.timed,
+                             lambda timings: self.backend.time_candidates(timings, self.target, self.opts))
+        self.split_back += slower
+        return slower
+
+    def _part(self, m: Member) -> Kernel:
+        """The kernel a lowered node would run as on its own, with its own best tile."""
+        return Kernel(id=m.node, compute=m.compute, tile=self.tile_of(m.compute, m.constants),
+                      key=self.key_of(m.compute, m.constants), args=(), constant_inputs=m.constants,
+                      ops=(m.op,))
 
     # -- schedule -----------------------------------------------------------------------------
 
@@ -222,8 +282,10 @@ class _Compilation:
     def _measure_candidates(self) -> None:
         """Time the top-k tilings of every heavy miss on the device (the backend's timer)."""
         kernels = {k.key: k for k in self.plan.kernels}
+        # this plan's kernels not timed yet (a re-plan keeps the earlier timings)
+        todo = {key: c for key, c in self.candidates.items() if key in kernels and key not in self.measured}
         self.measured.update(measure_top_k(
-            self.candidates, kernels, self.backend.measure_threshold_us,
+            todo, kernels, self.backend.measure_threshold_us,
             lambda timings: self.backend.time_candidates(timings, self.target, self.opts)))
 
     # -- codegen and build --------------------------------------------------------------------
@@ -278,7 +340,7 @@ class _Compilation:
 
     # -- package ------------------------------------------------------------------------------
 
-    def report(self, model_sha: str, graph: Graph) -> dict:
+    def report(self, model_sha: str, graph: Graph, log: GroupLog) -> dict:
         kernels = [{"symbol": k.symbol, "key": k.key, "op_pattern": k.compute.label,
                     "ops": list(k.ops), "tile": k.tile.to_json(), "estimated_us": k.estimated_us,
                     "measured_us": k.measured_us, "cache_hit": k.cache_hit,
@@ -291,6 +353,7 @@ class _Compilation:
             "construct_seconds": round(self.construct_seconds, 4),
             "options": self.opts.to_dict(),
             "roofline": roofline_report(kernel_times(self.plan), self.target),
+            "fusion": fusion_report(log, self.plan, self.target, self.pricer, self.split_back),
             "inputs": [graph.tensors[t].name for t in graph.inputs],
             "outputs": [graph.tensors[t].name for t in graph.outputs],
         }

@@ -21,6 +21,7 @@ from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
+from compiler.schedule.tilegraph.groups import GroupLog
 from compiler.target.base import Target
 
 
@@ -38,8 +39,9 @@ class Backend(ABC):
         return target
 
     @abstractmethod
-    def partition(self, graph: Graph, target: Target) -> None:
-        """Fuse what this backend fuses beyond register-level fusion (row groups), in place."""
+    def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
+        """Fuse what this backend fuses beyond register-level fusion (row groups), in place,
+        offering each group to `log` and recording it there."""
 
     @abstractmethod
     def device_present(self, target: Target) -> bool:

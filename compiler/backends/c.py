@@ -25,6 +25,7 @@ from compiler.schedule.measure import Timing
 from compiler.schedule.partition import fuse_chains
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.prepack import place_prepacked, prepacked_inputs
+from compiler.schedule.tilegraph.groups import GroupLog
 from compiler.schedule.tilegraph.rows import fuse_rows
 from compiler.target.base import Target
 from compiler.target.cpu import host_cannot_run, host_description
@@ -39,11 +40,11 @@ class CBackend(Backend):
         # scheduled, modelled and timed for the cores it runs on
         return target.with_units(opts.threads) if opts.threads else target
 
-    def partition(self, graph: Graph, target: Target) -> None:
+    def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
         # convolution chains first: row groups take neither contractions nor padded reads
         fuse_chains(graph, target)
         # blocks of rows are the tasks: fewer rows than cores would leave cores idle
-        fuse_rows(graph, min_rows=target.units)
+        fuse_rows(graph, min_rows=target.units, log=log)
 
     def device_present(self, target: Target) -> bool:
         return not host_cannot_run(target)

@@ -26,6 +26,7 @@ from compiler.runtime.cuda import gpu_runs
 from compiler.schedule.cuda_tile import ROW_STAGE_BYTES, plan_cuda_tile
 from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
+from compiler.schedule.tilegraph.groups import GroupLog
 from compiler.schedule.tilegraph.rows import fuse_rows, stages_fit
 from compiler.target.base import Target
 
@@ -36,9 +37,9 @@ class CudaBackend(Backend):
     measure_threshold_us = 2.0  # a GPU times a kernel in microseconds
     load_failure_means_absent = True  # no GPU, no pycuda, or another architecture
 
-    def partition(self, graph: Graph, target: Target) -> None:
+    def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
         # a row per thread block, its stages in shared memory
-        fuse_rows(graph, fits=stages_fit(ROW_STAGE_BYTES))
+        fuse_rows(graph, fits=stages_fit(ROW_STAGE_BYTES), log=log)
 
     def device_present(self, target: Target) -> bool:
         return gpu_runs(target.arch)

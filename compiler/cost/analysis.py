@@ -39,6 +39,9 @@ class TileAnalysis:
             x for x in te.walk(compute.post) if isinstance(x, te.Load)]
         self._body_loads = [sum(ld.input == i for ld in body) for i in range(len(compute.inputs))]
         self._post_loads = [sum(ld.input == i for ld in post) for i in range(len(compute.inputs))]
+        # inputs only the epilogue reads (a residual, a bias): once per output, not per reduce step
+        self.post_only = tuple(i for i, (b, p) in enumerate(zip(self._body_loads, self._post_loads, strict=True))
+                               if p and not b)
         self._memo: dict[tuple, object] = {}
 
     def tile(self, spatial: Sequence[int], reduce: Sequence[int] | None = None) -> te.Tile:
@@ -98,18 +101,21 @@ class TileAnalysis:
         return self.input_bytes(spatial, reduce) + self.output_bytes(spatial)
 
     def input_traffic(self, spatial: Sequence[int], transaction: int,
-                      reduce: Sequence[int] | None = None) -> int:
+                      reduce: Sequence[int] | None = None, inputs: Sequence[int] | None = None) -> int:
         """Whole-transaction bytes one tile reads (te.box_bytes of each input region; a
-        capped input costs at most one transaction per touched element)."""
-        key = ("it", tuple(spatial), transaction, None if reduce is None else tuple(reduce))
+        capped input costs at most one transaction per touched element), of `inputs`'
+        positions only where given."""
+        wanted = range(len(self.compute.inputs)) if inputs is None else inputs
+        key = ("it", tuple(spatial), transaction, None if reduce is None else tuple(reduce), tuple(wanted))
 
         def measure() -> int:
             caps = self._touch_caps(spatial, reduce)
             boxes = self.regions(spatial, reduce)
             return sum(min(te.box_bytes(t.shape, box, nb, transaction),
                            cap * -(-nb // transaction) * transaction)
-                       for t, box, cap, nb in zip(self.compute.inputs, boxes, caps, self.in_bytes,
-                                                  strict=True))
+                       for i, (t, box, cap, nb) in enumerate(zip(self.compute.inputs, boxes, caps,
+                                                                 self.in_bytes, strict=True))
+                       if i in wanted)
 
         return self._cached(key, measure)
 

@@ -62,7 +62,9 @@ TASK_OVERHEAD_CYCLES = 200
 class Estimate:
     """Predicted time of one tiling: `stages` in microseconds per pipeline stage
     (level names and "compute"), `bound` the slowest, `waves` of concurrently
-    resident tiles, `violations` the target limits the tile breaks (empty = fits)."""
+    resident tiles, `violations` the target limits the tile breaks (empty = fits),
+    `dram_bytes` what the kernel is predicted to move across DRAM (after the outermost
+    cache's hits)."""
 
     time_us: float
     stages: dict[str, float]
@@ -70,6 +72,7 @@ class Estimate:
     tiles: int
     waves: int
     violations: tuple[str, ...] = field(default=())
+    dram_bytes: int = 0
 
     @property
     def fits(self) -> bool:
@@ -101,7 +104,8 @@ def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target:
     tasks = math.prod(c.shape[:g - 1]) * -(-c.shape[g - 1] // block_rows)
     util = _wave_utilisation(tasks, units)
     dram = target.levels[0]
-    stages = {"dram": group_bytes(c) / (dram.bandwidth * _shared_level_efficiency(tasks, units))}
+    moved = group_bytes(c)
+    stages = {"dram": moved / (dram.bandwidth * _shared_level_efficiency(tasks, units))}
     inner = 0
     for m in c.members():
         read = {ld.input for ld in loads_of(m)}
@@ -111,7 +115,7 @@ def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target:
     stages[level.name] = inner / (level.bandwidth * util)
     waves = -(-tasks // units)
     stages["compute"] = c.flops() / (_peak(target, c) * util) + waves * TASK_OVERHEAD_CYCLES / _clock_hz(target)
-    return _finish(stages, tasks, waves, ())
+    return _finish(stages, tasks, waves, (), moved)
 
 
 def group_bytes(c: Compute) -> int:
@@ -131,10 +135,10 @@ def _row_level(target: Target, working_set: int) -> MemoryLevel:
 
 
 def _finish(stages_s: dict[str, float], tiles: int, waves: int,
-            broken: tuple[str, ...]) -> Estimate:
+            broken: tuple[str, ...], dram_bytes: float) -> Estimate:
     stages = {k: v * 1e6 for k, v in stages_s.items()}
     bound = max(stages, key=lambda k: stages[k])
-    return Estimate(stages[bound], stages, bound, tiles, waves, broken)
+    return Estimate(stages[bound], stages, bound, tiles, waves, broken, round(dram_bytes))
 
 
 def _padded_flops(an: TileAnalysis, tile: Tiling) -> float:
@@ -163,9 +167,9 @@ def wave_tile(an: TileAnalysis, block: tuple[int, ...], concurrent: int) -> tupl
     return tuple(b * n for b, n in zip(block, row_major_span(grid, concurrent), strict=True))
 
 
-def _dram_seconds(an: TileAnalysis, tile: Tiling, target: Target, tiles: int,
-                  concurrent: int) -> float:
-    """Bytes that miss the outermost cache, over DRAM bandwidth.
+def _dram_bytes(an: TileAnalysis, tile: Tiling, target: Target, tiles: int,
+                concurrent: int) -> float:
+    """Bytes that miss the outermost cache.
 
     Tiles resident together walk the reduction roughly in step, so what one
     wave of them reads is fetched from DRAM once when one reduce step of the
@@ -180,8 +184,7 @@ def _dram_seconds(an: TileAnalysis, tile: Tiling, target: Target, tiles: int,
     cache = shared[0].capacity if shared else 0
     miss = max(0.0, 1.0 - cache / max(1, an.footprint(wave, tile.reduce_step)))
     moved = min(per_waves, per_tiles) + max(0, per_tiles - per_waves) * miss
-    dram_bytes = max(an.compulsory(dram.transaction), moved)
-    return dram_bytes / (dram.bandwidth * _shared_level_efficiency(tiles, target.units))
+    return max(an.compulsory(dram.transaction), moved)
 
 
 def _cuda(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) -> Estimate:
@@ -200,7 +203,8 @@ def _cuda(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) -> Estim
     staged = cuda_stages_inputs(an, target)
 
     concurrent = min(tiles, units * blocks_per_sm)
-    stages = {"dram": _dram_seconds(an, tile, target, tiles, concurrent)}
+    moved = _dram_bytes(an, tile, target, tiles, concurrent)
+    stages = {"dram": moved / (target.levels[0].bandwidth * _shared_level_efficiency(tiles, units))}
     if "l2" in {lv.name for lv in target.levels}:
         l2 = target.level("l2")
         stages["l2"] = an.traffic(tile.block, l2.transaction).total / (
@@ -223,7 +227,7 @@ def _cuda(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) -> Estim
     exposed = per_sm / resident * (step_cycles + BLOCK_OVERHEAD_CYCLES) / _clock_hz(target)
     stages["compute"] = _padded_flops(an, tile) / (
         _peak(target, an.compute) * sm_util * latency_eff * lane_eff) + exposed
-    return _finish(stages, tiles, waves, broken)
+    return _finish(stages, tiles, waves, broken, moved)
 
 
 def _clock_hz(target: Target) -> float:
@@ -258,7 +262,8 @@ def _cpu(an: TileAnalysis, tile: Tiling, target: Target) -> Estimate:
     core_util = _wave_utilisation(tiles, units)
     names = [lv.name for lv in target.levels]
 
-    stages = {"dram": _dram_seconds(an, tile, target, tiles, min(tiles, units))}
+    moved = _dram_bytes(an, tile, target, tiles, min(tiles, units))
+    stages = {"dram": moved / (target.levels[0].bandwidth * _shared_level_efficiency(tiles, units))}
     if "l3" in names:
         l3 = target.level("l3")
         stages["l3"] = an.traffic(tile.block, l3.transaction).total / (l3.bandwidth * core_util)
@@ -268,9 +273,12 @@ def _cpu(an: TileAnalysis, tile: Tiling, target: Target) -> Estimate:
         l2.bandwidth * core_util)
     # Per reduce element the register tile loads one step of inputs, each load a whole
     # vector slot (a broadcast scalar costs as much as a vector); between reduce steps
-    # its accumulators are stored and reloaded.
+    # its accumulators are stored and reloaded. The epilogue's own inputs (bias, residual)
+    # are loaded once per output.
     vector_bytes = lanes * dtype(an.compute.acc_dtype).nbytes
-    loads = an.input_traffic(tile.thread, vector_bytes, unit_step(an)) * math.prod(an.reduce_extents)
+    body = [i for i in range(len(an.compute.inputs)) if i not in an.post_only]
+    loads = (an.input_traffic(tile.thread, vector_bytes, unit_step(an), body) * math.prod(an.reduce_extents)
+             + an.input_traffic(tile.thread, vector_bytes, unit_step(an), an.post_only))
     steps = _reduce_steps(an, tile)
     spills = 2 * an.output_bytes(tile.thread) * (steps - 1)
     stages["l1"] = (loads + spills) * micro_tiles / (l1.bandwidth * core_util)
@@ -288,4 +296,12 @@ def _cpu(an: TileAnalysis, tile: Tiling, target: Target) -> Estimate:
     stages["compute"] = _padded_flops(an, tile) / (
         _peak(target, an.compute) * core_util * simd_eff * latency_eff
     ) + waves * TASK_OVERHEAD_CYCLES / _clock_hz(target)
-    return _finish(stages, tiles, waves, broken)
+    return _finish(stages, tiles, waves, broken, moved)
+
+
+def dram_bytes(compute: Compute, tile: Tiling, target: Target) -> int:
+    """Predicted DRAM bytes of `compute` run as `tile` (a fused row group's inputs and output
+    cross DRAM once, whatever its rows per task: its stages meet in cache)."""
+    if compute.stages:
+        return group_bytes(compute)
+    return estimate(compute, tile, target).dram_bytes

@@ -129,11 +129,14 @@ def simd_lanes(target: Target, elem_bytes: int) -> int:
 
 
 def cpu_vector_registers(an: TileAnalysis, thread: tuple[int, ...], target: Target) -> int:
-    """Vector registers of a CPU register tile: accumulators plus one step of inputs."""
+    """Vector registers of a CPU register tile: accumulators plus one step of inputs (the
+    epilogue's own inputs are read after the reduction, into registers the steps freed)."""
     per_vector = simd_lanes(target, dtype(an.compute.acc_dtype).nbytes)
     acc = math.prod(thread[:-1]) * -(-thread[-1] // per_vector) if thread else 1
     inputs = 0
-    for n, nb in zip(an.input_elems(thread, unit_step(an)), an.in_bytes, strict=True):
+    for i, (n, nb) in enumerate(zip(an.input_elems(thread, unit_step(an)), an.in_bytes, strict=True)):
+        if i in an.post_only:
+            continue
         words = -(-n * nb // 4)
         inputs += -(-words // target.lanes)  # `lanes` 4-byte words per vector
     return acc + inputs

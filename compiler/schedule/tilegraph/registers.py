@@ -40,6 +40,7 @@ from compiler.ir.te import (
     substitute,
     walk,
 )
+from compiler.schedule.tilegraph.groups import GroupLog, Level
 
 # Ops whose repeated evaluation inside a reduction loop would cost more than the memory saved.
 _EXPENSIVE = {"exp", "log", "tanh", "erf", "pow", "sqrt", "div", "sin", "cos", "tan", "asin",
@@ -175,8 +176,11 @@ def _epilogue(producer: Node, consumer: Node, slot: int) -> tuple[Compute, tuple
     return fused, ids
 
 
-def fuse(graph: Graph) -> Graph:
+def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
     """Connect injective producers and epilogues at register level, in place; returns graph.
+
+    With a `log`, each connection is first offered to it (`GroupLog.allows`: the cost
+    check) and recorded in it once made.
 
     Greedy, in graph order: the first node with an input whose producer connects into it
     takes it, and the scan goes on from that node (nodes before it cannot have changed:
@@ -211,9 +215,11 @@ def fuse(graph: Graph) -> Graph:
             if new is None:
                 continue
             compute, ids = new
-            if len(ids) > _MAX_INPUTS:
+            if len(ids) > _MAX_INPUTS or (log is not None and not log.allows(Level.REGISTERS, (p, n), compute)):
                 continue
             merged = Node(n.id, f"{p.op}+{n.op}", compute, ids, n.output, n.name or p.name)
+            if log is not None:
+                log.record(Level.REGISTERS, (p, n), merged)
             # the fused node takes the consumer's place: all its inputs are ready there
             nodes[i], nodes[position[id(p)]] = merged, None
             position[id(merged)] = i

@@ -29,6 +29,7 @@ from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.rows import RowSharing, row_bytes, row_sharing, stage_row_bytes
 from compiler.ir.te import Compute, Load, TensorType, remap_loads, walk
+from compiler.schedule.tilegraph.groups import GroupLog, Level
 
 ROW_BYTES = 64 << 10  # one row's intermediates, kept in L1 / L2 while its block runs
 _MAX_INPUTS = 16
@@ -53,12 +54,14 @@ def stages_fit(limit: int) -> RowFit:
     return lambda group, sharing: stage_row_bytes(group, sharing) <= limit
 
 
-def fuse_rows(graph: Graph, min_rows: int = 1, fits: RowFit = fits_cache) -> Graph:
+def fuse_rows(graph: Graph, min_rows: int = 1, fits: RowFit = fits_cache,
+              log: GroupLog | None = None) -> Graph:
     """Merge chains of row-sharing nodes into fused groups (Computes with stages), in place.
 
     Groups have at least `min_rows` rows (the CPU's cores: blocks of rows are the tasks,
     so fewer rows than cores would leave cores idle that separate kernels use), and a row
-    of them passes `fits`."""
+    of them passes `fits`. With a `log`, a group grown whole is offered to it (the cost
+    check: refused, its members stay apart) and recorded in it once made."""
     protected = {graph.storage_of(t) for t in graph.outputs}
     grouped: set[int] = set()
     uses = _Uses(graph)
@@ -71,8 +74,12 @@ def fuse_rows(graph: Graph, min_rows: int = 1, fits: RowFit = fits_cache) -> Gra
         members = _grow(graph, uses, sink, protected, min_rows, fits)
         if members is None:
             continue
-        grouped.update(id(m) for m in members)
         node = _merge(graph, members)
+        if log is not None and not log.allows(Level.ROWS, members, node.compute):
+            continue
+        if log is not None:
+            log.record(Level.ROWS, members, node)
+        grouped.update(id(m) for m in members)
         ids = {id(m) for m in members}
         graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
         for m in members[:-1]:

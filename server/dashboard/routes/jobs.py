@@ -20,6 +20,7 @@ from server.dashboard.queries import jobs as q
 from server.dashboard.templating import not_found_page, render
 from server.services import artifacts, compilations
 from server.services.errors import ServiceError
+from server.services.fusion import fusion_table
 from server.services.roofline import roofline_table
 
 router = APIRouter()
@@ -47,7 +48,7 @@ def jobs_page(request: Request, session: SessionDep, tenant: CookieTenantDep, st
 
 @router.get("/jobs/{job_id}")
 def job_page(job_id: str, request: Request, session: SessionDep, tenant: CookieTenantDep) -> Response:
-    """One job: stages, timings, cache hits, validation, error, kernels, roofline and artifact."""
+    """One job: stages, timings, cache hits, validation, error, kernels, fusion, roofline and artifact."""
     row = q.get_job(session, tenant.id, job_id)
     if row is None:
         return not_found_page(request, tenant, "jobs", "job", job_id)
@@ -55,7 +56,8 @@ def job_page(job_id: str, request: Request, session: SessionDep, tenant: CookieT
     report = row.artifact.report if row.artifact is not None else {}
     return render(request, "job.html", tenant=tenant, nav="jobs", row=row, stages=STAGES,
                   timeline=stage_timeline(stages, "Time per stage"),
-                  kernels=report.get("kernels", []), roofline=roofline_table(row.artifact))
+                  kernels=report.get("kernels", []), fusion=fusion_table(row.artifact),
+                  roofline=roofline_table(row.artifact))
 
 
 @router.get("/jobs/{job_id}/events")

@@ -1,0 +1,51 @@
+"""Cost-checked connections (Welder's rule): a group is kept only where the
+micro-performance model predicts it beats the sum of its parts, each part priced
+with its own best rTile (Roller's construction, compiler/schedule/rtile.py).
+
+Pricing constructs tiles, so it is spent only where it can matter: parts whose
+roofline floor (compulsory DRAM bytes over bandwidth, FLOPs over peak) together
+stays under the backend's measuring threshold connect unpriced, as they always did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compiler.cost.model import Estimate
+from compiler.cost.roofline import kernel_work
+from compiler.ir.te import Compute
+from compiler.schedule.rtile import construct
+from compiler.target.base import Target
+
+
+class Pricer:
+    """Predicted times of Computes on one target, each with its own best rTile (memoised
+    by the Compute's canonical form: a model repeats its layers)."""
+
+    def __init__(self, target: Target, threshold_us: float) -> None:
+        self.target, self.threshold_us = target, threshold_us
+        self._best: dict[str, Estimate] = {}
+
+    def best(self, compute: Compute) -> Estimate:
+        """The model's estimate for the best constructed tiling of `compute`."""
+        key = compute.canonical()
+        if key not in self._best:
+            self._best[key] = construct(compute, self.target, top_k=1)[0].estimate
+        return self._best[key]
+
+    def floor_us(self, compute: Compute) -> float:
+        """A lower bound on `compute`'s time: its roofline, from the TE analyses alone."""
+        flops, nbytes = kernel_work(compute, self.target)
+        peak = self.target.peak_flops.get(compute.acc_dtype, self.target.peak_flops["float32"])
+        return max(flops / peak, nbytes / self.target.levels[0].bandwidth) * 1e6
+
+    def heavy(self, parts: Sequence[Compute]) -> bool:
+        """Whether `parts` together may take the threshold or more (worth pricing or timing)."""
+        return sum(self.floor_us(p) for p in parts) >= self.threshold_us
+
+    def price(self, fused: Compute, parts: Sequence[Compute]) -> tuple[float, float] | None:
+        """The connection rule's prices (groups.ConnectRule): predicted microseconds of
+        `fused` and of `parts` run one after another; None for parts too light to price."""
+        if not self.heavy(parts):
+            return None
+        return self.best(fused).time_us, sum(self.best(p).time_us for p in parts)

@@ -1,0 +1,48 @@
+"""The fusion report of one compilation: kernels and predicted DRAM bytes of the plan
+against the unfused one (one kernel per lowered node, each with its own best rTile),
+and every group with its members, connection level, prices, timings and verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compiler.cost.model import dram_bytes
+from compiler.schedule.plan import ExecutionPlan
+from compiler.schedule.tilegraph.groups import Group, GroupLog
+from compiler.schedule.tilegraph.pricing import Pricer
+from compiler.target.base import Target
+
+
+def fusion_report(log: GroupLog, plan: ExecutionPlan, target: Target, pricer: Pricer,
+                  split_back: Sequence[Group] = ()) -> dict:
+    """report.json's "fusion" section for `plan`, made from `log`'s graph.
+
+    Groups: the plan's (kept), those split back after measuring in earlier rounds, and
+    connections the model refused (`kept` false, their parts' price as unfused)."""
+    kernels = {k.args[0]: k for k in plan.kernels}
+    per_kernel = [{"symbol": k.symbol, "dram_bytes": dram_bytes(k.compute, k.tile, target)}
+                  for k in plan.kernels]
+    unfused = sum(pricer.best(m.compute).dram_bytes for m in log.lowered.values())
+    for g in log.groups.values():
+        g.predicted_fused_us = round(pricer.best(kernels[g.output].compute).time_us, 3)
+        g.predicted_unfused_us = round(sum(pricer.best(m.compute).time_us for m in g.members), 3)
+    groups = [*log.groups.values(), *split_back, *log.refused.values()]
+    return {
+        "kernels_unfused": len(log.lowered), "kernels_fused": len(plan.kernels),
+        "dram_bytes_unfused": unfused, "dram_bytes_fused": sum(k["dram_bytes"] for k in per_kernel),
+        "kernel_dram_bytes": per_kernel,
+        "split_back": len(split_back), "refused": len(log.refused),
+        "groups": [g.to_json() for g in groups],
+    }
+
+
+def fusion_summary(fusion: dict) -> list[str]:
+    """A few lines for people (`tileforge compile`): kernels and predicted DRAM bytes before
+    and after fusion, and the groups not kept."""
+    groups = fusion["groups"]
+    lines = [f"kernels {fusion['kernels_unfused']} -> {fusion['kernels_fused']}, predicted DRAM "
+             f"{fusion['dram_bytes_unfused'] / 1e6:.1f} MB -> {fusion['dram_bytes_fused'] / 1e6:.1f} MB",
+             f"groups {sum(g['kept'] for g in groups)} kept, {fusion['split_back']} split back "
+             f"(timed slower), {fusion['refused']} refused (priced slower)"]
+    lines += [f"  not kept ({g['split_by']}): {'+'.join(g['ops'])}" for g in groups if not g["kept"]]
+    return lines

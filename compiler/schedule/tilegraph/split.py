@@ -1,0 +1,44 @@
+"""Measured split-back: where the device is present, a heavy group's fused kernel and its
+parts (each lowered member alone, with its own tile) are timed, and a group that runs
+slower than its parts one after another is split back (the plan is made again with
+those members apart). The cost model proposes; the device has the last word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from compiler.schedule.measure import TimeFn, Timing
+from compiler.schedule.plan import Kernel
+from compiler.schedule.tilegraph.groups import Group, Member
+
+# A fused kernel must measure this much slower than its parts to be split back: timings
+# of one kernel vary by a few percent run to run, and a re-plan should follow a real loss.
+NOISE = 1.05
+
+
+def time_groups(groups: Sequence[Group], fused: Mapping[int, Kernel], part: Callable[[Member], Kernel],
+                known: dict[str, float], time: TimeFn) -> list[Group]:
+    """Time each group's fused kernel (`fused`, by the group's output) and its members'
+    kernels (`part`), fill in the groups' measured times and mark those slower than their
+    parts as not kept; returns those.
+
+    `known` holds microseconds by kernel cache key (kernels already timed: top-k winners,
+    earlier rounds); what is timed here is added to it, so no key is timed twice."""
+    parts = {g.output: [part(m) for m in g.members] for g in groups}
+    todo: dict[str, Kernel] = {}
+    for g in groups:
+        for k in (fused[g.output], *parts[g.output]):
+            if k.key not in known:
+                todo.setdefault(k.key, k)
+    if todo:
+        measured = time([Timing(key, k, [k.tile]) for key, k in todo.items()])
+        known.update({key: times[0] for key, times in measured.items()})
+    slower = []
+    for g in groups:
+        g.measured_fused_us = round(known[fused[g.output].key], 3)
+        g.measured_unfused_us = round(sum(known[k.key] for k in parts[g.output]), 3)
+        if g.measured_fused_us > g.measured_unfused_us * NOISE:
+            g.kept, g.split_by = False, "measured"
+            slower.append(g)
+    return slower

@@ -1,0 +1,80 @@
+"""report.json's fusion section, measured split-back, and the CLI's fusion lines: compiled
+models validated against onnxruntime."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+import compiler.pipeline as pipeline
+from compiler.backends.c import CBackend
+from compiler.options import CompileOptions
+from compiler.pipeline import compile_model
+from compiler.schedule.measure import Timing
+from compiler.target.base import Target
+from tests.compiler.schedule.test_fuse import model
+from tests.compiler.schedule.test_fusion_groups import dense_softmax
+from tests.compiler.test_compiler_cli import tileforge
+
+
+def test_report_json_holds_kernels_dram_bytes_and_groups_before_and_after(tmp_path) -> None:
+    r = compile_model(dense_softmax(), "cpu", {"threads": 2, "measure": False}, output=tmp_path / "m.tar.gz")
+    assert r.validation["passed"] is True
+    f = r.report["fusion"]
+    assert f["kernels_unfused"] > f["kernels_fused"] == len(r.kernels)
+    assert f["dram_bytes_unfused"] > f["dram_bytes_fused"] > 0
+    assert f["dram_bytes_fused"] == sum(k["dram_bytes"] for k in f["kernel_dram_bytes"])
+    levels = {g["level"] for g in f["groups"]}
+    assert levels == {"registers", "cache rows"} and all(g["kept"] for g in f["groups"])
+    dense = next(g for g in f["groups"] if g["ops"][0] == "MatMul")
+    assert dense["predicted_fused_us"] > 0 and dense["predicted_unfused_us"] > 0
+    assert dense["measured_fused_us"] is None  # nothing timed
+
+
+class SlowFusedBackend(CBackend):
+    """The C backend with a device timer that says every fused kernel is slow: each
+    Compute with more than one operator (a '+' in its label) takes 1 ms, the rest 1 µs."""
+
+    measure_threshold_us = 0.0  # every group is worth timing
+
+    def time_candidates(self, timings: Sequence[Timing], target: Target,
+                        opts: CompileOptions) -> dict[str, list[float]]:
+        return {t.key: [1000.0 if "+" in t.kernel.compute.label else 1.0 for _ in t.tiles] for t in timings}
+
+
+def test_a_group_timed_slower_than_its_parts_is_split_back(monkeypatch, tmp_path) -> None:
+    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    dense = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                  [("x", [32, 64])], ["y"], [("w", w)])
+    monkeypatch.setattr(pipeline, "backend_for", lambda target: SlowFusedBackend())
+    r = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, output=tmp_path / "m.tar.gz")
+    assert r.validation["passed"] is True
+    f = r.report["fusion"]
+    [group] = f["groups"]
+    assert group["ops"] == ["MatMul", "Relu"] and not group["kept"] and group["split_by"] == "measured"
+    assert (group["measured_fused_us"], group["measured_unfused_us"]) == (1000.0, 2.0)
+    assert f["split_back"] == 1 and f["kernels_fused"] == f["kernels_unfused"] == 2
+    assert [k["op_pattern"] for k in r.kernels] == ["MatMul", "Relu"]
+
+
+def test_groups_timed_no_slower_are_kept(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(SlowFusedBackend, "time_candidates",
+                        lambda self, timings, target, opts: {t.key: [1.0] * len(t.tiles) for t in timings})
+    monkeypatch.setattr(pipeline, "backend_for", lambda target: SlowFusedBackend())
+    r = compile_model(dense_softmax(), "cpu", {"threads": 2, "top_k": 2}, output=tmp_path / "m.tar.gz")
+    f = r.report["fusion"]
+    assert r.validation["passed"] is True and f["split_back"] == 0 and f["kernels_fused"] == 2
+    assert all(g["kept"] and g["measured_fused_us"] == 1.0 for g in f["groups"])
+
+
+def test_cli_prints_the_fusion_summary(tmp_path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(dense_softmax(), path)
+    r = tileforge("compile", str(path), "-o", str(tmp_path / "m.tar.gz"), "--threads", "2", home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("fusion"))
+    assert "kernels 7 -> 2, predicted DRAM" in line and " MB -> " in line
+    assert "kept" in r.stdout and "split back" in r.stdout and "passed" in r.stdout
