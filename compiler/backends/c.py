@@ -42,7 +42,7 @@ class CBackend(Backend):
 
     def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
         # convolution chains first: row groups take neither contractions nor padded reads
-        fuse_chains(graph, target)
+        fuse_chains(graph, target, log)
         # blocks of rows are the tasks: fewer rows than cores would leave cores idle
         fuse_rows(graph, min_rows=target.units, log=log)
 

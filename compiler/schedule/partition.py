@@ -12,7 +12,10 @@ not exceed its members'. Repeated until nothing changes.
 A group's instances (tiles of output rows) run depth-first (each tile through every
 member, compiler/codegen/c/chain.py) or breadth-first (each member over the whole
 map: separate kernels), whichever needs less memory; a group that gains nothing
-depth-first is left as separate kernels.
+depth-first is left as separate kernels. A group is offered to the `GroupLog` (the cost
+model prices it against its parts: compiler/schedule/chain_members.py `chain_candidate`
+prices what the chain kernel really runs) and recorded there at level "L2 tiles", so the
+measured split-back covers it like every other group.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from compiler.ir.dtypes import dtype
 from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.te import Compute, loads_of
 from compiler.schedule.chain_tiling import ChainTiling
+from compiler.schedule.tilegraph.groups import GroupLog, Level
 from compiler.schedule.tilegraph.rows import _merge as merge_members
 from compiler.target.base import Target
 
@@ -103,9 +107,10 @@ def is_chain_group(c: Compute) -> bool:
         match_contraction(m) is not None or any(ld.pad is not None for ld in loads_of(m)) for m in c.members())
 
 
-def fuse_chains(graph: Graph, target: Target) -> Graph:
+def fuse_chains(graph: Graph, target: Target, log: GroupLog | None = None) -> Graph:
     """Merge convolution chains into groups (Computes with stages) that run depth-first
-    on `target`, in place; returns graph."""
+    on `target`, in place; returns graph. With a `log`, each group is offered to it
+    (refused: its members stay apart) and recorded in it once made."""
     protected = {graph.storage_of(t) for t in graph.outputs}
     for sink in reversed(list(graph.nodes)):
         if sink not in graph.nodes or sink.compute.stages or len(sink.compute.axes) != 4:
@@ -117,6 +122,10 @@ def fuse_chains(graph: Graph, target: Target) -> Graph:
         if plan is None or not plan.depth_first:
             continue
         node = merge_members(graph, members)
+        if log is not None and not log.allows(Level.L2_TILES, members, node.compute):
+            continue
+        if log is not None:
+            log.record(Level.L2_TILES, members, node)
         ids = {id(m) for m in members}
         graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
         for m in members[:-1]:

@@ -10,12 +10,15 @@ task gets its own copy of the members (a table maps tiles to kinds). Each member
 the ordinary kernel of its cut Compute, tiled as the plan says (`TileConfig.members`),
 written by the caller's `MemberWriter`. NCHW tiles of rows are strided per channel, so
 the sink writes scratch that is copied out per channel (unless a tile is the image).
+A member the plan blocks as a GEMM (its tile's `gemm`) packs its operands into a last
+region of the thread's scratch, shared by all such members (they run one at a time).
 """
 
 from __future__ import annotations
 
 import math
 
+from compiler.codegen.c.gemm import SCRATCH, scratch_floats
 from compiler.codegen.c.rows import MemberWriter
 from compiler.codegen.c.team import kernel_params, mark_used, shared_tasks
 from compiler.codegen.csource import CSource
@@ -42,9 +45,12 @@ def render_chain(c: Compute, tile: TileConfig, symbol: str, src: CSource, params
     for v, (kind, tiles) in enumerate(zip(kinds, tile.members, strict=True)):
         for k, t in enumerate(tiles):
             cut = cut_member(c, shape, k, kind.spans)
-            checked |= write_member(src, cut, t, f"{symbol}_m{k}_v{v}", kernel_params(cut))
+            gemm = [f"float* restrict {SCRATCH}"] if t.gemm is not None else []
+            checked |= write_member(src, cut, t, f"{symbol}_m{k}_v{v}", [*kernel_params(cut), *gemm])
     whole = len(table) == 1
     offsets, total = _scratch(c, kinds, whole)
+    gemm_floats = max((scratch_floats(t.gemm) for tiles in tile.members for t in tiles if t.gemm is not None),
+                      default=0)
     tasks = shape.batch * len(table)
     parallel = tasks > 1 and not tile.serial
     ctype = dtype(c.dtype).c_type
@@ -53,13 +59,15 @@ def render_chain(c: Compute, tile: TileConfig, symbol: str, src: CSource, params
     with src.block(header):
         mark_used(src, params)
         src.line(f"static const unsigned char kind[{len(table)}] = {{{', '.join(map(str, table))}}};")
-        src.line(f"{ctype}* s = ({ctype}*)aligned_alloc(64, {total * dtype(c.dtype).nbytes}UL);")
+        size = total * dtype(c.dtype).nbytes + 4 * gemm_floats
+        src.line(f"{ctype}* s = ({ctype}*)aligned_alloc(64, {size}UL);")
         with shared_tasks(src, parallel), src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
             src.line(f"const int64_t b = t / {len(table)}L, start = t % {len(table)}L * {tile.chain.rows}L;")
             with src.block(f"switch (kind[t % {len(table)}L])"):
                 for v, kind in enumerate(kinds):
                     with src.block(f"case {v}:"):
-                        _task(src, c, shape, kind, v, symbol, offsets, whole)
+                        gemms = tuple(t.gemm is not None for t in tile.members[v])
+                        _task(src, c, shape, kind, v, symbol, offsets, whole, gemms, total)
                         src.line("break;")
         src.line("free(s);")
     return parallel, checked
@@ -78,8 +86,9 @@ def _scratch(c: Compute, kinds: tuple[TaskKind, ...], whole: bool) -> tuple[list
 
 
 def _task(src: CSource, c: Compute, shape: ChainShape, kind: TaskKind, v: int, symbol: str,
-          offsets: list[int], whole: bool) -> None:
-    """One kind of task: every member on its rows, then the tile copied out."""
+          offsets: list[int], whole: bool, gemms: tuple[bool, ...], gemm_scratch: int) -> None:
+    """One kind of task: every member on its rows (`gemms`: those blocked as a GEMM, handed
+    the scratch at `gemm_scratch`), then the tile copied out."""
     groups = len(c.inputs)
     members = c.members()
     cols = c.shape[3]
@@ -99,6 +108,8 @@ def _task(src: CSource, c: Compute, shape: ChainShape, kind: TaskKind, v: int, s
                 args.append(f"in{p} + b * {per_batch}L")
             else:
                 args.append(f"in{p} + b * {per_batch}L + (start + {kind.spans[k].first}L) * {cols}L")
+        if gemms[k]:
+            args.append(f"(float*)(s + {gemm_scratch})")
         src.line(f"{symbol}_m{k}_v{v}({', '.join(args)});")
     if whole:
         return

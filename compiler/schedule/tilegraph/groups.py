@@ -26,6 +26,7 @@ class Level(StrEnum):
 
     REGISTERS = "registers"
     ROWS = "cache rows"
+    L2_TILES = "L2 tiles"  # GraphTurbo's depth-first tiles of a convolution chain (schedule/partition.py)
 
 
 @dataclass(frozen=True)
