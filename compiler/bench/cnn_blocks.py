@@ -96,9 +96,23 @@ BLOCKS = {
 }
 
 
-def run(threads: int) -> list[BenchResult]:
-    """Compile and time every block against onnxruntime at `threads` threads."""
-    return [bench_model(build(), name, threads=threads) for name, build in BLOCKS.items()]
+def run(threads: int, options: dict | None = None) -> list[BenchResult]:
+    """Compile (with `options`) and time every block against onnxruntime at `threads` threads."""
+    return [bench_model(build(), name, threads=threads, options=options) for name, build in BLOCKS.items()]
+
+
+def cnn_section(threads: int = 2) -> tuple[list[str], list[dict]]:
+    """BENCHMARKS.md's CNN-block section (lines) and its rows for the JSON: planned by the
+    cost model alone (no candidate or group timed at compile), a few seconds per block."""
+    from compiler.bench.report import model_table
+
+    results = run(threads, {"measure": False})
+    lines = ["", "## CNN blocks (issue 16)", "",
+             "EfficientNet-B0's MBConv6 with squeeze-excitation (two blocks) and MobileNetV2's inverted",
+             "residual, built in code (compiler/bench/cnn_blocks.py); convolution chains run as",
+             "GraphTurbo's depth-first L2 tiles where the cost model prices them faster than their parts.", "",
+             *model_table(results)]
+    return lines, [r.to_dict() for r in results]
 
 
 def main(argv: list[str] | None = None) -> int:
