@@ -12,7 +12,8 @@ from compiler.ir.chain import chain_shape, cut_member, task_kinds
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.schedule.cpu_gemm import MIN_KC, with_gemm_blocking
-from compiler.schedule.partition import is_chain_group, plan_chain
+from compiler.schedule.parallel import runs_serially
+from compiler.schedule.partition import is_chain_group, plan_chain, runs_as_chain
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.row_members import whole_task_tile
 from compiler.target.base import Target
@@ -20,17 +21,17 @@ from compiler.target.base import Target
 
 def with_chain_tiling(c: Compute, tile: TileConfig, target: Target) -> TileConfig | None:
     """`tile` with the chain's split, tile rows and order and its members' tiles per task
-    kind; None where `c` is no chain group that runs depth-first."""
+    kind; None where `c` is no chain group that runs as one (`runs_as_chain`)."""
     if not is_chain_group(c):
         return None
     chain = plan_chain(c, target)
     shape = chain_shape(c)
-    if chain is None or shape is None or not chain.depth_first:
+    if chain is None or shape is None or not runs_as_chain(c, target):
         return None
     kinds, _ = task_kinds(shape, chain.rows)
     members = tuple(tuple(member_tile(cut_member(c, shape, k, kind.spans), target)
                           for k in range(len(c.stages) + 1)) for kind in kinds)
-    return replace(tile, chain=chain, members=members, gemm=None)
+    return replace(tile, chain=chain, members=members, gemm=None, serial=runs_serially(c))
 
 
 def member_tile(cut: Compute, target: Target) -> TileConfig:

@@ -12,7 +12,9 @@ not exceed its members'. Repeated until nothing changes.
 A group's instances (tiles of output rows) run depth-first (each tile through every
 member, compiler/codegen/c/chain.py) or breadth-first (each member over the whole
 map: separate kernels), whichever needs less memory; a group that gains nothing
-depth-first is left as separate kernels. A group is offered to the `GroupLog` (the cost
+depth-first is left as separate kernels, unless it is too small to repay starting
+threads (a squeeze-excitation's two fully connected layers on a 1x1 map): one kernel on
+the calling thread then does what several would, each one more call. A group is offered to the `GroupLog` (the cost
 model prices it against its parts: compiler/schedule/chain_members.py `chain_candidate`
 prices what the chain kernel really runs) and recorded there at level "L2 tiles", so the
 measured split-back covers it like every other group.
@@ -28,6 +30,7 @@ from compiler.ir.dtypes import dtype
 from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.te import Compute, loads_of
 from compiler.schedule.chain_tiling import ChainTiling
+from compiler.schedule.parallel import runs_serially
 from compiler.schedule.tilegraph.groups import GroupLog, Level
 from compiler.schedule.tilegraph.rows import _merge as merge_members
 from compiler.target.base import Target
@@ -100,6 +103,13 @@ def plan_chain(c: Compute, target: Target) -> ChainTiling | None:
     return ChainTiling(v, rows, depth < peak_live_bytes(c, shape) * min(target.units, shape.batch))
 
 
+def runs_as_chain(c: Compute, target: Target) -> bool:
+    """Whether group `c` runs as one chain kernel on `target`: depth-first, or whole on the
+    calling thread where it is too small to repay starting threads."""
+    plan = plan_chain(c, target)
+    return plan is not None and (plan.depth_first or runs_serially(c))
+
+
 def is_chain_group(c: Compute) -> bool:
     """Whether group `c` is a convolution chain (row groups, compiler/schedule/tilegraph/
     rows.py, hold neither contractions nor padded reads, so the two never meet)."""
@@ -118,8 +128,7 @@ def fuse_chains(graph: Graph, target: Target, log: GroupLog | None = None) -> Gr
         members = _grow(graph, sink, protected, target)
         if len(members) < 2:
             continue
-        plan = plan_chain(merge_members(graph, members).compute, target)
-        if plan is None or not plan.depth_first:
+        if not runs_as_chain(merge_members(graph, members).compute, target):
             continue
         node = merge_members(graph, members)
         if log is not None and not log.allows(Level.L2_TILES, members, node.compute):

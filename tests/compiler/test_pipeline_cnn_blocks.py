@@ -33,6 +33,8 @@ def test_mbconv_se_matches_onnxruntime(channels: int, size: int, batch: int, str
     # the second block is whole: expand + depthwise as one group, SE scale + project + add as another
     assert any(k["ops"][:2] == ["Conv", "Sigmoid"] and k["ops"].count("Conv") == 2 for k in chains)
     assert any(k["ops"][0] == "Mul" and "Conv" in k["ops"] for k in chains)
+    # the squeeze-excitation's two fully connected layers: one small kernel on the calling thread
+    assert any(k["ops"] == ["Conv", "Sigmoid", "Mul", "Conv", "Sigmoid"] and k["tile"]["serial"] for k in chains)
 
 
 @pytest.mark.parametrize(("size", "batch"), [(19, 1), (7, 2), (28, 1)])

@@ -7,6 +7,7 @@ from compiler import frontend
 from compiler.bench.cnn_blocks import inverted_residual_stage, mbconv_stage
 from compiler.ir.chain import Span, chain_shape, task_kinds
 from compiler.ir.graph import Graph
+from compiler.schedule.parallel import runs_serially
 from compiler.schedule.partition import fuse_chains, is_chain_group, plan_chain, split_factor
 from compiler.schedule.tilegraph.registers import fuse
 from compiler.target.registry import get_target
@@ -46,14 +47,21 @@ def test_group_stops_at_down_sampling() -> None:
     assert all(not n.compute.stages for n in g.nodes)  # expand alone gains nothing depth-first
     g = fuse_chains(_graph(mbconv_stage(24, 56, repeats=1)), _cpu())
     chains = [n for n in g.nodes if n.compute.stages]
-    # the global pool of the SE block ends the first group; scale + project is the second
-    assert [n.op for n in chains] == ["Conv+Sigmoid+Mul+Conv+Sigmoid+Mul", "Mul+Conv+Add"]
+    # the global pool of the SE block ends the first group; its two fully connected layers
+    # are one small group on the calling thread; scale + project is the last
+    assert [n.op for n in chains] == ["Conv+Sigmoid+Mul+Conv+Sigmoid+Mul", "Conv+Sigmoid+Mul+Conv+Sigmoid",
+                                      "Mul+Conv+Add"]
+    se = plan_chain(chains[1].compute, _cpu())
+    assert se is not None and not se.depth_first and runs_serially(chains[1].compute)
 
 
 def test_a_map_of_one_row_stays_breadth_first() -> None:
     # one tile holds as much as the whole tensors: depth-first needs no less memory
-    g = fuse_chains(_graph(inverted_residual_stage(24, 1)), _cpu(units=1))
+    g = fuse_chains(_graph(inverted_residual_stage(128, 1)), _cpu(units=1))
     assert all(not n.compute.stages for n in g.nodes)
+    # unless the block is too small to repay starting threads: one kernel instead of three
+    g = fuse_chains(_graph(inverted_residual_stage(24, 1)), _cpu(units=1))
+    assert len(g.nodes) == 1 and runs_serially(g.nodes[0].compute)
 
 
 def test_task_kinds_differ_only_at_the_edges() -> None:
