@@ -24,9 +24,8 @@ def with_chain_tiling(c: Compute, tile: TileConfig, target: Target) -> TileConfi
     kind; None where `c` is no chain group that runs as one (`runs_as_chain`)."""
     if not is_chain_group(c):
         return None
-    chain = plan_chain(c, target)
-    shape = chain_shape(c)
-    if chain is None or shape is None or not runs_as_chain(c, target):
+    chain, shape = plan_chain(c, target), chain_shape(c)
+    if chain is None or shape is None or not runs_as_chain(c, target, chain):
         return None
     kinds, _ = task_kinds(shape, chain.rows)
     members = tuple(tuple(member_tile(cut_member(c, shape, k, kind.spans), target)

@@ -103,10 +103,11 @@ def plan_chain(c: Compute, target: Target) -> ChainTiling | None:
     return ChainTiling(v, rows, depth < peak_live_bytes(c, shape) * min(target.units, shape.batch))
 
 
-def runs_as_chain(c: Compute, target: Target) -> bool:
-    """Whether group `c` runs as one chain kernel on `target`: depth-first, or whole on the
-    calling thread where it is too small to repay starting threads."""
-    plan = plan_chain(c, target)
+def runs_as_chain(c: Compute, target: Target, plan: ChainTiling | None = None) -> bool:
+    """Whether group `c` runs as one chain kernel on `target` (its `plan_chain`, planned
+    here unless given): depth-first, or whole on the calling thread where it is too small
+    to repay starting threads."""
+    plan = plan or plan_chain(c, target)
     return plan is not None and (plan.depth_first or runs_serially(c))
 
 
