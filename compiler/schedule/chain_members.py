@@ -18,6 +18,10 @@ from compiler.schedule.plan import TileConfig
 from compiler.schedule.row_members import whole_task_tile
 from compiler.target.base import Target
 
+# Of a core's L2, what an intermediate's share may fill and still be there when the next
+# kernel reads it (its producer's inputs and the weights share the rest).
+L2_RESIDENT = 0.5
+
 
 def with_chain_tiling(c: Compute, tile: TileConfig, target: Target) -> TileConfig | None:
     """`tile` with the chain's split, tile rows and order and its members' tiles per task
@@ -89,13 +93,18 @@ def chain_prices(c: Compute, target: Target) -> tuple[float, float]:
     (breadth-first), priced alike: each member on its own tile, its work shared by the
     cores; the chain recomputes its halos but keeps its intermediates in L2, where the
     members apart write each intermediate once and read it once more from the level it
-    fits (the last-level cache, else DRAM)."""
+    fits (each core's L2 where its share stays there, else the last-level cache, else DRAM)."""
     fused = chain_candidate(c, target)[1].time_us
     one_core = target.with_units(1)
     inner = sum(_member_us(m, member_tile(m, target), one_core) for m in c.members()) / target.units
+    l2 = target.level("l2")
     spill = 0.0
     for m in c.members()[:-1]:
-        nbytes = 2 * math.prod(m.shape) * dtype(m.dtype).nbytes
-        fits = [lv for lv in target.levels[1:] if lv.shared and nbytes <= lv.capacity]
-        spill += nbytes / (fits[0] if fits else target.levels[0]).bandwidth * 1e6
+        nbytes = math.prod(m.shape) * dtype(m.dtype).nbytes
+        if nbytes / target.units <= L2_RESIDENT * l2.capacity:
+            level = l2  # each core's share stays in its L2 from producer to consumer
+        else:
+            fits = [lv for lv in target.levels[1:] if lv.shared and nbytes <= lv.capacity]
+            level = fits[0] if fits else target.levels[0]
+        spill += 2 * nbytes / level.bandwidth * 1e6
     return fused, max(group_bytes(c) / target.levels[0].bandwidth * 1e6, inner) + spill
