@@ -22,6 +22,7 @@ from compiler.runtime.cpu import FEATURES_KEY, LIBRARY, MACHINE_KEY
 from compiler.runtime.kernel_timer import KernelCall, time_kernels
 from compiler.schedule.cpu_tile import plan_cpu_tile
 from compiler.schedule.measure import Timing
+from compiler.schedule.partition import fuse_chains
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.prepack import place_prepacked, prepacked_inputs
 from compiler.schedule.tilegraph.attention import fuse_attention
@@ -43,6 +44,8 @@ class CBackend(Backend):
     def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
         # attention first: its softmax would otherwise become a row group of its own
         fuse_attention(graph, log)
+        # convolution chains first: row groups take neither contractions nor padded reads
+        fuse_chains(graph, target, log)
         # blocks of rows are the tasks: fewer rows than cores would leave cores idle
         fuse_rows(graph, min_rows=target.units, log=log)
 

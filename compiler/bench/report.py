@@ -86,6 +86,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
                       f"{r.onnxruntime_ms:.3f} ms ({r.speedup:.2f}x)", file=sys.stderr)
                 results.append(r)
     from compiler.bench.attention_blocks import attention_section
+    from compiler.bench.cnn_blocks import cnn_section
     from compiler.bench.fusion import fusion_section
     from compiler.bench.operators import operator_section
     from compiler.bench.real_suite import real_section
@@ -94,6 +95,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
     attention_lines, attention_json = attention_section(max(threads))
     real_lines, real_json = real_section(threads)
     fusion_lines, fusion_json = fusion_section(max(threads))
+    cnn_lines, cnn_json = cnn_section(max(threads))
     cold, warm = cli_compile_times()
     cmd = "make bench  (python -m compiler.bench.report --out docs/BENCHMARKS.md)"
     lines = [
@@ -120,6 +122,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
         "",
         *ops_lines,
         *attention_lines,
+        *cnn_lines,
         *real_lines,
         *fusion_lines,
         *gpu_section(out.parent / GPU_CHECK_FILE),
@@ -127,7 +130,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
     data = {"models": [r.to_dict() for r in results], "operators": ops_json, "attention_blocks": attention_json,
-            "real_models": real_json, "fusion": fusion_json,
+            "cnn_blocks": cnn_json, "real_models": real_json, "fusion": fusion_json,
             "cli_compile_seconds": {"cold": round(cold, 3), "warm": round(warm, 3)}}
     out.with_suffix(".json").write_text(json.dumps(data, indent=2))
     return data

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Collection
 
 from compiler.ir.te import Compute
+from compiler.schedule.chain_members import with_chain_tiling
 from compiler.schedule.cpu_gemm import l1_bytes, with_gemm_blocking
 from compiler.schedule.cpu_loops import with_loop_decisions
 from compiler.schedule.parallel import runs_serially
@@ -22,11 +23,16 @@ def plan_cpu_tile(compute: Compute, tile: TileConfig, target: Target,
     """`tile` with every decision below the rTile made for `target`: a contraction's GEMM
     blocking (compiler/schedule/cpu_gemm.py); a row group's member tiles
     (compiler/schedule/row_members.py) and path (compiler/schedule/row_softmax.py); a
-    per-channel convolution's planes (compiler/schedule/plane_conv.py); the loops of any other kernel (compiler/schedule/cpu_loops.py); and whether it runs in
-    parallel (compiler/schedule/parallel.py). `constant_inputs`: the input positions
-    holding weights (packed once at load)."""
+    convolution chain's tiles (compiler/schedule/chain_members.py); a per-channel
+    convolution's planes (compiler/schedule/plane_conv.py); the loops of any other kernel
+    (compiler/schedule/cpu_loops.py); and whether it runs in parallel
+    (compiler/schedule/parallel.py). `constant_inputs`: the input positions holding weights
+    (packed once at load)."""
     if tile.attention:  # an attention group's blocks are all it decides
         return dataclasses.replace(tile, serial=runs_serially(compute))
+    chain = with_chain_tiling(compute, tile, target) if compute.stages else None
+    if chain is not None:
+        return chain
     tile = with_gemm_blocking(compute, tile, target, constant_inputs)
     if compute.stages:
         tile = dataclasses.replace(tile, members=member_tiles(compute, tile, target),

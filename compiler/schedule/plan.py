@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from compiler.ir.te import Compute
+from compiler.schedule.chain_tiling import ChainTiling
 from compiler.schedule.cuda_launch import CudaLaunch
 from compiler.schedule.gemm_blocking import GemmBlocking
 from compiler.schedule.plane_conv import PlaneConv
@@ -47,7 +48,9 @@ class TileConfig:
     folds each output's contiguous row rather than running micro-tiles
     (compiler/schedule/row_reduction.py); `plane`, a per-channel convolution's plane-by-plane
     layout (compiler/schedule/plane_conv.py; None: micro-tiles); `attention`, an attention group's (query rows,
-    keys) per block (compiler/schedule/attention_tile.py). Each is serialized only when set.
+    keys) per block (compiler/schedule/attention_tile.py); `chain`, a convolution chain
+    group's split, tile rows and order (compiler/schedule/partition.py; its `members` then hold each task
+    kind's member tiles, compiler/schedule/chain_members.py). Each is serialized only when set.
     """
 
     block: tuple[int, ...]
@@ -64,6 +67,7 @@ class TileConfig:
     row_reduction: bool = False
     plane: PlaneConv | None = None
     attention: tuple[int, ...] = ()
+    chain: ChainTiling | None = None
 
     def to_json(self) -> dict:
         j = {"block": list(self.block), "thread": list(self.thread),
@@ -88,6 +92,8 @@ class TileConfig:
             j["plane"] = self.plane.to_json()
         if self.attention:
             j["attention"] = list(self.attention)
+        if self.chain is not None:
+            j["chain"] = self.chain.to_json()
         return j
 
     @staticmethod
@@ -101,7 +107,8 @@ class TileConfig:
                           serial=bool(j.get("serial", False)), row_softmax=bool(j.get("row_softmax", False)),
                           row_reduction=bool(j.get("row_reduction", False)),
                           plane=None if "plane" not in j else PlaneConv.from_json(j["plane"]),
-                          attention=tuple(j.get("attention", ())))
+                          attention=tuple(j.get("attention", ())),
+                          chain=ChainTiling.from_json(j["chain"]) if "chain" in j else None)
 
 
 class BufferKind(StrEnum):

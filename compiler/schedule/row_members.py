@@ -28,7 +28,11 @@ def member_tiles(c: Compute, tile: TileConfig, target: Target) -> tuple[tuple[Ti
     blocks = []
     for n in block_rows(c, tile.block[g - 1]):
         cuts = [cut_to_rows(m, g, n, sharing) for m in c.members()]
-        blocks.append(tuple(with_loop_decisions(cut, replace(default_tile(cut, target), block=cut.shape),
-                                                  target.lanes)
-                            for cut in cuts))
+        blocks.append(tuple(whole_task_tile(cut, target) for cut in cuts))
     return tuple(blocks)
+
+
+def whole_task_tile(cut: Compute, target: Target) -> TileConfig:
+    """A group member's tile: its default micro-tiles and loop decisions, the whole cut
+    one task (the group's tasks are the blocks it is cut to)."""
+    return with_loop_decisions(cut, replace(default_tile(cut, target), block=cut.shape), target.lanes)

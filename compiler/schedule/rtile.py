@@ -45,6 +45,8 @@ from compiler.ir.attention import match_attention
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.schedule.attention_tile import attention_tilings
+from compiler.schedule.chain_members import chain_candidate
+from compiler.schedule.partition import is_chain_group
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tilegraph.rowtile import row_group_tilings
 from compiler.target.base import Target
@@ -86,6 +88,8 @@ def construct(compute: Compute, target: Target, top_k: int = 5) -> list[Candidat
     parts = match_attention(compute) if compute.stages else None
     if parts is not None:  # an attention group: query rows and keys per block
         return [Candidate(t, e) for t, e in attention_tilings(compute, parts, target, top_k)]
+    if is_chain_group(compute):  # its split and tile rows follow from capacity
+        return [Candidate(*chain_candidate(compute, target))]
     if compute.stages:  # a fused row group: rows per task is its one choice
         return [Candidate(t, e) for t, e in row_group_tilings(compute, target, top_k)]
     an = TileAnalysis(compute)

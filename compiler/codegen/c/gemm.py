@@ -24,6 +24,13 @@ C[M x N] = A[M x K] B[K x N], A the rows operand, B the cols operand:
 
 Scratch is one aligned heap block per thread of the team (malloc'd once per call).
 
+Several contractions may share one translation unit (the GEMM members of a convolution
+chain, compiler/codegen/c/chain.py): each is rendered with its own symbol `prefix` for
+its vector types and micro-kernels, and without `team` it runs on the calling thread
+(no work-sharing: the chain's tasks are shared instead), packing every operand per call
+into scratch its caller hands in (`SCRATCH`, `scratch_floats` of them: a heap block per
+call cost more than the GEMM).
+
 A constant operand (a weight the plan packs at load: `GemmBlocking.packed`) is not packed per call: a
 separate function, `<symbol>_pack<input>`, packs the whole of it once, when the
 artifact is loaded, into panels that run over all of K (batch copies only when
@@ -49,64 +56,79 @@ from compiler.ir.affine import linear_form
 from compiler.ir.te import ACC, Call, Compute, Expr, Load, TensorType, Var, walk
 from compiler.schedule.gemm_blocking import DirectOperand, GemmBlocking, micro_tails
 
+SCRATCH = "tf_scratch"  # the scratch parameter of a GEMM run by the calling thread
 FLAT_K = "tf_k"  # the flat reduce index's TE variable name (unused when an axis has it)
 MIN_SEGMENT = 8  # shorter innermost runs are walked element by element
 
 
 def render_gemm(c: Compute, g: GemmBlocking, params: Sequence[str], header: str, parallel: bool,
-                src: CSource, symbol: str) -> bool:
+                src: CSource, symbol: str, prefix: str = "tf", team: bool = True) -> bool:
     """Append the micro-kernel, the kernel's team function (`header`, parameters `params`)
     and the load-time packing function of each operand packed at load (`symbol`_pack<input>)
     to `src`, as the plan's blocking `g` of `c` (axes merged) says; returns whether the
-    tasks are split among the team."""
-    _micro_kernels(g, src)
-    writer = _GemmWriter(c, g, params, src)
-    split = writer.write(header, parallel)
+    tasks are split among the team. `prefix` names the unit's helpers (one per GEMM in
+    the unit); without `team`, `header` runs every task on the calling thread, in the
+    scratch its last parameter (`SCRATCH`) points to."""
+    if not team and (g.direct is not None or g.packed):
+        raise ValueError("a GEMM run by the calling thread packs its operands itself")
+    _micro_kernels(g, src, prefix)
+    writer = _GemmWriter(c, g, params, src, prefix)
+    split = writer.write(header, parallel, team)
     writer.write_packers(symbol)
     return split
 
 
-def micro_name(rows: int, vectors: int, g: GemmBlocking) -> str:
+def scratch_floats(g: GemmBlocking) -> int:
+    """Floats of one thread's scratch: the C tile, then the A and B blocks packed per call
+    (each region starts on a cache line: the micro-kernel's vector loads assume alignment)."""
+    packed = {p.side for p in g.packed} | ({g.direct.side} if g.direct is not None else set())
+    a_floats = 0 if "a" in packed else -(-g.kc * g.mc // 16) * 16
+    b_floats = 0 if "b" in packed else g.kc * g.nc
+    return g.mc * g.nc + a_floats + b_floats
+
+
+def micro_name(rows: int, vectors: int, g: GemmBlocking, prefix: str = "tf") -> str:
     """The micro-kernel computing `rows` x `vectors` of the MR x NR block (tails: fewer)."""
     suffix = "" if rows == g.mk.rows else f"_r{rows}"
-    return f"tf_micro{suffix}{'' if vectors == g.mk.vectors else f'_v{vectors}'}"
+    return f"{prefix}_micro{suffix}{'' if vectors == g.mk.vectors else f'_v{vectors}'}"
 
 
-def _micro_kernels(g: GemmBlocking, src: CSource) -> None:
+def _micro_kernels(g: GemmBlocking, src: CSource, prefix: str) -> None:
     """The full micro-kernel and those of the tails (`micro_tails`)."""
-    src.line(f"typedef float tf_vf __attribute__((vector_size({4 * g.mk.lanes})));")
+    src.line(f"typedef float {prefix}_vf __attribute__((vector_size({4 * g.mk.lanes})));")
     if g.direct is not None:
         if g.direct.side == "b":  # B vectors at any float's address
-            src.line(f"typedef float tf_vu __attribute__((vector_size({4 * g.mk.lanes}), aligned(4), may_alias));")
+            src.line(f"typedef float {prefix}_vu __attribute__((vector_size({4 * g.mk.lanes}), aligned(4), may_alias));")
         koff_table(g.direct, src)
     row_tail, vector_tail = micro_tails(g.mk, g.m, g.n)
     for rows in dict.fromkeys((g.mk.rows, row_tail or g.mk.rows)):
         for vectors in dict.fromkeys((g.mk.vectors, vector_tail or g.mk.vectors)):
-            _micro_kernel(g, rows, vectors, src)
+            _micro_kernel(g, rows, vectors, src, prefix)
 
 
-def _micro_kernel(g: GemmBlocking, rows: int, vectors: int, src: CSource) -> None:
+def _micro_kernel(g: GemmBlocking, rows: int, vectors: int, src: CSource, prefix: str) -> None:
     """`rows` x `vectors` accumulators over panels packed MR x NR (a tail reads a prefix)."""
     mk = g.mk
     accs = [[f"c{i}_{j}" for j in range(vectors)] for i in range(rows)]
     direct = g.direct.side if g.direct is not None else ""
     koff = ", const int32_t* restrict koff" if direct else ""
-    header = (f"static inline void {micro_name(rows, vectors, g)}(int64_t kc, const float* restrict a, "
+    vf, vu = f"{prefix}_vf", f"{prefix}_vu"
+    header = (f"static inline void {micro_name(rows, vectors, g, prefix)}(int64_t kc, const float* restrict a, "
               f"const float* restrict b{koff}, float* restrict c, int first)")
     with src.block(header):
-        src.line(f"tf_vf {', '.join(x for row in accs for x in row)};")
+        src.line(f"{vf} {', '.join(x for row in accs for x in row)};")
         with src.block("if (first)"):
-            src.extend([f"{x} = (tf_vf){{0}};" for row in accs for x in row])
+            src.extend([f"{x} = ({vf}){{0}};" for row in accs for x in row])
         with src.block("else"):
-            src.extend([f"{accs[i][j]} = *(const tf_vf*)(c + {i * g.nc + j * mk.lanes});"
+            src.extend([f"{accs[i][j]} = *(const {vf}*)(c + {i * g.nc + j * mk.lanes});"
                         for i in range(rows) for j in range(vectors)])
         src.line("#pragma GCC unroll 4")
         with src.block("for (int64_t k = 0; k < kc; ++k)"):
             for j in range(vectors):
                 if direct == "b":
-                    src.line(f"const tf_vf b{j} = *(const tf_vu*)(b + koff[k] + {j * mk.lanes});")
+                    src.line(f"const {vf} b{j} = *(const {vu}*)(b + koff[k] + {j * mk.lanes});")
                 else:
-                    src.line(f"const tf_vf b{j} = *(const tf_vf*)(b + k * {mk.cols} + {j * mk.lanes});")
+                    src.line(f"const {vf} b{j} = *(const {vf}*)(b + k * {mk.cols} + {j * mk.lanes});")
             if direct == "a":  # the rows' patches in place: position i at step * i
                 src.line("const float* const ak = a + koff[k];")
             else:
@@ -114,7 +136,7 @@ def _micro_kernel(g: GemmBlocking, rows: int, vectors: int, src: CSource) -> Non
             step = g.direct.step if g.direct is not None and direct == "a" else 1
             for i in range(rows):
                 src.extend([f"{accs[i][j]} += b{j} * ak[{i * step}];" for j in range(vectors)])
-        src.extend([f"*(tf_vf*)(c + {i * g.nc + j * mk.lanes}) = {accs[i][j]};"
+        src.extend([f"*({vf}*)(c + {i * g.nc + j * mk.lanes}) = {accs[i][j]};"
                     for i in range(rows) for j in range(vectors)])
 
 
@@ -130,8 +152,9 @@ def _carry(axes: Sequence[int], extents: Sequence[int], prefix: str) -> str:
 class _GemmWriter:
     """Writes the tiled, packed GEMM loop nest of one contraction."""
 
-    def __init__(self, c: Compute, g: GemmBlocking, params: Sequence[str], src: CSource) -> None:
+    def __init__(self, c: Compute, g: GemmBlocking, params: Sequence[str], src: CSource, prefix: str) -> None:
         self.c, self.m, self.g, self.params, self.src = c, g.contraction(c), g, params, src
+        self.prefix = prefix
         self.packed = {p.side: p for p in g.packed}
         self.counter = new_counter()
         self.names = {a.name: f"i{d}" for d, a in enumerate(c.axes)}
@@ -265,23 +288,21 @@ class _GemmWriter:
         self.src.extend(w.lines)
         return value
 
-    def write(self, header: str, parallel: bool) -> bool:
+    def write(self, header: str, parallel: bool, team: bool) -> bool:
         """The team function (c/team.py): each thread packs into scratch of its own;
-        returns whether the tasks are split among the team."""
+        returns whether the tasks are split among the team. Without `team`, a plain
+        function of the calling thread."""
         g, mk, src = self.g, self.g.mk, self.src
         tm, tn = -(-g.m // g.mc), -(-g.n // g.nc)
         tasks = g.batch * tm * tn
-        # Every region starts on a cache line: the micro-kernel's vector loads assume alignment.
         in_place = g.direct.side if g.direct is not None else ""
         a_floats = 0 if "a" in self.packed or in_place == "a" else -(-g.kc * g.mc // 16) * 16
-        b_floats = 0 if "b" in self.packed or in_place == "b" else g.kc * g.nc
-        floats = g.mc * g.nc + a_floats + b_floats
-        split = parallel and tasks > 1
+        split = team and parallel and tasks > 1
         with src.block(header):
             mark_used(src, self.params)
             if g.direct is not None:
                 self._padded_input(g.direct)
-            with thread_scratch(src, split, "ct", floats):
+            with self._scratch(team, split):
                 src.line(f"float* const ap = ct + {g.mc * g.nc};")
                 src.line(f"float* const bp = ap + {a_floats};")
                 if self.packed:
@@ -316,6 +337,18 @@ class _GemmWriter:
                 src.line("#pragma omp single nowait")
                 src.line("free(pad);")
         return split
+
+    @contextmanager
+    def _scratch(self, team: bool, split: bool) -> Iterator[None]:
+        """A block with `float* ct`: scratch of each team thread's own (c/team.py), or,
+        for a GEMM the calling thread runs, the caller's (`SCRATCH`)."""
+        if team:
+            with thread_scratch(self.src, split, "ct", scratch_floats(self.g)):
+                yield
+            return
+        with self.src.block(""):
+            self.src.line(f"float* const ct = {SCRATCH};")
+            yield
 
     def _padded_input(self, d: DirectOperand) -> None:
         """`float* pad`, shared by the team: the input read in place, copied once, padded
@@ -418,7 +451,7 @@ class _GemmWriter:
                  "vectors": f"n0 + (jp + 1) * {g.mk.cols}L > {g.n}L" if vector_tail else None}
 
         def call(rows: int, vectors: int) -> None:
-            src.line(micro_name(rows, vectors, g) + args)
+            src.line(micro_name(rows, vectors, g, self.prefix) + args)
 
         def by_vectors(rows: int) -> None:
             if tests["vectors"] is None:

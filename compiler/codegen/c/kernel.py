@@ -49,6 +49,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 
 from compiler.codegen.c.attention import render_attention
+from compiler.codegen.c.chain import render_chain
 from compiler.codegen.c.gemm import render_gemm
 from compiler.codegen.c.plane import render_plane
 from compiler.codegen.c.rows import render_row_group
@@ -124,6 +125,10 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
         render_attention(compute, parts, tile.attention, target.lanes, src, symbol, params, header, not tile.serial)
         write_standalone(src, symbol, params, not tile.serial)
         return src.text(), False
+    if compute.stages and tile.chain is not None:
+        parallel, checked = render_chain(compute, tile, symbol, src, params, header, _write_member)
+        write_standalone(src, symbol, params, parallel)
+        return src.text(), checked
     if compute.stages and tile.row_softmax:
         parallel = not tile.serial
         render_row_softmax(compute, tile.block[-2], target.lanes, src, symbol, params, header, parallel)
@@ -151,9 +156,14 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
 
 def _write_member(src: CSource, compute: Compute, tile: TileConfig, name: str, params: Sequence[str]) -> bool:
     """A fused group's member as `static void name(params)` on the calling thread (its
-    whole loop nest: the plan's member tile is one task); whether it reads padded loads
+    whole loop nest: the plan's member tile is one task, or its packed GEMM where the
+    plan blocked it, helpers named after the member); whether it reads padded loads
     with bounds checks."""
     header = f"static void {name}({', '.join(params)})"
+    if tile.gemm is not None:  # the caller hands in its scratch (`params` end with it)
+        render_gemm(merge_axes(compute, tile)[0], tile.gemm, params, header, False, src, name, prefix=name,
+                    team=False)
+        return False
     return _write_loops(src, compute, tile, name, header, params, team=False)[1]
 
 

@@ -27,6 +27,7 @@ class Level(StrEnum):
     REGISTERS = "registers"
     ROWS = "cache rows"
     ATTENTION = "cache blocks across contractions"  # scores, softmax and P V (attention.py)
+    L2_TILES = "L2 tiles"  # GraphTurbo's depth-first tiles of a convolution chain (schedule/partition.py)
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class GroupLog:
         self.rule = rule
         self.split = set(split)
         self.refused: dict[frozenset[int], Group] = {}  # connections the rule priced slower
+        self.priced: dict[frozenset[int], tuple[float, float]] = {}  # allowed ones' prices
 
     def members(self, node: Node) -> tuple[Member, ...]:
         """The lowered nodes `node` stands for (itself, when it is not a group)."""
@@ -108,6 +110,8 @@ class GroupLog:
             return False
         price = None if self.rule is None else self.rule(fused, [p.compute for p in parts])
         if price is None or price[0] <= price[1]:
+            if price is not None:
+                self.priced[ids] = price
             return True
         self.refused[ids] = Group(NOT_MADE, level, members, kept=False, split_by="model",
                                   predicted_fused_us=round(price[0], 3),
@@ -119,7 +123,11 @@ class GroupLog:
         members = self._union(parts)
         for p in parts:
             self.groups.pop(p.output, None)
-        self.groups[fused.output] = Group(fused.output, level, members)
+        group = Group(fused.output, level, members)
+        price = self.priced.get(group.ids)
+        if price is not None:  # the connection rule's own prices (the report's otherwise)
+            group.predicted_fused_us, group.predicted_unfused_us = round(price[0], 3), round(price[1], 3)
+        self.groups[fused.output] = group
 
 
 def lowered_copy(graph: Graph) -> Graph:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from compiler.cost.model import Estimate
 from compiler.cost.roofline import kernel_work
 from compiler.ir.te import Compute
+from compiler.schedule.chain_members import chain_prices
+from compiler.schedule.partition import is_chain_group
 from compiler.schedule.rtile import construct
 from compiler.target.base import Target
 
@@ -48,4 +50,6 @@ class Pricer:
         `fused` and of `parts` run one after another; None for parts too light to price."""
         if not self.heavy(parts):
             return None
+        if is_chain_group(fused):  # its members alike, on the tiles the chain kernel runs
+            return chain_prices(fused, self.target)
         return self.best(fused).time_us, sum(self.best(p).time_us for p in parts)

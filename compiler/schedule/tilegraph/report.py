@@ -23,7 +23,7 @@ def fusion_report(log: GroupLog, plan: ExecutionPlan, target: Target, pricer: Pr
     per_kernel = [{"symbol": k.symbol, "dram_bytes": dram_bytes(k.compute, k.tile, target)}
                   for k in plan.kernels]
     unfused = sum(pricer.best(m.compute).dram_bytes for m in log.lowered.values())
-    for g in log.groups.values():
+    for g in (g for g in log.groups.values() if g.predicted_fused_us is None):
         g.predicted_fused_us = round(pricer.best(kernels[g.output].compute).time_us, 3)
         g.predicted_unfused_us = round(sum(pricer.best(m.compute).time_us for m in g.members), 3)
     groups = [*log.groups.values(), *split_back, *log.refused.values()]

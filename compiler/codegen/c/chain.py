@@ -1,0 +1,121 @@
+"""CPU kernels of convolution chain groups (compiler/schedule/partition.py): GraphTurbo's
+depth-first instances with Welder's tile propagation.
+
+One task per (batch index, tile of `ChainTiling.rows` output rows). In a task every
+member runs, in order, on its rows of the tile (the tile plus its halo, clipped to the
+image: compiler/ir/chain.py), writing a per-thread scratch sized for the largest task
+(a few hundred KiB: it stays in L2), so an inverted residual's expanded tensor never
+reaches memory. Tasks differ only where halos meet the image's edges: each kind of
+task gets its own copy of the members (a table maps tiles to kinds). Each member is
+the ordinary kernel of its cut Compute, tiled as the plan says (`TileConfig.members`),
+written by the caller's `MemberWriter`. NCHW tiles of rows are strided per channel, so
+the sink writes scratch that is copied out per channel (unless a tile is the image).
+A member the plan blocks as a GEMM (its tile's `gemm`) packs its operands into a last
+region of the thread's scratch, shared by all such members (they run one at a time).
+"""
+
+from __future__ import annotations
+
+import math
+
+from compiler.codegen.c.gemm import SCRATCH, scratch_floats
+from compiler.codegen.c.rows import MemberWriter
+from compiler.codegen.c.team import kernel_params, mark_used, shared_tasks
+from compiler.codegen.csource import CSource
+from compiler.ir.chain import ChainShape, TaskKind, chain_shape, cut_member, task_kinds
+from compiler.ir.dtypes import dtype
+from compiler.ir.te import Compute
+from compiler.schedule.plan import TileConfig
+
+_ALIGN = 16  # elements: scratch regions start on cache lines
+
+
+def render_chain(c: Compute, tile: TileConfig, symbol: str, src: CSource, params: list[str], header: str,
+                 write_member: MemberWriter) -> tuple[bool, bool]:
+    """Write the chain's members per task kind and its team function `header`;
+    (parallel, checked)."""
+    shape = chain_shape(c)
+    if shape is None or tile.chain is None:
+        raise ValueError(f"the plan runs {symbol} as a convolution chain, which it is not")
+    kinds, table = task_kinds(shape, tile.chain.rows)
+    members = c.members()
+    if len(tile.members) != len(kinds) or any(len(t) != len(members) for t in tile.members):
+        raise ValueError(f"tile {tile} plans no member tiles for {len(kinds)} task kinds of {len(members)} members")
+    checked = False
+    for v, (kind, tiles) in enumerate(zip(kinds, tile.members, strict=True)):
+        for k, t in enumerate(tiles):
+            cut = cut_member(c, shape, k, kind.spans)
+            gemm = [f"float* restrict {SCRATCH}"] if t.gemm is not None else []
+            checked |= write_member(src, cut, t, f"{symbol}_m{k}_v{v}", [*kernel_params(cut), *gemm])
+    whole = len(table) == 1
+    offsets, total = _scratch(c, kinds, whole)
+    gemm_floats = max((scratch_floats(t.gemm) for tiles in tile.members for t in tiles if t.gemm is not None),
+                      default=0)
+    tasks = shape.batch * len(table)
+    parallel = tasks > 1 and not tile.serial
+    ctype = dtype(c.dtype).c_type
+    src.line("#include <stdlib.h>")
+    src.line("#include <string.h>")
+    with src.block(header):
+        mark_used(src, params)
+        src.line(f"static const unsigned char kind[{len(table)}] = {{{', '.join(map(str, table))}}};")
+        size = total * dtype(c.dtype).nbytes + 4 * gemm_floats
+        src.line(f"{ctype}* s = ({ctype}*)aligned_alloc(64, {size}UL);")
+        with shared_tasks(src, parallel), src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
+            src.line(f"const int64_t b = t / {len(table)}L, start = t % {len(table)}L * {tile.chain.rows}L;")
+            with src.block(f"switch (kind[t % {len(table)}L])"):
+                for v, kind in enumerate(kinds):
+                    with src.block(f"case {v}:"):
+                        gemms = tuple(t.gemm is not None for t in tile.members[v])
+                        _task(src, c, shape, kind, v, symbol, offsets, whole, gemms, total)
+                        src.line("break;")
+        src.line("free(s);")
+    return parallel, checked
+
+
+def _scratch(c: Compute, kinds: tuple[TaskKind, ...], whole: bool) -> tuple[list[int], int]:
+    """Each stage's (then, unless tiles are whole images, the sink's) scratch offset in
+    elements, sized for the largest task kind; and the total."""
+    offsets, total = [], 0
+    members = c.members() if not whole else c.members()[:-1]
+    for k, m in enumerate(members):
+        offsets.append(total)
+        most = max(math.prod(m.shape[1:]) // m.shape[2] * kind.spans[k].count for kind in kinds)
+        total += -(-most // _ALIGN) * _ALIGN
+    return offsets, max(total, _ALIGN)
+
+
+def _task(src: CSource, c: Compute, shape: ChainShape, kind: TaskKind, v: int, symbol: str,
+          offsets: list[int], whole: bool, gemms: tuple[bool, ...], gemm_scratch: int) -> None:
+    """One kind of task: every member on its rows (`gemms`: those blocked as a GEMM, handed
+    the scratch at `gemm_scratch`), then the tile copied out."""
+    groups = len(c.inputs)
+    members = c.members()
+    cols = c.shape[3]
+    for k, m in enumerate(members):
+        sink = k == len(members) - 1
+        out = f"out + b * {math.prod(c.shape[1:])}L" if sink and whole else f"s + {offsets[k]}"
+        args = [out]
+        for p, t in enumerate(m.inputs):
+            if p >= groups:
+                args.append(f"s + {offsets[p - groups]}")
+                continue
+            a = shape.access[k].get(p)
+            per_batch = math.prod(t.shape[1:])
+            if a is None or a.kind == "whole":
+                args.append(f"in{p}")
+            elif a.kind == "batch":
+                args.append(f"in{p} + b * {per_batch}L")
+            else:
+                args.append(f"in{p} + b * {per_batch}L + (start + {kind.spans[k].first}L) * {cols}L")
+        if gemms[k]:
+            args.append(f"(float*)(s + {gemm_scratch})")
+        src.line(f"{symbol}_m{k}_v{v}({', '.join(args)});")
+    if whole:
+        return
+    plane = c.shape[2] * cols
+    run = kind.rows * cols
+    size = dtype(c.dtype).nbytes
+    with src.block(f"for (int64_t ch = 0; ch < {c.shape[1]}L; ++ch)"):
+        src.line(f"memcpy(out + b * {math.prod(c.shape[1:])}L + ch * {plane}L + start * {cols}L, "
+                 f"s + {offsets[-1]} + ch * {run}L, {run * size}UL);")

@@ -1,0 +1,110 @@
+"""The tiling of a CPU convolution chain group (compiler/schedule/partition.py fuses
+them): its `ChainTiling` and, per kind of task (compiler/ir/chain.py `task_kinds`), each
+member's tile, decided when the plan is built; compiler/codegen/c/chain.py renders them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from compiler.cost.model import Estimate, estimate, group_bytes
+from compiler.ir.chain import chain_shape, cut_member, task_kinds
+from compiler.ir.dtypes import dtype
+from compiler.ir.te import Compute
+from compiler.schedule.cpu_gemm import MIN_KC, with_gemm_blocking
+from compiler.schedule.parallel import runs_serially
+from compiler.schedule.partition import is_chain_group, plan_chain, runs_as_chain
+from compiler.schedule.plan import TileConfig
+from compiler.schedule.row_members import whole_task_tile
+from compiler.target.base import Target
+
+# Of a core's L2, what an intermediate's share may fill and still be there when the next
+# kernel reads it (its producer's inputs and the weights share the rest).
+L2_RESIDENT = 0.5
+
+
+def with_chain_tiling(c: Compute, tile: TileConfig, target: Target) -> TileConfig | None:
+    """`tile` with the chain's split, tile rows and order and its members' tiles per task
+    kind; None where `c` is no chain group that runs as one (`runs_as_chain`)."""
+    if not is_chain_group(c):
+        return None
+    chain, shape = plan_chain(c, target), chain_shape(c)
+    if chain is None or shape is None or not runs_as_chain(c, target, chain):
+        return None
+    kinds, _ = task_kinds(shape, chain.rows)
+    members = tuple(tuple(member_tile(cut_member(c, shape, k, kind.spans), target)
+                          for k in range(len(c.stages) + 1)) for kind in kinds)
+    return replace(tile, chain=chain, members=members, gemm=None, serial=runs_serially(c))
+
+
+def member_tile(cut: Compute, target: Target) -> TileConfig:
+    """A chain member's tile on the calling thread: its loop nest, or the packed GEMM
+    (every operand packed per task: the weights are the group's inputs, not the member's)
+    where that is the better register tile. The loop nest reads its operands in place
+    and keeps its outputs in registers; the GEMM pays for packing and a round trip of C
+    through scratch, so it is taken only for a deep reduction whose loop tile holds fewer
+    accumulators than the micro-kernel."""
+    tile = whole_task_tile(cut, target)
+    # blocked for the one core that runs it (the chain's tasks, not its blocks, fill the cores)
+    gemm = with_gemm_blocking(cut, tile, target.with_units(1)).gemm
+    if gemm is None or gemm.k < MIN_KC or _accumulators(tile, target) >= gemm.mk.rows * gemm.mk.vectors:
+        return tile
+    return replace(tile, gemm=gemm)
+
+
+def _accumulators(tile: TileConfig, target: Target) -> int:
+    """Vector registers a loop nest's register tile accumulates in."""
+    inner = tile.thread[-1] if tile.thread else 1
+    return math.prod(tile.thread[:-1]) * -(-inner // target.lanes)
+
+
+def chain_candidate(c: Compute, target: Target) -> tuple[TileConfig, Estimate]:
+    """A chain group's one rTile (its tiling below is `with_chain_tiling`'s) and what the
+    model predicts for what the kernel runs: its inputs and output cross DRAM once (the
+    stages meet in L2); its tasks run every member, on the member's own tile (loop nest
+    or GEMM), over the member's rows of the tile plus halo, one core per task."""
+    tile = TileConfig(c.shape, (1,) * len(c.axes), (1,) * len(c.reduce_axes))
+    stages = {"dram": group_bytes(c) / target.levels[0].bandwidth * 1e6}
+    planned, shape = with_chain_tiling(c, tile, target), chain_shape(c)
+    if planned is None or planned.chain is None or shape is None:  # never made: fusion refuses it
+        stages["compute"] = c.flops() / max(target.peak_flops.values()) * 1e6
+        tasks = 1
+    else:
+        kinds, table = task_kinds(shape, planned.chain.rows)
+        one_core = target.with_units(1)
+        task_us = [sum(_member_us(cut_member(c, shape, k, kind.spans), t, one_core)
+                       for k, t in enumerate(tiles)) for kind, tiles in zip(kinds, planned.members, strict=True)]
+        tasks = shape.batch * len(table)
+        # static tasks: the cores take equal shares, the last wave runs partly empty
+        stages["tasks"] = sum(task_us[v] for v in table) * shape.batch / tasks * -(-tasks // target.units)
+    bound = max(stages, key=lambda k: stages[k])
+    return tile, Estimate(stages[bound], stages, bound, tasks, -(-tasks // target.units))
+
+
+def _member_us(cut: Compute, tile: TileConfig, one_core: Target) -> float:
+    """One task's run of a member on one core: its slowest stage inside the core (what it
+    reads and writes is the task's scratch, or group inputs the DRAM stage counts)."""
+    e = estimate(cut, tile, one_core)
+    return max((v for k, v in e.stages.items() if k not in ("dram", "l3")), default=0.0)
+
+
+def chain_prices(c: Compute, target: Target) -> tuple[float, float]:
+    """Predicted microseconds of chain group `c` and of its members run one after another
+    (breadth-first), priced alike: each member on its own tile, its work shared by the
+    cores; the chain recomputes its halos but keeps its intermediates in L2, where the
+    members apart write each intermediate once and read it once more from the level it
+    fits (each core's L2 where its share stays there, else the last-level cache, else DRAM)."""
+    fused = chain_candidate(c, target)[1].time_us
+    one_core = target.with_units(1)
+    inner = sum(_member_us(m, member_tile(m, target), one_core) for m in c.members()) / target.units
+    l2 = target.level("l2")
+    spill = 0.0
+    for m in c.members()[:-1]:
+        nbytes = math.prod(m.shape) * dtype(m.dtype).nbytes
+        if nbytes / target.units <= L2_RESIDENT * l2.capacity:
+            level = l2  # each core's share stays in its L2 from producer to consumer
+        else:
+            fits = [lv for lv in target.levels[1:] if lv.shared and nbytes <= lv.capacity]
+            level = fits[0] if fits else target.levels[0]
+        spill += 2 * nbytes / level.bandwidth * 1e6
+    return fused, max(group_bytes(c) / target.levels[0].bandwidth * 1e6, inner) + spill

@@ -1,0 +1,81 @@
+"""Convolution chains go through the group log like every other group
+(compiler/schedule/tilegraph/groups.py, level "L2 tiles"): offered to the connection rule,
+refused where priced slower than their parts, recorded with the rule's prices, and priced
+for what the chain kernel runs (compiler/schedule/chain_members.py `chain_prices`)."""
+
+from dataclasses import replace
+
+from compiler import frontend
+from compiler.bench.cnn_blocks import inverted_residual_stage, mbconv_stage
+from compiler.ir.graph import Graph
+from compiler.schedule.chain_members import chain_prices
+from compiler.schedule.partition import fuse_chains, is_chain_group
+from compiler.schedule.tilegraph.groups import GroupLog, Level
+from compiler.schedule.tilegraph.pricing import Pricer
+from compiler.schedule.tilegraph.registers import fuse
+from compiler.target.base import Target
+from compiler.target.registry import get_target
+
+
+def _cpu(l2: int = 2 << 20, units: int = 2) -> Target:
+    t = get_target("cpu").with_units(units)
+    return replace(t, levels=tuple(replace(lv, capacity=l2) if lv.name == "l2" else lv for lv in t.levels))
+
+
+CPU = _cpu()
+
+
+def _fused(model, target: Target = CPU) -> tuple[Graph, GroupLog]:
+    g = frontend.import_model(model.SerializeToString())
+    log = GroupLog(g, Pricer(target, 0.0).price)
+    fuse(g, log)
+    return g, log
+
+
+def test_a_chain_priced_slower_is_refused() -> None:
+    g = frontend.import_model(inverted_residual_stage(16, 19).SerializeToString())
+    log = GroupLog(g, lambda fused, parts: (2.0, 1.0) if is_chain_group(fused) else None)
+    fuse(g, log)
+    kernels = len(g.nodes)
+    fuse_chains(g, CPU, log)
+    assert len(g.nodes) == kernels and not any(is_chain_group(n.compute) for n in g.nodes)
+    refused = list(log.refused.values())
+    # the whole block, then the shorter chains of the sinks before it: each priced, each refused
+    assert refused and all(r.level == Level.L2_TILES and r.predicted_fused_us == 2.0 for r in refused)
+    assert not any(grp.level == Level.L2_TILES for grp in log.groups.values())
+
+
+def test_a_chain_is_recorded_with_the_prices_of_what_it_runs() -> None:
+    g, log = _fused(inverted_residual_stage(24, 56))
+    fuse_chains(g, CPU, log)
+    (chain,) = [n for n in g.nodes if is_chain_group(n.compute)]
+    group = log.groups[chain.output]
+    assert group.level == Level.L2_TILES and len(group.members) == 6  # the lowered nodes, Add included
+    fused, parts = chain_prices(chain.compute, CPU)
+    assert (group.predicted_fused_us, group.predicted_unfused_us) == (round(fused, 3), round(parts, 3))
+    # the expanded tensors stay in L2 (3 MB apart: they leave the caches) for a halo of one row
+    assert fused < parts
+
+
+def test_the_register_groups_a_chain_absorbs_leave_the_log() -> None:
+    g, log = _fused(mbconv_stage(16, 19, repeats=1))
+    fuse_chains(g, CPU, log)
+    outputs = {n.output for n in g.nodes}
+    # every group the log holds is a node of the graph (the split-back times them by output)
+    assert set(log.groups) <= outputs
+
+
+def test_a_chain_whose_expanded_tensor_stays_in_l2_is_refused() -> None:
+    # MBConv 40 channels 28x28: each core's share of the expanded tensor (376 KB) stays in
+    # its L2 between the kernels, so the chain saves no traffic and recomputes its halo
+    g, log = _fused(mbconv_stage(40, 28, repeats=1))
+    fuse_chains(g, CPU, log)
+    refused = [r for r in log.refused.values() if r.level == Level.L2_TILES]
+    assert any([m.op for m in r.members][:2] == ["Conv", "Sigmoid"] and len(r.members) >= 6 for r in refused)
+    assert refused[0].predicted_fused_us > refused[0].predicted_unfused_us
+    # where it does not stay there (a smaller L2), the same chain is priced faster and made
+    small = _cpu(l2=512 << 10)
+    g, log = _fused(mbconv_stage(40, 28, repeats=1), small)
+    fuse_chains(g, small, log)
+    assert any(n.op.startswith("Conv+Sigmoid+Mul+Conv") and n.compute.stages and n.compute.shape[2] > 1
+               for n in g.nodes)

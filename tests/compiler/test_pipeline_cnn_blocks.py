@@ -1,0 +1,71 @@
+"""Issue 16's CNN blocks end to end on the CPU: EfficientNet's MBConv with squeeze-excitation
+and MobileNetV2's inverted residual, built with onnx.helper (compiler/bench/cnn_blocks.py),
+run as convolution chain groups (compiler/schedule/partition.py) and matched against
+onnxruntime; odd sizes, batch 2 and a down-sampling block. The kernels' shapes are the
+cost model's decisions (measuring is off: on a loaded host a timing may split a group back);
+chain members blocked as packed GEMMs are checked for the build machine and AVX2."""
+
+from pathlib import Path
+
+import pytest
+
+import compiler.schedule.chain_members as chain_members
+from compiler.bench.cnn_blocks import inverted_residual_stage, mbconv_stage
+from compiler.pipeline import compile_model
+
+_OPTS = {"tolerance": 1e-4, "threads": 2, "measure": False}
+
+
+def _chains(result) -> list[dict]:
+    return [k for k in result.kernels if "chain" in k["tile"]]
+
+
+@pytest.mark.parametrize(("channels", "size", "batch", "stride"), [
+    (16, 19, 1, 1),
+    (8, 7, 2, 1),
+    (16, 14, 1, 2),
+])
+def test_mbconv_se_matches_onnxruntime(channels: int, size: int, batch: int, stride: int, tmp_path: Path) -> None:
+    model = mbconv_stage(channels, size, repeats=2, batch=batch, stride=stride)
+    result = compile_model(model, "cpu", _OPTS, output=tmp_path / "a.tar.gz")
+    assert result.validation["passed"] and result.validation["rel_l2_error"] <= 1e-4
+    chains = _chains(result)
+    # the second block is whole: expand + depthwise as one group, SE scale + project + add as another
+    assert any(k["ops"][:2] == ["Conv", "Sigmoid"] and k["ops"].count("Conv") == 2 for k in chains)
+    assert any(k["ops"][0] == "Mul" and "Conv" in k["ops"] for k in chains)
+    # the squeeze-excitation's two fully connected layers: one small kernel on the calling thread
+    assert any(k["ops"] == ["Conv", "Sigmoid", "Mul", "Conv", "Sigmoid"] and k["tile"]["serial"] for k in chains)
+
+
+@pytest.mark.parametrize(("size", "batch"), [(29, 1), (7, 2), (28, 1)])
+def test_inverted_residual_relu6_is_one_kernel(size: int, batch: int, tmp_path: Path) -> None:
+    model = inverted_residual_stage(16, size, repeats=1, batch=batch)
+    result = compile_model(model, "cpu", _OPTS, output=tmp_path / "a.tar.gz")
+    assert result.validation["passed"] and result.validation["rel_l2_error"] <= 1e-4
+    assert len(result.kernels) == 1 and _chains(result)
+    assert result.kernels[0]["ops"].count("Conv") == 3
+
+
+def test_strided_inverted_residual_stops_at_down_sampling(tmp_path: Path) -> None:
+    model = inverted_residual_stage(16, 20, repeats=2, stride=2)
+    result = compile_model(model, "cpu", _OPTS, output=tmp_path / "a.tar.gz")
+    assert result.validation["passed"] and result.validation["rel_l2_error"] <= 1e-4
+    for k in _chains(result):
+        assert k["tile"]["chain"]["split"] >= 1
+    # the strided depthwise convolution is no member of any group
+    assert any(k["ops"] == ["Conv", "Clip"] and "chain" not in k["tile"] for k in result.kernels)
+
+
+@pytest.mark.parametrize(("target", "size", "batch"), [("cpu", 19, 2), ("cpu:x86-64-v3", 13, 1)])
+def test_gemm_members_match_onnxruntime(target: str, size: int, batch: int, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # every deep 1x1 member takes the packed GEMM (the loop tile counts as holding nothing):
+    # the projection, once per kind of task, each copy with its own micro-kernels in the
+    # chain's one translation unit
+    monkeypatch.setattr(chain_members, "_accumulators", lambda tile, target: 0)
+    model = inverted_residual_stage(16, size, repeats=1, batch=batch)
+    result = compile_model(model, target, _OPTS, output=tmp_path / "a.tar.gz")
+    assert result.validation["passed"] and result.validation["rel_l2_error"] <= 1e-4
+    gemms = [m for k in _chains(result) for kind in k["tile"]["members"] for m in kind if m.get("gemm")]
+    assert len(result.kernels) == 1 and len(gemms) >= 2
+    assert all(m["gemm"]["k"] >= chain_members.MIN_KC for m in gemms)
