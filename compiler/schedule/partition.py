@@ -32,7 +32,7 @@ from compiler.ir.te import Compute, loads_of
 from compiler.schedule.chain_tiling import ChainTiling
 from compiler.schedule.parallel import runs_serially
 from compiler.schedule.tilegraph.groups import GroupLog, Level
-from compiler.schedule.tilegraph.rows import _merge as merge_members
+from compiler.schedule.tilegraph.rows import merge_nodes
 from compiler.target.base import Target
 
 _MAX_INPUTS = 16
@@ -129,9 +129,9 @@ def fuse_chains(graph: Graph, target: Target, log: GroupLog | None = None) -> Gr
         members = _grow(graph, sink, protected, target)
         if len(members) < 2:
             continue
-        if not runs_as_chain(merge_members(graph, members).compute, target):
+        if not runs_as_chain(merge_nodes(graph, members).compute, target):
             continue
-        node = merge_members(graph, members)
+        node = merge_nodes(graph, members)
         if log is not None and not log.allows(Level.L2_TILES, members, node.compute):
             continue
         if log is not None:
@@ -171,7 +171,7 @@ def _grow(graph: Graph, sink: Node, protected: set[int], target: Target) -> list
                         or not readers[t] <= {id(x) for x in members}):
                     continue
                 trial = sorted([*members, p], key=lambda n: order[id(n)])
-                merged = merge_members(graph, trial).compute
+                merged = merge_nodes(graph, trial).compute
                 shape = chain_shape(merged, padded_inputs=True)
                 if shape is None or len(merged.inputs) > _MAX_INPUTS:
                     continue
