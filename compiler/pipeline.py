@@ -226,7 +226,8 @@ class _Compilation:
             if done:
                 self.timed.setdefault(key, min(done))
         slower = time_groups(heavy, {k.args[0]: k for k in self.plan.kernels}, self._part, self.timed,
-                             lambda timings: self.backend.time_candidates(timings, self.target, self.opts))
+                             lambda timings: self.backend.time_candidates(timings, self.target, self.opts),
+                             lambda key: key in self.entries)
         self.split_back += slower
         return slower
 

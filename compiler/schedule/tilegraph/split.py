@@ -12,19 +12,29 @@ from compiler.schedule.measure import TimeFn, Timing
 from compiler.schedule.plan import Kernel
 from compiler.schedule.tilegraph.groups import Group, Member
 
-# A fused kernel must measure this much slower than its parts to be split back: timings
-# of one kernel vary by a few percent run to run, and a re-plan should follow a real loss.
-NOISE = 1.05
+# A fused kernel must measure this much slower than its parts to be split back (and,
+# once split back, this much faster to be fused again): timings of one kernel vary run to
+# run (7% seen on a busy 2-core host), and a plan should follow a real loss, not noise.
+NOISE = 1.10
 
 
 def time_groups(groups: Sequence[Group], fused: Mapping[int, Kernel], part: Callable[[Member], Kernel],
-                known: dict[str, float], time: TimeFn) -> list[Group]:
+                known: dict[str, float], time: TimeFn,
+                cached: Callable[[str], bool] = lambda key: False) -> list[Group]:
     """Time each group's fused kernel (`fused`, by the group's output) and its members'
     kernels (`part`), fill in the groups' measured times and mark those slower than their
     parts as not kept; returns those.
 
     `known` holds microseconds by kernel cache key (kernels already timed: top-k winners,
-    earlier rounds); what is timed here is added to it, so no key is timed twice."""
+    earlier rounds); what is timed here is added to it, so no key is timed twice.
+
+    `cached` says whether the kernel cache holds a key: it holds an earlier compile's
+    decision. A group whose fused kernel it holds was kept then, and stays, untimed; one
+    whose parts it holds, but not the fused kernel, was most likely split back then, and is
+    fused now only where it measures faster by the noise margin. Timing noise then cannot
+    flip a model's plan from one compile to the next (a second compile hits the cache
+    throughout)."""
+    groups = [g for g in groups if not cached(fused[g.output].key)]
     parts = {g.output: [part(m) for m in g.members] for g in groups}
     todo: dict[str, Kernel] = {}
     for g in groups:
@@ -38,7 +48,8 @@ def time_groups(groups: Sequence[Group], fused: Mapping[int, Kernel], part: Call
     for g in groups:
         g.measured_fused_us = round(known[fused[g.output].key], 3)
         g.measured_unfused_us = round(sum(known[k.key] for k in parts[g.output]), 3)
-        if g.measured_fused_us > g.measured_unfused_us * NOISE:
+        margin = 1 / NOISE if all(cached(k.key) for k in parts[g.output]) else NOISE
+        if g.measured_fused_us > g.measured_unfused_us * margin:
             g.kept, g.split_by = False, "measured"
             slower.append(g)
     return slower
