@@ -1,6 +1,7 @@
 """The compiler's command line, run as a user runs it (a subprocess)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_compile_then_run_matches_onnxruntime(model_file: Path, tmp_path: Path):
     art = tmp_path / "mlp.tar.gz"
-    r = tileforge("compile", str(model_file), "-o", str(art), home=tmp_path)
+    r = r_compile = tileforge("compile", str(model_file), "-o", str(art), home=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "validation" in r.stdout and "passed" in r.stdout and "kernels" in r.stdout
     x = np.random.default_rng(0).standard_normal((2, 256)).astype(np.float32)
@@ -38,7 +39,10 @@ def test_compile_then_run_matches_onnxruntime(model_file: Path, tmp_path: Path):
     ref = ort_session(model_file.read_bytes(), 1).run(None, {"x": x})[0]
     np.testing.assert_allclose(np.load(tmp_path / "out.npz")["y"], ref, rtol=1e-4, atol=1e-5)
     again = tileforge("compile", str(model_file), "-o", str(tmp_path / "b.tar.gz"), home=tmp_path)
-    assert "cache hits 4, misses 0" in again.stdout
+    # the same plan, every kernel a cache hit (how many kernels depends on the groups the
+    # device timed slower than their parts and split back)
+    kernels = re.search(r"^kernels +(\d+) ", r_compile.stdout, re.M).group(1)
+    assert f"kernels    {kernels}  cache hits {kernels}, misses 0" in again.stdout
 
 
 def test_bad_model_is_one_clear_line_and_exit_2(tmp_path: Path):
