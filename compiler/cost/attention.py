@@ -8,9 +8,9 @@ import math
 from compiler.cost.model import (
     TASK_OVERHEAD_CYCLES,
     Estimate,
-    _clock_hz,
-    _finish,
-    _wave_utilisation,
+    clock_hz,
+    finish,
+    wave_utilisation,
 )
 from compiler.ir.attention import Attention
 from compiler.target.base import Target
@@ -34,7 +34,7 @@ def estimate_attention(a: Attention, query_block: int, key_block: int, target: T
     heads = math.prod(a.batch)
     blocks = -(-a.queries // query_block)
     tasks = heads * blocks
-    util = _wave_utilisation(tasks, target.units)
+    util = wave_utilisation(tasks, target.units)
     kv = heads * a.keys * (a.head_dim + a.value_dim) * _F32
     once = heads * a.queries * (a.head_dim + a.value_dim) * _F32
     l2 = target.level("l2")
@@ -52,5 +52,5 @@ def estimate_attention(a: Attention, query_block: int, key_block: int, target: T
                       + a.queries * steps * (_ROW_STEP_CYCLES + a.value_dim // target.lanes))
     waves = -(-tasks // target.units)
     stages["compute"] = (flops / (target.peak_flops["float32"] * util)
-                         + (cycles / target.units / util + waves * TASK_OVERHEAD_CYCLES) / _clock_hz(target))
-    return _finish(stages, tasks, waves, (), moved)
+                         + (cycles / target.units / util + waves * TASK_OVERHEAD_CYCLES) / clock_hz(target))
+    return finish(stages, tasks, waves, (), moved)

@@ -102,7 +102,7 @@ def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target:
     compute is every member's FLOPs, plus the tasks' start-up."""
     g, units = sharing.rows, target.units
     tasks = math.prod(c.shape[:g - 1]) * -(-c.shape[g - 1] // block_rows)
-    util = _wave_utilisation(tasks, units)
+    util = wave_utilisation(tasks, units)
     dram = target.levels[0]
     moved = group_bytes(c)
     stages = {"dram": moved / (dram.bandwidth * _shared_level_efficiency(tasks, units))}
@@ -114,8 +114,8 @@ def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target:
     level = _row_level(target, block_rows * row_bytes(c, sharing))
     stages[level.name] = inner / (level.bandwidth * util)
     waves = -(-tasks // units)
-    stages["compute"] = c.flops() / (_peak(target, c) * util) + waves * TASK_OVERHEAD_CYCLES / _clock_hz(target)
-    return _finish(stages, tasks, waves, (), moved)
+    stages["compute"] = c.flops() / (_peak(target, c) * util) + waves * TASK_OVERHEAD_CYCLES / clock_hz(target)
+    return finish(stages, tasks, waves, (), moved)
 
 
 def group_bytes(c: Compute) -> int:
@@ -134,8 +134,10 @@ def _row_level(target: Target, working_set: int) -> MemoryLevel:
     return l1 if working_set <= l1.capacity else target.level("l2")
 
 
-def _finish(stages_s: dict[str, float], tiles: int, waves: int,
+def finish(stages_s: dict[str, float], tiles: int, waves: int,
             broken: tuple[str, ...], dram_bytes: float) -> Estimate:
+    """The Estimate of a kernel from its stages' seconds (the slowest stage bounds it),
+    its tiles and waves, the alignment rules it breaks and its DRAM bytes."""
     stages = {k: v * 1e6 for k, v in stages_s.items()}
     bound = max(stages, key=lambda k: stages[k])
     return Estimate(stages[bound], stages, bound, tiles, waves, broken, round(dram_bytes))
@@ -151,7 +153,7 @@ def _peak(target: Target, compute: Compute) -> float:
     return target.peak_flops.get(compute.acc_dtype, target.peak_flops["float32"])
 
 
-def _wave_utilisation(tiles: int, units: int) -> float:
+def wave_utilisation(tiles: int, units: int) -> float:
     """Fraction of unit-time doing work when `tiles` run in waves of `units`."""
     return tiles / (-(-tiles // units) * units)
 
@@ -199,7 +201,7 @@ def _cuda(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) -> Estim
         limits.append(target.level("smem").capacity // res.smem_bytes)
     blocks_per_sm = max(1, min(limits))
     waves = -(-tiles // (units * blocks_per_sm))
-    sm_util = _wave_utilisation(tiles, units)
+    sm_util = wave_utilisation(tiles, units)
     staged = cuda_stages_inputs(an, target)
 
     concurrent = min(tiles, units * blocks_per_sm)
@@ -224,13 +226,14 @@ def _cuda(an: TileAnalysis, tile: Tiling, target: Target, padded: bool) -> Estim
     lane_eff = threads / _round_up(threads, target.lanes)
     steps = _reduce_steps(an, tile) if staged else 1
     step_cycles = steps * STEP_LATENCY_CYCLES if steps > 1 else 0
-    exposed = per_sm / resident * (step_cycles + BLOCK_OVERHEAD_CYCLES) / _clock_hz(target)
+    exposed = per_sm / resident * (step_cycles + BLOCK_OVERHEAD_CYCLES) / clock_hz(target)
     stages["compute"] = _padded_flops(an, tile) / (
         _peak(target, an.compute) * sm_util * latency_eff * lane_eff) + exposed
-    return _finish(stages, tiles, waves, broken, moved)
+    return finish(stages, tiles, waves, broken, moved)
 
 
-def _clock_hz(target: Target) -> float:
+def clock_hz(target: Target) -> float:
+    """The clock the model assumes for `target` (its `clock_ghz` extra, else 1.5 GHz)."""
     return float(target.extras.get("clock_ghz", 1.5)) * 1e9
 
 
@@ -259,7 +262,7 @@ def _cpu(an: TileAnalysis, tile: Tiling, target: Target) -> Estimate:
     broken = violations(res, target)
     units, lanes = target.units, simd_lanes(target, dtype(an.compute.acc_dtype).nbytes)
     tiles = an.tiles(tile.block)
-    core_util = _wave_utilisation(tiles, units)
+    core_util = wave_utilisation(tiles, units)
     names = [lv.name for lv in target.levels]
 
     moved = _dram_bytes(an, tile, target, tiles, min(tiles, units))
@@ -295,8 +298,8 @@ def _cpu(an: TileAnalysis, tile: Tiling, target: Target) -> Estimate:
     waves = -(-tiles // units)
     stages["compute"] = _padded_flops(an, tile) / (
         _peak(target, an.compute) * core_util * simd_eff * latency_eff
-    ) + waves * TASK_OVERHEAD_CYCLES / _clock_hz(target)
-    return _finish(stages, tiles, waves, broken, moved)
+    ) + waves * TASK_OVERHEAD_CYCLES / clock_hz(target)
+    return finish(stages, tiles, waves, broken, moved)
 
 
 def dram_bytes(compute: Compute, tile: Tiling, target: Target) -> int:
