@@ -129,9 +129,9 @@ def fuse_chains(graph: Graph, target: Target, log: GroupLog | None = None) -> Gr
         members = _grow(graph, sink, protected, target)
         if len(members) < 2:
             continue
-        if not runs_as_chain(merge_nodes(graph, members).compute, target):
-            continue
         node = merge_nodes(graph, members)
+        if not runs_as_chain(node.compute, target):
+            continue
         if log is not None and not log.allows(Level.L2_TILES, members, node.compute):
             continue
         if log is not None:
