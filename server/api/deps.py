@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from server.core import log_context
 from server.core.config import Settings
-from server.core.security import bearer_grant
+from server.core.security import Grant, bearer_grant
 from server.db.models import Tenant
 from server.jobs.queue import JobQueue
 from server.services.quotas import limits_of, setting_name
@@ -64,7 +64,13 @@ def get_current_tenant(
     grant = bearer_grant(session, header)
     if isinstance(grant, str):
         raise HTTPException(401, grant, headers={"WWW-Authenticate": "Bearer"})
-    # The request's log lines carry its tenant (and the job it names) from here on.
+    return admit(request, session, settings, grant)
+
+
+def admit(request: Request, session: Session, settings: Settings, grant: Grant) -> Tenant:
+    """The tenant of an authenticated `grant`, once its request is allowed (API and dashboard
+    alike): its log lines carry the tenant (and the job it names) from here on; 403 when the
+    token's scope forbids the request, 429 with `Retry-After` over the tenant's request rate."""
     log_context.add(tenant=grant.tenant.name, job_id=request.path_params.get("job_id"))
     refusal = grant.refusal(request.method)
     if refusal is not None:

@@ -13,8 +13,7 @@ from urllib.parse import quote, urlsplit
 
 from fastapi import Depends, HTTPException, Request, Response
 
-from server.api.deps import SessionDep, SettingsDep, take_request
-from server.core import log_context
+from server.api.deps import SessionDep, SettingsDep, admit
 from server.core.security import authenticate
 from server.db.models import Tenant
 
@@ -53,12 +52,7 @@ def cookie_tenant(request: Request, session: SessionDep, settings: SettingsDep) 
         here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         # A 303 with Location: the browser goes to the login form and comes back here.
         raise HTTPException(303, "log in first", headers={"Location": f"/login?next={quote(here)}"})
-    log_context.add(tenant=grant.tenant.name, job_id=request.path_params.get("job_id"))
-    refusal = grant.refusal(request.method)
-    if refusal is not None:
-        raise HTTPException(403, refusal)
-    take_request(request, session, settings, grant.tenant)
-    return grant.tenant
+    return admit(request, session, settings, grant)
 
 
 def same_origin(request: Request) -> None:
