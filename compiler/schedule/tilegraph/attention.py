@@ -18,9 +18,10 @@ recognises the result. Anything else stays as it was.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from compiler.ir.attention import match_attention
+from compiler.ir.attention import Attention, match_attention
 from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.te import Var, rename_vars
@@ -29,10 +30,12 @@ from compiler.schedule.tilegraph.groups import GroupLog, Level
 from compiler.schedule.tilegraph.rows import merge_nodes
 
 
-def fuse_attention(graph: Graph, log: GroupLog | None = None) -> Graph:
+def fuse_attention(graph: Graph, log: GroupLog | None = None,
+                   fits: Callable[[Attention], bool] | None = None) -> Graph:
     """Merge every attention chain of `graph` into one fused group, in place; `log` records
     each group (with the copies it reads through and the one it writes through) and may
-    refuse one (split back after measuring, or priced slower)."""
+    refuse one (split back after measuring, or priced slower); `fits`, when given, says
+    which the backend has a kernel for (a GPU block's rows must fit shared memory)."""
     made: list[tuple[Node, list[Node], set[int]]] = []  # group, its parts, the copies it reads through
     for sink in list(reversed(graph.nodes)):
         if match_contraction(sink.compute) is None:
@@ -41,7 +44,8 @@ def fuse_attention(graph: Graph, log: GroupLog | None = None) -> Graph:
         if members is None:
             continue
         node = merge_nodes(graph, members)
-        if match_attention(node.compute) is None:
+        parts = match_attention(node.compute)
+        if parts is None or (fits is not None and not fits(parts)):
             continue
         reading, node, through = _read_shared_heads(graph, members, node)
         parts, gone = list(members), list(members[:-1])

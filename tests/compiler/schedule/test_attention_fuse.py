@@ -19,6 +19,7 @@ from compiler.ir.graph import Graph
 from compiler.ir.graph_interp import run_graph
 from compiler.ir.te import Const, Var, call
 from compiler.schedule.attention_tile import attention_tilings
+from compiler.schedule.cuda_attention_tile import attention_fits
 from compiler.schedule.tilegraph.attention import fuse_attention
 from compiler.schedule.tilegraph.broadcast import reshaped
 from compiler.schedule.tilegraph.registers import fuse
@@ -82,9 +83,13 @@ def test_blocks_fit_the_cache_and_the_registers() -> None:
         assert rows == (4 if target.registers >= 32 else 2)
 
 
-def test_the_cuda_backend_leaves_attention_unfused() -> None:
-    graph = import_model(attention_model(seq=8).SerializeToString())
-    fuse(graph)
+def test_the_cuda_backend_fuses_attention_whose_blocks_fit_shared_memory() -> None:
     target = get_target("cuda:a100")
-    backend_for(target).partition(graph, target)
-    assert not any(match_attention(n.compute) for n in graph.nodes)
+    made = {}
+    for head_dim in (64, 2048):  # a head of 2048 floats: no key block fits 48 KB beside the queries
+        graph = import_model(attention_model(seq=8, head_dim=head_dim).SerializeToString())
+        fuse(graph)
+        backend_for(target).partition(graph, target)
+        made[head_dim] = [p for p in (match_attention(n.compute) for n in graph.nodes) if p is not None]
+    assert len(made[64]) == 1 and attention_fits(made[64][0])
+    assert not made[2048]
