@@ -2,8 +2,9 @@
 the CUDA backend's partition and tiled by its cost model: on the CPU emulator of the CUDA
 built-ins, every variant the C kernel supports (GQA, causal, padding and boolean masks,
 transposed keys, heads merged back in place, a sequence no multiple of the blocks, rows
-whose keys are all masked) matches the unfused graph run by the TE interpreter; and the
-kernels compile with nvcc for sm_80 and sm_90."""
+whose keys are all masked) matches the unfused graph run by the TE interpreter; the
+kernels compile with nvcc for sm_80 and sm_90, and the pipeline builds attention blocks
+with one such kernel."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import copy
 import dataclasses
 import math
 import shutil
+import tarfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +32,7 @@ from compiler.ir.graph import Graph
 from compiler.ir.graph_interp import run_graph
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute
+from compiler.pipeline import compile_model
 from compiler.schedule.cuda_attention_tile import cuda_attention_tilings, smem_bytes
 from compiler.schedule.cuda_launch import WARP, AttentionGeometry
 from compiler.schedule.cuda_tile import SMEM_LIMIT, plan_cuda_tile
@@ -176,3 +179,17 @@ def test_kernels_compile_for_sm_80_and_sm_90(cases: dict[str, Partitioned]) -> N
     for cubin in cubins:
         assert cubin[:4] == b"\x7fELF"
         assert all(f"k{n}".encode() + b"\0" in cubin for n in range(len(cases)))
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc (the CUDA toolkit) is not installed")
+@pytest.mark.parametrize("make", [lambda: bert_attention(seq=13, hidden=64, heads=4),
+                                  lambda: llama_attention(seq=20, hidden=128, heads=8, kv_heads=2)],
+                         ids=["bert", "llama_gqa"])
+def test_the_pipeline_builds_a_block_as_its_projections_and_one_attention_kernel(make, tmp_path: Path) -> None:
+    r = compile_model(make(), "cuda:h100", {"measure": False}, output=tmp_path / "a.tar.gz")
+    kinds = [k.tile.launch.kind for k in r.plan.kernels if k.tile.launch is not None]
+    # Q, K, V and output projections; the heads' split and merge are read and written in place
+    assert len(r.plan.kernels) == 5 and kinds.count("attention") == 1
+    with tarfile.open(r.artifact_path) as tar:
+        assert tar.extractfile("model.cubin").read()[:4] == b"\x7fELF"
