@@ -4,7 +4,7 @@ built-ins, every variant the C kernel supports (GQA, causal, padding and boolean
 transposed keys, heads merged back in place, a sequence no multiple of the blocks, rows
 whose keys are all masked) matches the unfused graph run by the TE interpreter; the
 kernels compile with nvcc for sm_80 and sm_90, and the pipeline builds attention blocks
-with one such kernel."""
+with one such kernel (validated against onnxruntime where a GPU runs them)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from cuda_device import device_arch
 from cuda_emulator import EmulatedKernels
 
 from compiler.backends import backend_for
@@ -193,3 +194,15 @@ def test_the_pipeline_builds_a_block_as_its_projections_and_one_attention_kernel
     assert len(r.plan.kernels) == 5 and kinds.count("attention") == 1
     with tarfile.open(r.artifact_path) as tar:
         assert tar.extractfile("model.cubin").read()[:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["long_padding_mask", "causal_trilu", "gqa", "bool_mask_keys_transposed",
+                                  "head_dim_80", "llama_gqa_block"])
+def test_on_the_gpu_the_pipeline_validates_against_onnxruntime(name: str, tmp_path: Path) -> None:
+    arch, why_not = device_arch()
+    if arch is None:
+        pytest.skip(why_not)
+    r = compile_model(MODELS[name](), f"cuda:{arch}", output=tmp_path / "a.tar.gz")
+    assert r.validation["passed"] is True, r.validation
+    assert [k.tile.launch.kind for k in r.plan.kernels if k.tile.launch is not None].count("attention") == 1
