@@ -139,7 +139,7 @@ def test_emulated_kernel_matches_the_unfused_graph(cases: dict[str, Partitioned]
         assert np.isnan(next(iter(want.values()))).any() != ALL_MASKED[name]
 
 
-@pytest.mark.parametrize("name", ["padding_mask", "long_padding_mask", "gqa"])
+@pytest.mark.parametrize("name", ["padding_mask", "causal_where", "gqa"])
 def test_every_block_shape_the_model_ranks_computes_the_same(cases: dict[str, Partitioned], name: str,
                                                               tmp_path: Path) -> None:
     """Not only the model's favourite: each ranked block shape (a grid of 2 blocks, so the
