@@ -153,8 +153,8 @@ GEOMETRIES: dict[str, type] = {"gemm": GemmGeometry, "rowreduce": RowGeometry,
 @dataclass(frozen=True)
 class CudaLaunch:
     """One CUDA kernel's shape (`kind`: "gemm" | "rowreduce" | "rowgroup" | "general" |
-    "attention"),
-    its geometry and its launch on a 1-D grid (`grid` blocks of `block` threads)."""
+    "attention"), its geometry and its launch on a 1-D grid (`grid` blocks of `block`
+    threads)."""
 
     kind: str
     geometry: Geometry

@@ -44,8 +44,8 @@ def fuse_attention(graph: Graph, log: GroupLog | None = None,
         if members is None:
             continue
         node = merge_nodes(graph, members)
-        parts = match_attention(node.compute)
-        if parts is None or (fits is not None and not fits(parts)):
+        recognised = match_attention(node.compute)
+        if recognised is None or (fits is not None and not fits(recognised)):
             continue
         reading, node, through = _read_shared_heads(graph, members, node)
         parts, gone = list(members), list(members[:-1])
