@@ -100,10 +100,13 @@ class RowGeometry:
 
 @dataclass(frozen=True)
 class RowGroupGeometry:
-    """Fused row group: threads per block (one block per row at a time) and the rows to walk."""
+    """Fused row group: threads per block (one block per row at a time), the rows to walk,
+    and the stages its readers recompute rather than keep in shared memory
+    (compiler/ir/recompute.py)."""
 
     threads: int
     rows: int
+    recomputed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

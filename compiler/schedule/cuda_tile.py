@@ -31,8 +31,10 @@ import math
 
 from compiler.ir.attention import match_attention
 from compiler.ir.contraction import Contraction, match_contraction, side_extent
-from compiler.ir.rows import group_sharing, row_elems
-from compiler.ir.te import Compute, Load, Var, walk
+from compiler.ir.dtypes import dtype
+from compiler.ir.recompute import recomputable, recompute
+from compiler.ir.rows import RowSharing, group_sharing, row_elems, stage_row_bytes
+from compiler.ir.te import Compute, Load, Var, count_ops, walk
 from compiler.schedule.cuda_launch import (
     MAX_GRID,
     MAX_THREADS,
@@ -62,6 +64,10 @@ ELEMS_PER_THREAD = 8  # enough loads in flight per thread before adding threads
 # A row of a group's stages lives in static shared memory (48 KB per block without
 # opting in), beside the reduction's exchange slots: groups are formed only where it fits.
 ROW_STAGE_BYTES = 40 << 10
+# Operations a member's body may grow to with the stages it reads recomputed in it: a
+# softmax's sum and scaling each take its exponential (a few), chains of element-wise
+# stages each read several times would multiply.
+MAX_RECOMPUTED_OPS = 64
 # Threads sharing one query row of an attention block: half a warp, so a row's max and sum
 # take four shuffles and a block of 16-key steps keeps every lane busy.
 ATTENTION_TEAM = 16
@@ -211,12 +217,31 @@ def attention_geometry(bq: int, bk: int, rows: int) -> AttentionGeometry:
 
 
 def row_group_geometry(c: Compute) -> RowGroupGeometry:
-    """Enough threads for the longest member row at `ELEMS_PER_THREAD` elements each
-    (a warp at least, a power of two up to 1024)."""
+    """Enough threads for the longest member row the kernel runs at `ELEMS_PER_THREAD`
+    elements each (a warp at least, a power of two up to 1024); the stages it recomputes."""
     g = group_sharing(c).rows
-    work = max(max(row_elems(m, g), math.prod(a.extent for a in m.reduce_axes)) for m in c.members())
+    recomputed = recomputed_stages(c)
+    run = [m for k, m in enumerate(c.members()) if k not in recomputed]
+    work = max(max(row_elems(m, g), math.prod(a.extent for a in m.reduce_axes)) for m in run)
     threads = min(MAX_THREADS, max(WARP, pow2_at_least(ceil_div(work, ELEMS_PER_THREAD))))
-    return RowGroupGeometry(threads, max(1, math.prod(c.shape[:g])))
+    return RowGroupGeometry(threads, max(1, math.prod(c.shape[:g])), recomputed)
+
+
+def recomputed_stages(c: Compute) -> tuple[int, ...]:
+    """The stages of row group `c` its kernel recomputes where they are read: none where a
+    row of every stage fits shared memory, else every element-wise one."""
+    return () if stage_row_bytes(c, group_sharing(c)) <= ROW_STAGE_BYTES else recomputable(c)
+
+
+def row_group_fits(c: Compute, sharing: RowSharing) -> bool:
+    """The CUDA backend's rule for a row group (tilegraph/rows.py `RowFit`): a row of the
+    stages it keeps fits shared memory, and no member grows past `MAX_RECOMPUTED_OPS`
+    by recomputing the others."""
+    recomputed = recomputed_stages(c)
+    kept = sum(row_elems(s, sharing.rows) * dtype(s.dtype).nbytes
+               for k, s in enumerate(c.stages) if k not in recomputed)
+    members = recompute(c, recomputed).members() if recomputed else ()
+    return kept <= ROW_STAGE_BYTES and all(count_ops(m.body) <= MAX_RECOMPUTED_OPS for m in members)
 
 
 def _check_tile(c: Compute, tile: TileConfig) -> None:
