@@ -40,6 +40,21 @@ def _diff_symbolic(g: Any, x: Any, n: int, dim: int, prepend: Any, append: Any) 
     return y
 
 
+@symbolic_helper.parse_args("v", "i", "none")
+def _cumsum_symbolic(g: Any, x: Any, dim: int, dtype: Any) -> Any:
+    """aten::cumsum for the TorchScript exporter: torch's own, after counting a bool input in
+    int64 as torch does (ONNX's CumSum takes no bools; the same mask code sums one)."""
+    from torch.onnx._internal.torchscript_exporter import symbolic_opset11
+
+    if x.type().scalarType() == "Bool":
+        x = g.op("Cast", x, to_i=onnx.TensorProto.INT64)
+    return symbolic_opset11.cumsum(g, x, dim, dtype)
+
+
+# What the TorchScript exporter lacks or gets wrong, by operator.
+_TORCHSCRIPT_SYMBOLICS = {"aten::diff": _diff_symbolic, "aten::cumsum": _cumsum_symbolic}
+
+
 def export_onnx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], exporter: str) -> onnx.ModelProto:
     """`module` exported by `exporter` (DYNAMO at opset 18, TORCHSCRIPT at opset 17), inputs
     named input0, input1, ..."""
@@ -57,7 +72,8 @@ def export_onnx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], expor
                                             dynamo=True, verbose=False)
                 program.save(str(path))
             else:
-                torch.onnx.register_custom_op_symbolic("aten::diff", _diff_symbolic, OPSET[exporter])
+                for name, symbolic in _TORCHSCRIPT_SYMBOLICS.items():
+                    torch.onnx.register_custom_op_symbolic(name, symbolic, OPSET[exporter])
                 torch.onnx.export(module, inputs, str(path), input_names=names, opset_version=OPSET[exporter],
                                   dynamo=False)
             return onnx.load(str(path))
