@@ -57,6 +57,16 @@ def write_artifact(
     return digest
 
 
+def write_unpacked(folder: Path, files: Mapping[str, bytes]) -> None:
+    """`files` (artifact member names to bytes) written under `folder` as an extracted
+    artifact lies: what the runtime loads (compiler.runtime.load_folder) without a tarball."""
+    for name, data in files.items():
+        if not MEMBER_NAME.fullmatch(name):
+            raise ValueError(f"not an artifact member name: {name!r}")
+        (folder / name).parent.mkdir(exist_ok=True)
+        (folder / name).write_bytes(data)
+
+
 def manifest_of(plan: ExecutionPlan, extra: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest's description of a plan, merged with the caller's keys (no file hashes)."""
     missing = [k for k in REQUIRED_EXTRA if k not in extra]

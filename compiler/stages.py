@@ -4,4 +4,4 @@ A leaf module, so that the web process (the dashboard's job pages) can read them
 importing the compiler pipeline and, with it, onnx, the frontend and the scheduler.
 """
 
-STAGES = ("load", "lower", "partition", "schedule", "codegen", "build", "package", "validate")
+STAGES = ("load", "lower", "partition", "schedule", "codegen", "build", "validate", "package")

@@ -10,14 +10,49 @@ import importlib.metadata
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import onnx
 import torch
+from torch.onnx import symbolic_helper
 
 from compiler.bench.real_models import DYNAMO, TORCHSCRIPT, RealModel
 
 CACHE_DIR = Path("build/bench/real")
 OPSET = {DYNAMO: 18, TORCHSCRIPT: 17}
+
+
+@symbolic_helper.parse_args("v", "i", "i", "v", "v")
+def _diff_symbolic(g: Any, x: Any, n: int, dim: int, prepend: Any, append: Any) -> Any:
+    """aten::diff for the TorchScript exporter, which has none: transformers' mask creation
+    takes the differences of the position ids (to find packed sequences) in every causal decoder.
+    `n` times: the input (with `prepend` and `append` joined on `dim`) minus itself shifted by one."""
+    parts = [p for p in (prepend, x, append) if not symbolic_helper._is_none(p)]
+    y = g.op("Concat", *parts, axis_i=dim) if len(parts) > 1 else x
+    axes = g.op("Constant", value_t=torch.tensor([dim]))
+
+    def cut(start: int, end: int) -> Any:
+        starts, ends = g.op("Constant", value_t=torch.tensor([start])), g.op("Constant", value_t=torch.tensor([end]))
+        return g.op("Slice", y, starts, ends, axes)
+
+    for _ in range(n):
+        y = g.op("Sub", cut(1, torch.iinfo(torch.int64).max), cut(0, -1))
+    return y
+
+
+@symbolic_helper.parse_args("v", "i", "none")
+def _cumsum_symbolic(g: Any, x: Any, dim: int, dtype: Any) -> Any:
+    """aten::cumsum for the TorchScript exporter: torch's own, after counting a bool input in
+    int64 as torch does (ONNX's CumSum takes no bools; the same mask code sums one)."""
+    from torch.onnx._internal.torchscript_exporter import symbolic_opset11
+
+    if x.type().scalarType() == "Bool":
+        x = g.op("Cast", x, to_i=onnx.TensorProto.INT64)
+    return symbolic_opset11.cumsum(g, x, dim, dtype)
+
+
+# What the TorchScript exporter lacks or gets wrong, by operator.
+_TORCHSCRIPT_SYMBOLICS = {"aten::diff": _diff_symbolic, "aten::cumsum": _cumsum_symbolic}
 
 
 def export_onnx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], exporter: str) -> onnx.ModelProto:
@@ -37,6 +72,8 @@ def export_onnx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], expor
                                             dynamo=True, verbose=False)
                 program.save(str(path))
             else:
+                for name, symbolic in _TORCHSCRIPT_SYMBOLICS.items():
+                    torch.onnx.register_custom_op_symbolic(name, symbolic, OPSET[exporter])
                 torch.onnx.export(module, inputs, str(path), input_names=names, opset_version=OPSET[exporter],
                                   dynamo=False)
             return onnx.load(str(path))

@@ -8,7 +8,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -58,23 +57,6 @@ def model_table(results: list[BenchResult]) -> list[str]:
     return rows
 
 
-def cli_compile_times(model: str = "transformer_encoder") -> tuple[float, float]:
-    """Wall-clock seconds of `tileforge compile` on a zoo model: cold (empty cache), then warm."""
-    import onnx
-
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / f"{model}.onnx"
-        onnx.save(ZOO[model](), path)
-        times = []
-        for i in range(2):
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "compiler.cli", "compile", str(path), "-o",
-                            str(Path(d) / f"{i}.tar.gz"), "--cache-dir", str(Path(d) / "kernels")],
-                           check=True, capture_output=True, timeout=600)
-            times.append(time.perf_counter() - t0)
-    return times[0], times[1]
-
-
 def run(out: Path, threads: list[int], models: list[str]) -> dict:
     results: list[BenchResult] = []
     with tempfile.TemporaryDirectory() as d:
@@ -87,6 +69,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
                 results.append(r)
     from compiler.bench.attention_blocks import attention_section
     from compiler.bench.cnn_blocks import cnn_section
+    from compiler.bench.compile_time import compile_time_section
     from compiler.bench.fusion import fusion_section
     from compiler.bench.operators import operator_section
     from compiler.bench.real_suite import real_section
@@ -96,7 +79,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
     real_lines, real_json = real_section(threads)
     fusion_lines, fusion_json = fusion_section(max(threads))
     cnn_lines, cnn_json = cnn_section(max(threads))
-    cold, warm = cli_compile_times()
+    compile_lines, compile_json = compile_time_section()
     cmd = "make bench  (python -m compiler.bench.report --out docs/BENCHMARKS.md)"
     lines = [
         "# Benchmarks",
@@ -114,11 +97,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
         "",
         *model_table(results),
         "",
-        "## Compile time of a transformer encoder layer (CLI wall clock)",
-        "",
-        "`tileforge compile` on the zoo's transformer_encoder (hidden 256, 4 heads, seq 64),",
-        "validation included: cold (empty kernel cache, top-k candidates timed) "
-        f"{cold:.2f} s; warm (every kernel a cache hit) {warm:.2f} s.",
+        *compile_lines,
         "",
         *ops_lines,
         *attention_lines,
@@ -131,7 +110,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
     out.write_text("\n".join(lines) + "\n")
     data = {"models": [r.to_dict() for r in results], "operators": ops_json, "attention_blocks": attention_json,
             "cnn_blocks": cnn_json, "real_models": real_json, "fusion": fusion_json,
-            "cli_compile_seconds": {"cold": round(cold, 3), "warm": round(warm, 3)}}
+            "cli_compile_seconds": compile_json}
     out.with_suffix(".json").write_text(json.dumps(data, indent=2))
     return data
 

@@ -16,22 +16,29 @@ from compiler.errors import ArtifactError
 from compiler.runtime.artifact import read_artifact
 from compiler.runtime.executable import Executable, TensorSpec
 
-__all__ = ["Executable", "TensorSpec", "load"]
+__all__ = ["Executable", "TensorSpec", "load", "load_folder"]
 
 
 def load(path: str | Path, threads: int | None = None) -> Executable:
     """Verify, extract and load an artifact; `threads` sets the CPU thread count."""
     with tempfile.TemporaryDirectory(prefix="tileforge-load-") as tmp:
         manifest, folder = read_artifact(path, tmp)
-        kind = manifest.get("target_kind")
-        if kind == "cpu":
-            from compiler.runtime.cpu import CpuExecutable
+        return load_folder(manifest, folder, threads)
 
-            exe: Executable = CpuExecutable(manifest, folder)
-        elif kind == "cuda":
-            exe = _load_cuda(manifest, folder)
-        else:
-            raise ArtifactError(f"artifact targets unknown device kind {kind!r}")
+
+def load_folder(manifest: dict[str, Any], folder: Path, threads: int | None = None) -> Executable:
+    """Load the artifact files in `folder`, which `manifest` describes: an artifact `load`
+    verified and extracted, or one the pipeline validates before it packs it. Reads all
+    it needs before returning: the caller may remove the folder."""
+    kind = manifest.get("target_kind")
+    if kind == "cpu":
+        from compiler.runtime.cpu import CpuExecutable
+
+        exe: Executable = CpuExecutable(manifest, folder)
+    elif kind == "cuda":
+        exe = _load_cuda(manifest, folder)
+    else:
+        raise ArtifactError(f"artifact targets unknown device kind {kind!r}")
     if threads is not None:
         exe.set_threads(threads)
     return exe

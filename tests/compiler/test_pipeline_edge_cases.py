@@ -56,6 +56,24 @@ def test_kernels_of_a_model_that_fails_validation_are_not_cached(tmp_path: Path,
     assert all(e["validation_error"] == r.validation["rel_l2_error"] for e in stored)
 
 
+def test_a_validated_artifact_is_packed_once_with_its_validation(tmp_path: Path, monkeypatch):
+    """Validation runs on the files before they are packed, so the tarball is written once."""
+    from compiler import package
+    from compiler.bench.models import mlp_gelu
+    from compiler.runtime.artifact import REPORT, read_artifact
+
+    writes = []
+    write = package.write_artifact
+    monkeypatch.setattr(package, "write_artifact", lambda path, *a: writes.append(path) or write(path, *a))
+    r = compile_model(mlp_gelu(batch=1), "cpu", {"measure": False}, output=tmp_path / "a.tar.gz")
+    assert writes == [tmp_path / "a.tar.gz"]
+    assert list(r.stage_seconds)[-2:] == ["validate", "package"]
+    _, folder = read_artifact(r.artifact_path, tmp_path)
+    report = json.loads((folder / REPORT).read_text())
+    assert report["validation"]["passed"] and report["validation"] == json.loads(json.dumps(r.validation))
+    assert load(r.artifact_path).run({"x": np.ones((1, 256), np.float32)})["y"].shape == (1, 128)
+
+
 def test_one_thread_compiles_are_modelled_for_one_core(tmp_path: Path):
     """A compilation for n threads schedules and models its kernels for n cores: a
     compute-bound matmul's predicted time doubles from two cores to one."""

@@ -6,6 +6,7 @@ from frontend_kit import check_model, check_op, make_model, random
 from onnx import helper
 
 from compiler.frontend import import_model
+from compiler.frontend.ops.movement import CONCAT_FAN_IN
 
 
 def i64(*v):
@@ -52,6 +53,16 @@ def test_concat(axis):
     shapes[1][axis] = 1
     shapes[2][axis] = 5
     check_op("Concat", {f"x{k}": random(s, seed=k) for k, s in enumerate(shapes)}, axis=axis)
+
+
+def test_long_concat_is_a_tree_of_short_ones():
+    """17 parts of uneven lengths: kernels of at most CONCAT_FAN_IN parts, equal to onnxruntime."""
+    feeds = {f"x{k}": random((2, 1 + k % 3, 4), seed=k) for k in range(17)}
+    check_op("Concat", feeds, axis=1)
+    model = make_model([helper.make_node("Concat", list(feeds), ["y"], axis=1)], feeds, ["y"])
+    nodes = import_model(model).nodes
+    assert len(nodes) == 3  # 8 parts, 8 parts, then their two results and the 17th
+    assert max(len(n.inputs) for n in nodes) <= CONCAT_FAN_IN
 
 
 def test_split_forms():
