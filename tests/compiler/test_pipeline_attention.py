@@ -101,3 +101,19 @@ def test_llama_gqa_block_reads_the_projections_of_the_shared_heads(tmp_path: Pat
 def test_a_decode_step_one_key_and_a_head_dim_of_no_whole_vectors(tmp_path: Path, shape: dict):
     plan, _ = _compile(tmp_path, **shape)
     assert _attention_kernels(plan) == 1
+
+
+@pytest.mark.parametrize("shape", [{"seq": 300, "heads": 2, "mask": "causal_trilu"},
+                                   {"seq": 45, "keys": 100, "mask": "causal_additive"},
+                                   {"seq": 130, "heads": 3, "mask": "causal_where", "head_dim": 24}])
+def test_causal_attention_skips_the_masked_keys_at_any_length(tmp_path: Path, shape: dict):
+    # lengths no block divides; more keys than queries: the mask's diagonal is offset
+    plan, _ = _compile(tmp_path, **shape)
+    (kernel,) = [k for k in plan.kernels if k.tile.attention]
+    assert len(kernel.compute.inputs) == 3  # the constant mask is read as an index comparison
+
+
+def test_masked_keys_are_still_counted_where_the_fill_is_close_to_the_scores(tmp_path: Path):
+    # a fill of -3 leaves the masked keys' exponentials far from 0: no key may be skipped
+    plan, _ = _compile(tmp_path, seq=90, heads=2, mask="causal_trilu", fill=-3.0)
+    assert _attention_kernels(plan) == 1

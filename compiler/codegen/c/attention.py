@@ -41,9 +41,9 @@ from compiler.codegen.c.vector_math import (
     max_definitions,
     max_function,
 )
-from compiler.codegen.cexpr import ExprWriter, flat_offset, new_counter
+from compiler.codegen.cexpr import ExprWriter, flat_offset, literal, new_counter
 from compiler.codegen.csource import CSource
-from compiler.ir.attention import Attention, batch_names, row_stride
+from compiler.ir.attention import Attention, Causal, batch_names, row_stride
 from compiler.ir.contraction import expr_vars
 from compiler.ir.te import ACC, Compute, Expr, Load, Var, substitute
 
@@ -121,13 +121,12 @@ class _Body:
             src.line("top[ii] = -INFINITY;")
             src.line("sum[ii] = 0.0f;")
             src.line(f"for (int64_t d = 0; d < {a.value_dim}L; ++d) acc[ii][d] = 0.0f;")
-        with src.block(f"for (int64_t kb = 0; kb < {a.keys}L; kb += {self.bk}L)"):
-            src.line(f"const int64_t n = {a.keys}L - kb < {self.bk}L ? {a.keys}L - kb : {self.bk}L;")
-            self._scores()
-            self._score_expression()
-            with src.block(f"for (int64_t ii = 0; ii < {bq}L; ii += {self.lanes}L)"):
-                self._online_softmax()
-            self._values()
+        if a.causal is None:
+            with src.block(f"for (int64_t kb = 0; kb < {a.keys}L; kb += {self.bk}L)"):
+                src.line(f"const int64_t n = {a.keys}L - kb < {self.bk}L ? {a.keys}L - kb : {self.bk}L;")
+                self._key_block()
+        else:
+            self._causal_blocks(a.causal)
         with src.block("for (int64_t ii = 0; ii < rows; ++ii)"):
             src.line("const float inv = 1.0f / sum[ii];")
             stride = math.prod(self.c.shape[a.out_axes.index("i") + 1:])
@@ -135,6 +134,40 @@ class _Body:
             # all its scores -inf (sum 0) or one NaN: the row's probabilities are NaN
             value = "!(sum[ii] > 0.0f) ? 0.0f : acc[ii][d] * inv" if a.nan_to_zero else "acc[ii][d] * inv"
             src.line(f"for (int64_t d = 0; d < {a.value_dim}L; ++d) orow[d] = {value};")
+
+    def _key_block(self) -> None:
+        """Keys kb .. kb + n - 1: their scores, the online softmax, their values. A causal
+        mask is applied only in blocks that reach past the first row's diagonal."""
+        a, src = self.a, self.src
+        self._scores()
+        if a.causal is None:
+            self._score_expression(a.score)
+        else:
+            with src.block(f"if (kb + n - 1 > i0 + {a.causal.offset}L)"):
+                self._score_expression(a.score)
+            if a.causal.unmasked != Var(ACC, "float32"):
+                with src.block("else"):
+                    self._score_expression(a.causal.unmasked)
+        with src.block(f"for (int64_t ii = 0; ii < {self.bq}L; ii += {self.lanes}L)"):
+            self._online_softmax()
+        self._values()
+
+    def _causal_blocks(self, causal: Causal) -> None:
+        """The key blocks up to the last key any of the task's rows sees (past it every key
+        is masked); the rest too only where some row's max is not far enough above the
+        masked scores for each of their exponentials to come out 0 (exp(x) is 0 in float32
+        for x < -103.98), as it does for the finite scores a real mask hides."""
+        a, src, off = self.a, self.src, causal.offset
+        src.line(f"int64_t hi = i0 + rows + {off}L;")
+        src.line(f"hi = hi < 0 ? 0 : hi > {a.keys}L ? {a.keys}L : hi;")
+        with src.block(f"for (int64_t kb = 0, n = 0; kb < {a.keys}L; kb += n)"):
+            with src.block("if (kb >= hi)"):
+                src.line("int64_t ii = 0;")
+                src.line(f"while (ii < rows && top[ii] - {literal(causal.bound, 'float32')} > 104.0f) ++ii;")
+                src.line("if (ii == rows) break;")
+                src.line(f"hi = {a.keys}L;")
+            src.line(f"n = hi - kb < {self.bk}L ? hi - kb : {self.bk}L;")
+            self._key_block()
 
     def _key(self, j: str) -> str:
         """The C address of key `j`'s element r."""
@@ -162,16 +195,16 @@ class _Body:
                 with src.block(f"for (int u = 0; u < {chunk}; ++u)"):
                     src.extend([f"*({VECTOR_TYPE}*)(&st[key{k}][ii + u * {lanes}L]) = x{k}[u];" for k in keys])
 
-    def _score_expression(self) -> None:
-        """The group's score expression on the block's scores (past the last query row too:
+    def _score_expression(self, expr: Expr) -> None:
+        """Score expression `expr` on the block's scores (past the last query row too:
         those rows are never stored, and their index is clamped for the expression)."""
         a, lanes, src, bq = self.a, self.lanes, self.src, self.bq
-        if a.score == Var(ACC, "float32"):
+        if expr == Var(ACC, "float32"):
             return
         names = {b: b for b in batch_names(len(a.batch))} | {"j": "(kb + jj)"}
         with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
             src.line("int64_t ii = 0;")
-            score, gathered = self._gathered(a.score)
+            score, gathered = self._gathered(expr)
             if vectorizes(score, "i", self.c.inputs, "float32", {ACC, *gathered.values()}):
                 with src.block(f"for (; ii + {lanes}L <= rows; ii += {lanes}L)"):
                     src.line(f"const {VECTOR_TYPE} sv = *({VECTOR_TYPE}*)(&st[jj][ii]);")
@@ -193,7 +226,7 @@ class _Body:
             with src.block(f"for (; ii < {bq}L; ++ii)"):
                 src.line("const int64_t at = ii < rows ? ii : rows - 1;")
                 w = ExprWriter(self.c.inputs, names | {"i": "(i0 + at)", ACC: "st[jj][ii]"}, new_counter())
-                value = w.emit(a.score)
+                value = w.emit(expr)
                 src.extend(w.lines)
                 src.line(f"st[jj][ii] = {value};")
 
