@@ -18,7 +18,7 @@ def attention_model(batch: int = 1, heads: int = 2, kv_heads: int | None = None,
     `kv_heads`: fewer key / value heads shared by groups of query heads (GQA, MQA: 1),
     broadcast as repeat_kv does (Unsqueeze, Expand, Reshape). `mask`: "padding" (an additive
     [batch, 1, 1, keys] input), "additive" (a [batch, 1, queries, keys] input added), "bool"
-    (a [batch, 1, 1, keys] boolean input through Where),
+    (a [batch, 1, 1, keys] boolean input through Where), "bool_rows" (one [batch, 1, queries, keys]),
     "causal_trilu" (masked scores `fill`), "causal_where" (a lower triangle from Range and
     comparisons), "causal_additive" (a constant float [1, 1, queries, keys] mask, 0 up to the
     diagonal of the last `queries` keys and the lowest float past it, as exporters fold a
@@ -93,8 +93,8 @@ def _mask_nodes(s: str, mask: str, batch: int, seq: int, n: int, inputs: dict[st
     if mask == "additive":
         inputs["add_mask"] = [batch, 1, seq, n]
         return [helper.make_node("Add", [s, "add_mask"], ["masked"])]
-    if mask == "bool":
-        inputs["bool_mask"] = [batch, 1, 1, n]
+    if mask in {"bool", "bool_rows"}:
+        inputs["bool_mask"] = [batch, 1, 1 if mask == "bool" else seq, n]
         weights["neg"] = np.array(-np.inf, np.float32)
         return [helper.make_node("Where", ["bool_mask", s, "neg"], ["masked"])]
     if mask == "causal_trilu":
@@ -122,7 +122,8 @@ def _mask_nodes(s: str, mask: str, batch: int, seq: int, n: int, inputs: dict[st
 
 
 def attention_feeds(m: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random inputs for `m`: a padding mask hides the last third of the keys of batch 0."""
+    """Random inputs for `m`: a padding mask hides the last third of the keys of batch 0 (one
+    per query row, a random third of the rest too)."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for i in m.graph.input:
@@ -134,6 +135,9 @@ def attention_feeds(m: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
         elif i.name == "bool_mask":
             keep = np.ones(shape, bool)
             keep[0, ..., shape[-1] - shape[-1] // 3:] = False
+            if shape[-2] > 1:  # a mask per query row: a third of the rest hidden too, never key 0
+                keep &= rng.random(shape) > 1 / 3
+                keep[..., 0] = True
             feeds[i.name] = keep
         else:
             feeds[i.name] = rng.standard_normal(shape).astype(np.float32)

@@ -9,6 +9,7 @@ import onnxruntime as ort
 import pytest
 
 from compiler.bench.attention_blocks import bert_attention, llama_attention
+from compiler.codegen.c.kernel import render_kernel
 from compiler.pipeline import compile_model
 from compiler.runtime import load
 from compiler.schedule.plan import ExecutionPlan
@@ -59,6 +60,12 @@ def test_scale_on_queries_with_more_keys_than_queries(tmp_path: Path):
 def test_boolean_mask_through_where_and_keys_given_transposed(tmp_path: Path):
     plan, _ = _compile(tmp_path, batch=2, seq=50, mask="bool", k_transposed=True)
     assert _attention_kernels(plan) == 1
+
+
+def test_a_boolean_mask_per_query_row_is_gathered_into_vector_selects(tmp_path: Path):
+    plan, _ = _compile(tmp_path, batch=2, heads=3, seq=41, head_dim=32, mask="bool_rows")
+    (kernel,) = [k for k in plan.kernels if k.tile.attention]
+    assert "const tf_v g0 = {" in render_kernel(kernel.compute, kernel.tile, "k")  # the mask gathered per vector
 
 
 @pytest.mark.parametrize("nan_to_zero", [False, True])

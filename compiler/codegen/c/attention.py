@@ -45,7 +45,7 @@ from compiler.codegen.cexpr import ExprWriter, flat_offset, literal, new_counter
 from compiler.codegen.csource import CSource
 from compiler.ir.attention import Attention, Causal, batch_names, row_stride
 from compiler.ir.contraction import expr_vars
-from compiler.ir.te import ACC, Compute, Expr, Load, Var, substitute
+from compiler.ir.te import ACC, Compute, Const, Expr, Load, Var, call, substitute
 
 _CHUNK = 4  # vectors of scores / values per row in flight (times the register rows: the chains)
 
@@ -231,16 +231,19 @@ class _Body:
                 src.line(f"st[jj][ii] = {value};")
 
     def _gathered(self, score: Expr) -> tuple[Expr, dict[Load, str]]:
-        """`score` with each float load that walks the query rows at a stride (a [queries,
-        keys] mask) read as a vector variable instead, and those loads by name: gathered
+        """`score` with each float or boolean load that walks the query rows at a stride (a
+        [queries, keys] mask) read as a vector variable instead (a boolean one as a float
+        vector compared with 0: a vector select's mask), and those loads by name: gathered
         lane by lane, so that the rest of the expression still runs on vectors."""
         gathered: dict[Load, str] = {}
 
         def fn(x: Expr) -> Expr | None:
-            if (isinstance(x, Load) and x.dtype == "float32" and "i" in expr_vars(x)
-                    and not vectorizes(x, "i", self.c.inputs, "float32")):
-                return Var(gathered.setdefault(x, f"g{len(gathered)}"), "float32")
-            return None
+            if not (isinstance(x, Load) and x.dtype in {"float32", "bool"} and "i" in expr_vars(x)):
+                return None
+            if x.dtype == "float32" and vectorizes(x, "i", self.c.inputs, "float32"):
+                return None
+            value = Var(gathered.setdefault(x, f"g{len(gathered)}"), "float32")
+            return value if x.dtype == "float32" else call("ne", value, Const(0.0, "float32"))
 
         return substitute(score, fn), gathered
 
