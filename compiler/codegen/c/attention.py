@@ -15,7 +15,9 @@ along the query rows. It walks the keys in blocks:
      sum and accumulator are scaled by exp(old - new), the block's exponentials (the
      portable vector exp of c/vector_math.py) summed key by key;
   4. the exponentials times the value rows into the output rows' accumulators, a few
-     rows at a time, each loaded vector of values serving every one of them.
+     rows at a time, each loaded vector of values serving every one of them; a few dozen
+     keys at a time for all the rows, so that those value rows are read from L1, not L2,
+     by every group of rows.
 The output row is the accumulator divided by the sum. A row whose scores are all -inf
 keeps a zero sum and comes out NaN, as the unfused softmax gives it, or 0 where the group
 makes NaN probabilities 0 (torch's SDPA decomposition; the values assumed finite).
@@ -53,9 +55,9 @@ _CHUNK = 4  # vectors of scores / values per row in flight (times the register r
 def render_attention(c: Compute, a: Attention, blocks: tuple[int, ...], lanes: int, src: CSource,
                      symbol: str, params: list[str], header: str, parallel: bool) -> None:
     """Write `symbol`'s task function and team function `header` for attention group `c`
-    (parts `a`) in blocks `blocks` = (query rows, keys, register rows of the products), on
-    `lanes`-wide float32 vectors."""
-    bq, bk, rows = blocks
+    (parts `a`) in blocks `blocks` = (query rows, keys, register rows of the products, keys
+    per pass of the values' product), on `lanes`-wide float32 vectors."""
+    bq, bk, rows, sub = blocks
     src.define({**exp_definitions(lanes, portable=True), **max_definitions(lanes)})
     names = [p.rsplit(" ", 1)[1] for p in params]
     qblocks = -(-a.queries // bq)
@@ -63,7 +65,7 @@ def render_attention(c: Compute, a: Attention, blocks: tuple[int, ...], lanes: i
     with src.block(f"static void {symbol}_task({', '.join(params)}, const int64_t t)"):
         src.extend(vector_typedefs("float32", lanes))
         _bases(c, a, qblocks, bq, src)
-        _Body(c, a, (bq, bk, rows), lanes, src).write()
+        _Body(c, a, (bq, bk, rows, sub), lanes, src).write()
     with src.block(header):
         mark_used(src, params)
         with shared_tasks(src, parallel and tasks > 1), src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
@@ -96,9 +98,10 @@ def _bases(c: Compute, a: Attention, qblocks: int, bq: int, src: CSource) -> Non
 class _Body:
     """The key-block loop of one task."""
 
-    def __init__(self, c: Compute, a: Attention, blocks: tuple[int, int, int], lanes: int, src: CSource) -> None:
+    def __init__(self, c: Compute, a: Attention, blocks: tuple[int, int, int, int], lanes: int,
+                 src: CSource) -> None:
         self.c, self.a, self.lanes, self.src = c, a, lanes, src
-        bq, self.bk, self.rows = blocks
+        bq, self.bk, self.rows, self.sub = blocks
         self.bq = -(-bq // lanes) * lanes  # query rows in scratch: whole vectors
         self.exp = exp_function(lanes, nonpositive=True, portable=True)
         self.max = max_function(lanes)
@@ -269,14 +272,17 @@ class _Body:
             src.line(f"if (alpha[k] != 1.0f) for (int64_t d = 0; d < {self.a.value_dim}L; ++d) acc[ii + k][d] *= alpha[k];")
 
     def _values(self) -> None:
-        """acc[i] += st[j][i] * V[kb + j] for the block's keys, `self.rows` rows at a time."""
+        """acc[i] += st[j][i] * V[kb + j] for the block's keys, `self.rows` rows at a time,
+        `self.sub` keys at a time for all rows (those value rows stay in L1 meanwhile)."""
         a, lanes, src = self.a, self.lanes, self.src
         dv = a.value_dim
         full = dv // lanes * lanes
-        with src.block(f"for (int64_t ii = 0; ii < rows; ii += {self.rows})"):
-            src.extend([f"const int64_t row{k} = ii + {k} < rows ? ii + {k} : rows - 1;" for k in range(self.rows)])
-            for start, width in _chunks(full // lanes, _CHUNK):
-                self._value_chunk(start * lanes, width)
+        with src.block(f"for (int64_t j0 = 0; j0 < n; j0 += {self.sub}L)"):
+            src.line(f"const int64_t j1 = n - j0 < {self.sub}L ? n : j0 + {self.sub}L;")
+            with src.block(f"for (int64_t ii = 0; ii < rows; ii += {self.rows})"):
+                src.extend([f"const int64_t row{k} = ii + {k} < rows ? ii + {k} : rows - 1;" for k in range(self.rows)])
+                for start, width in _chunks(full // lanes, _CHUNK):
+                    self._value_chunk(start * lanes, width)
         if full < dv:
             with src.block("for (int64_t ii = 0; ii < rows; ++ii)"), src.block("for (int64_t jj = 0; jj < n; ++jj)"):
                 src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L;")
@@ -290,7 +296,7 @@ class _Body:
         with src.block(""):
             src.line(f"{VECTOR_TYPE} {', '.join(f'y{k}[{width}]' for k in rows)};")
             src.line(f"for (int u = 0; u < {width}; ++u) {{ {' '.join(f'y{k}[u] = {at[k]};' for k in rows)} }}")
-            with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
+            with src.block("for (int64_t jj = j0; jj < j1; ++jj)"):
                 src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L + {d0}L;")
                 src.line(f"const float {', '.join(f'p{k} = st[jj][row{k}]' for k in rows)};")
                 with src.block(f"for (int u = 0; u < {width}; ++u)"):

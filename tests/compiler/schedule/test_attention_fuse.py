@@ -95,10 +95,13 @@ def test_blocks_fit_the_cache_and_the_registers() -> None:
     assert parts is not None
     target = get_target("cpu")
     for tile, _ in attention_tilings(node.compute, parts, target, 5):
-        bq, bk, rows = tile.attention
+        bq, bk, rows, sub = tile.attention
         assert bq * parts.head_dim * 4 <= target.level("l1").capacity
         assert attention_footprint(parts, bq, bk) <= target.level("l2").capacity // 2
         assert rows == (4 if target.registers >= 32 else 2)
+        # the values' product walks keys in pieces whose value rows fit half of L1
+        assert sub == bk or (sub < bk and sub % rows == 0)
+        assert sub * parts.value_dim * 4 <= target.level("l1").capacity // 2 or sub == rows
 
 
 def test_the_cuda_backend_leaves_attention_unfused() -> None:
