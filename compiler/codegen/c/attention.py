@@ -18,6 +18,10 @@ along the query rows. It walks the keys in blocks:
      rows at a time, each loaded vector of values serving every one of them; a few dozen
      keys at a time for all the rows, so that those value rows are read from L1, not L2,
      by every group of rows.
+With a causal mask (compiler/ir/attention.py's `Causal`) a task walks only the keys up to
+its last row's diagonal, and masks only the blocks that cross its first row's: Llama's
+attention does half the work (the masked keys' exponentials, 0 in float32, are checked
+to be so before they are skipped).
 The output row is the accumulator divided by the sum. A row whose scores are all -inf
 keeps a zero sum and comes out NaN, as the unfused softmax gives it, or 0 where the group
 makes NaN probabilities 0 (torch's SDPA decomposition; the values assumed finite).
