@@ -94,13 +94,23 @@ def match_attention(c: Compute) -> Attention | None:
         return None
     q, k, k_transposed = qk
     _, v, v_transposed = pv
-    score = rename_vars(s.post, names) if s.post is not None else Var(ACC, "float32")
+    score = _plus_zero_dropped(rename_vars(s.post, names)) if s.post is not None else Var(ACC, "float32")
     # V walks d contiguously: in the product's terms, "transposed"
     if not v_transposed:
         return None
     v = Load(v.input, tuple(rename_vars(x, {"r": Var("j")}) for x in v.indices), v.dtype, v.pad)
     return Attention(s.shape[:-2], s.shape[-2], s.shape[-1], s.reduce_axes[0].extent,
                      c.shape[-1], q, k, v, k_transposed, score, out_axes, nan_to_zero, _causal(score))
+
+
+def _plus_zero_dropped(score: Expr) -> Expr:
+    """`score` without an added 0 (a constant mask of zeros, compiler/schedule/tilegraph/
+    masks.py): it changes at most a zero's sign, which no probability sees."""
+    if isinstance(score, Call) and score.op == "add":
+        zero = Const(0.0, "float32")
+        if zero in score.args:
+            return _plus_zero_dropped(score.args[1] if score.args[0] == zero else score.args[0])
+    return score
 
 
 def _causal(score: Expr) -> Causal | None:
