@@ -13,7 +13,8 @@ The chain is found at the graph level, by what the nodes compute, never by op na
 from every contraction O, back through its operand P to the softmax's stages and to the
 contraction S they read; the six become one group (a Compute with stages) when every
 intermediate is read only inside it and `compiler.ir.attention.match_attention`
-recognises the result. Anything else stays as it was.
+recognises the result. Anything else stays as it was. A constant mask the group reads
+becomes the index comparison it encodes (compiler/schedule/tilegraph/masks.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.te import Var, rename_vars
 from compiler.schedule.tilegraph.broadcast import drop_unread_copies, is_copy, read_through_copy
 from compiler.schedule.tilegraph.groups import GroupLog, Level
+from compiler.schedule.tilegraph.masks import fold_constant_masks
 from compiler.schedule.tilegraph.rows import merge_nodes
 
 
@@ -54,6 +56,7 @@ def fuse_attention(graph: Graph, log: GroupLog | None = None,
             node, copy = folded
             parts.append(copy)
             gone.append(sink)
+        node = fold_constant_masks(graph, node)
         if log is not None and not log.allows(Level.ATTENTION, parts, node.compute):
             continue
         if folded is not None:
