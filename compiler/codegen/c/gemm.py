@@ -46,7 +46,16 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
-from compiler.codegen.c.direct import KOFF, koff_table, panel_base, write_padded_copy
+from compiler.codegen.c.direct import (
+    KOFF,
+    LIVE_CLASS,
+    direct_taps,
+    koff_table,
+    live_list,
+    live_tables,
+    panel_base,
+    write_padded_copy,
+)
 from compiler.codegen.c.team import mark_used, thread_scratch
 from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
 from compiler.codegen.c.vector_functions import VECTOR_FUNCTIONS
@@ -55,6 +64,7 @@ from compiler.codegen.csource import CSource
 from compiler.ir.affine import linear_form
 from compiler.ir.te import ACC, Call, Compute, Expr, Load, TensorType, Var, walk
 from compiler.schedule.gemm_blocking import DirectOperand, GemmBlocking, micro_tails
+from compiler.schedule.live_taps import Ranges
 
 SCRATCH = "tf_scratch"  # the scratch parameter of a GEMM run by the calling thread
 FLAT_K = "tf_k"  # the flat reduce index's TE variable name (unused when an axis has it)
@@ -71,8 +81,9 @@ def render_gemm(c: Compute, g: GemmBlocking, params: Sequence[str], header: str,
     scratch its last parameter (`SCRATCH`) points to."""
     if not team and (g.direct is not None or g.packed):
         raise ValueError("a GEMM run by the calling thread packs its operands itself")
-    _micro_kernels(g, src, prefix)
-    writer = _GemmWriter(c, g, params, src, prefix)
+    taps = direct_taps(c, g)
+    _micro_kernels(g, src, prefix, taps)
+    writer = _GemmWriter(c, g, params, src, prefix, taps)
     split = writer.write(header, parallel, team)
     writer.write_packers(symbol)
     return split
@@ -87,33 +98,39 @@ def scratch_floats(g: GemmBlocking) -> int:
     return g.mc * g.nc + a_floats + b_floats
 
 
-def micro_name(rows: int, vectors: int, g: GemmBlocking, prefix: str = "tf") -> str:
-    """The micro-kernel computing `rows` x `vectors` of the MR x NR block (tails: fewer)."""
+def micro_name(rows: int, vectors: int, g: GemmBlocking, prefix: str = "tf", live: bool = False) -> str:
+    """The micro-kernel computing `rows` x `vectors` of the MR x NR block (tails: fewer),
+    over every reduce index of a K block or (`live`) over a list of them."""
     suffix = "" if rows == g.mk.rows else f"_r{rows}"
-    return f"{prefix}_micro{suffix}{'' if vectors == g.mk.vectors else f'_v{vectors}'}"
+    return f"{prefix}_micro{suffix}{'' if vectors == g.mk.vectors else f'_v{vectors}'}{'_live' * live}"
 
 
-def _micro_kernels(g: GemmBlocking, src: CSource, prefix: str) -> None:
-    """The full micro-kernel and those of the tails (`micro_tails`)."""
+def _micro_kernels(g: GemmBlocking, src: CSource, prefix: str, taps: list[Ranges] | None) -> None:
+    """The full micro-kernel and those of the tails (`micro_tails`), each also over the
+    live taps' list where a panel of patches read in place skips some (`taps`)."""
     src.line(f"typedef float {prefix}_vf __attribute__((vector_size({4 * g.mk.lanes})));")
     if g.direct is not None:
         if g.direct.side == "b":  # B vectors at any float's address
             src.line(f"typedef float {prefix}_vu __attribute__((vector_size({4 * g.mk.lanes}), aligned(4), may_alias));")
         koff_table(g.direct, src)
+        if taps is not None:
+            live_tables(g.direct, taps, g.k, g.kc, src)
     row_tail, vector_tail = micro_tails(g.mk, g.m, g.n)
     for rows in dict.fromkeys((g.mk.rows, row_tail or g.mk.rows)):
         for vectors in dict.fromkeys((g.mk.vectors, vector_tail or g.mk.vectors)):
-            _micro_kernel(g, rows, vectors, src, prefix)
+            for live in (False, True) if taps is not None else (False,):
+                _micro_kernel(g, rows, vectors, src, prefix, live)
 
 
-def _micro_kernel(g: GemmBlocking, rows: int, vectors: int, src: CSource, prefix: str) -> None:
-    """`rows` x `vectors` accumulators over panels packed MR x NR (a tail reads a prefix)."""
+def _micro_kernel(g: GemmBlocking, rows: int, vectors: int, src: CSource, prefix: str, live: bool = False) -> None:
+    """`rows` x `vectors` accumulators over panels packed MR x NR (a tail reads a prefix);
+    `live`: over the kc (offset in `pad`, k) pairs of the list `koff` (c/direct.py)."""
     mk = g.mk
     accs = [[f"c{i}_{j}" for j in range(vectors)] for i in range(rows)]
     direct = g.direct.side if g.direct is not None else ""
     koff = ", const int32_t* restrict koff" if direct else ""
     vf, vu = f"{prefix}_vf", f"{prefix}_vu"
-    header = (f"static inline void {micro_name(rows, vectors, g, prefix)}(int64_t kc, const float* restrict a, "
+    header = (f"static inline void {micro_name(rows, vectors, g, prefix, live)}(int64_t kc, const float* restrict a, "
               f"const float* restrict b{koff}, float* restrict c, int first)")
     with src.block(header):
         src.line(f"{vf} {', '.join(x for row in accs for x in row)};")
@@ -123,14 +140,18 @@ def _micro_kernel(g: GemmBlocking, rows: int, vectors: int, src: CSource, prefix
             src.extend([f"{accs[i][j]} = *(const {vf}*)(c + {i * g.nc + j * mk.lanes});"
                         for i in range(rows) for j in range(vectors)])
         src.line("#pragma GCC unroll 4")
-        with src.block("for (int64_t k = 0; k < kc; ++k)"):
+        with src.block(f"for (int64_t {'q' if live else 'k'} = 0; {'q' if live else 'k'} < kc; ++{'q' if live else 'k'})"):
+            off = "koff[k]"
+            if live:
+                src.line("const int64_t k = koff[2 * q + 1], o = koff[2 * q];")
+                off = "o"
             for j in range(vectors):
                 if direct == "b":
-                    src.line(f"const {vf} b{j} = *(const {vu}*)(b + koff[k] + {j * mk.lanes});")
+                    src.line(f"const {vf} b{j} = *(const {vu}*)(b + {off} + {j * mk.lanes});")
                 else:
                     src.line(f"const {vf} b{j} = *(const {vf}*)(b + k * {mk.cols} + {j * mk.lanes});")
             if direct == "a":  # the rows' patches in place: position i at step * i
-                src.line("const float* const ak = a + koff[k];")
+                src.line(f"const float* const ak = a + {off};")
             else:
                 src.line(f"const float* const ak = a + k * {mk.rows};")
             step = g.direct.step if g.direct is not None and direct == "a" else 1
@@ -152,9 +173,10 @@ def _carry(axes: Sequence[int], extents: Sequence[int], prefix: str) -> str:
 class _GemmWriter:
     """Writes the tiled, packed GEMM loop nest of one contraction."""
 
-    def __init__(self, c: Compute, g: GemmBlocking, params: Sequence[str], src: CSource, prefix: str) -> None:
+    def __init__(self, c: Compute, g: GemmBlocking, params: Sequence[str], src: CSource, prefix: str,
+                 taps: list[Ranges] | None = None) -> None:
         self.c, self.m, self.g, self.params, self.src = c, g.contraction(c), g, params, src
-        self.prefix = prefix
+        self.prefix, self.taps = prefix, taps
         self.packed = {p.side: p for p in g.packed}
         self.counter = new_counter()
         self.names = {a.name: f"i{d}" for d, a in enumerate(c.axes)}
@@ -442,32 +464,47 @@ class _GemmWriter:
 
     def _micro_calls(self, a: str, b: str) -> None:
         """The micro-kernel call for panel (ip, jp): the tails' kernels where the panel is
-        the last of M or N and only part of it is valid."""
+        the last of M or N and only part of it is valid; over the list of its live taps
+        where the panel of patches read in place skips some (c/direct.py)."""
         g, src = self.g, self.src
-        koff = f", {KOFF} + k0" if g.direct is not None else ""
-        args = f"(kc, {a}, {b}{koff}, ct + ip * {g.mk.rows * g.nc}L + jp * {g.mk.cols}L, k0 == 0);"
         row_tail, vector_tail = micro_tails(g.mk, g.m, g.n)
         tests = {"rows": f"m0 + (ip + 1) * {g.mk.rows}L > {g.m}L" if row_tail else None,
                  "vectors": f"n0 + (jp + 1) * {g.mk.cols}L > {g.n}L" if vector_tail else None}
 
-        def call(rows: int, vectors: int) -> None:
-            src.line(micro_name(rows, vectors, g, self.prefix) + args)
+        def calls(panel: str | None) -> None:  # over the live taps' list of `panel`, if given
+            koff = f", {KOFF} + k0" if g.direct is not None else ""
+            depth, live = "kc", panel is not None
+            if panel is not None:
+                depth, pairs = live_list(g.k, g.kc, panel, src)
+                koff = f", {pairs}"
+            args = f"({depth}, {a}, {b}{koff}, ct + ip * {g.mk.rows * g.nc}L + jp * {g.mk.cols}L, k0 == 0);"
 
-        def by_vectors(rows: int) -> None:
-            if tests["vectors"] is None:
-                call(rows, g.mk.vectors)
+            def call(rows: int, vectors: int) -> None:
+                src.line(micro_name(rows, vectors, g, self.prefix, live) + args)
+
+            def by_vectors(rows: int) -> None:
+                if tests["vectors"] is None:
+                    call(rows, g.mk.vectors)
+                    return
+                with src.block(f"if ({tests['vectors']})"):
+                    call(rows, vector_tail)
+                with src.block("else"):
+                    call(rows, g.mk.vectors)
+            if tests["rows"] is None:
+                by_vectors(g.mk.rows)
                 return
-            with src.block(f"if ({tests['vectors']})"):
-                call(rows, vector_tail)
+            with src.block(f"if ({tests['rows']})"):
+                by_vectors(row_tail)
             with src.block("else"):
-                call(rows, g.mk.vectors)
-        if tests["rows"] is None:
-            by_vectors(g.mk.rows)
+                by_vectors(g.mk.rows)
+        if self.taps is None or g.direct is None:
+            calls(None)
             return
-        with src.block(f"if ({tests['rows']})"):
-            by_vectors(row_tail)
+        panel = f"n0 / {g.mk.cols}L + jp" if g.direct.side == "b" else f"m0 / {g.mk.rows}L + ip"
+        with src.block(f"if ({LIVE_CLASS}[{panel}] == 0)"):
+            calls(None)
         with src.block("else"):
-            by_vectors(g.mk.rows)
+            calls(panel)
 
     def _panel(self, side: str, scratch: str, origin: str, index: str, tasks_per_batch: int) -> str:
         """C pointer to the micro-kernel's current panel of `side`: in the per-call scratch

@@ -265,6 +265,9 @@ DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     "a_stem_7x7_stride2": (window_conv(1, 3, 16, 23, 23, 7, 7, pads=(3, 3, 3, 3), stride=2), 8),
     "a_batch2_channel_tail": (window_conv(2, 16, 48, 7, 7, 3, 3), 16),  # 48 channels: 32 + one vector
     "a_dilated_no_padding": (window_conv(1, 8, 32, 13, 11, 3, 3, dilation=2, pads=None), 16),
+    # border panels whose outer tap rows (and, 8 positions wide, columns) read only padding
+    "a_dilated_border_taps": (window_conv(1, 8, 32, 12, 12, 3, 3, dilation=5, pads=(5, 5, 5, 5)), 16),
+    "dilated_border_taps": (window_conv(1, 4, 6, 12, 40, 3, 3, dilation=6, pads=(6, 6, 6, 6)), 8),
     # 1x1, batch 2, whole panels: the input itself, no copy (UNCOPIED)
     "pointwise_batch2_uncopied": (window_conv(2, 24, 16, 8, 16, 1, 1, pads=None), 8),
     "a_pointwise_7x7_uncopied": (window_conv(1, 40, 32, 7, 7, 1, 1, pads=None), 16),
@@ -294,6 +297,12 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
     inputs = [rand(t.shape) for t in compute.inputs]
     k = np.prod([a.extent for a in compute.reduce_axes])
     np.testing.assert_allclose(direct.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+@pytest.mark.parametrize("name", ["a_dilated_border_taps", "dilated_border_taps", "planes_dilated"])
+def test_taps_that_read_only_padding_are_skipped(direct: KernelLibrary, name: str) -> None:
+    """Border panels run the micro-kernel over their live taps' list (schedule/live_taps.py)."""
+    assert "tf_live_class" in direct.sources[name] and "_live(nl, " in direct.sources[name]
 
 
 @pytest.mark.parametrize("name", ["silu_row_tail", "silu_planes"])
