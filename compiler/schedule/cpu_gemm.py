@@ -28,6 +28,7 @@ from compiler.schedule.gemm_blocking import (
     micro_tails,
 )
 from compiler.schedule.in_place import PACK_COST, PACK_COST_SCALAR, SCATTER_COST, direct_layout
+from compiler.schedule.live_taps import live_fraction, live_taps
 from compiler.schedule.merge_axes import merge_axes
 from compiler.schedule.plan import TileConfig
 from compiler.target.base import Target
@@ -193,10 +194,13 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
     batch = side_extent(c, m.batch)
     options: list[tuple[float, Contraction, MicroKernel, DirectOperand | None]] = [
         (batch * (round_up(channels, mk.rows) * columns * k + pack * k * positions), m, mk, None)]
+    # Read in place, the taps that read only padding for a whole panel are skipped
+    # (schedule/live_taps.py): narrower panels skip more of a dilated convolution's.
     as_b = direct_layout(c, m.rhs, "b", m.cols, mk.cols, unit_step=True)
     if as_b is not None:
-        options.append((batch * round_up(channels, mk.rows) * as_b.positions * k + PACK_COST * as_b.copy_floats,
-                        m, mk, as_b))
+        live = live_fraction(c, live_taps(c, m.rhs, as_b))
+        options.append((batch * round_up(channels, mk.rows) * as_b.positions * k * live
+                        + PACK_COST * as_b.copy_floats, m, mk, as_b))
     swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
     if channels >= target.lanes:
         lanes_mk = micro_kernel(c, swapped, target)
@@ -206,7 +210,8 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
         if layouts:
             as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
             lanes = round_up(channels, lanes_mk.lanes)
-            options.append((batch * (as_a.positions * lanes * k + SCATTER_COST * channels * positions)
+            live = live_fraction(c, live_taps(c, swapped.lhs, as_a))
+            options.append((batch * (as_a.positions * lanes * k * live + SCATTER_COST * channels * positions)
                             + PACK_COST * as_a.copy_floats,
                             swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
     _, m, mk, direct = min(options, key=lambda o: o[0])

@@ -53,6 +53,22 @@ def splat(value: str, lanes: int) -> str:
     return f"({VECTOR_TYPE}){{{', '.join([value] * lanes)}}}"
 
 
+def transpose_lines(rows: Sequence[str], lanes: int) -> list[str]:
+    """C statements transposing in place the `lanes` x `lanes` block whose rows are the
+    `VECTOR_TYPE` variables `rows`: log2(lanes) stages, each swapping the off-diagonal
+    blocks of every 2h x 2h block with two-vector shuffles (h = lanes / 2, ..., 1)."""
+    lines, h = [], lanes // 2
+    while h:
+        lo = ", ".join(str(c if not c & h else lanes + c - h) for c in range(lanes))
+        hi = ", ".join(str(c + h if not c & h else lanes + c) for c in range(lanes))
+        for i in (i for i in range(lanes) if not i & h):
+            a, b = rows[i], rows[i + h]
+            lines.append(f"{{ const {VECTOR_TYPE} t = __builtin_shuffle({a}, {b}, ({MASK_TYPE}){{{lo}}}); "
+                         f"{b} = __builtin_shuffle({a}, {b}, ({MASK_TYPE}){{{hi}}}); {a} = t; }}")
+        h //= 2
+    return lines
+
+
 def vectorizes(e: Expr, var: str, inputs: Sequence[TensorType], dt: str,
                vector_values: Collection[str] = ()) -> bool:
     """Whether `VectorWriter` can render `e` as vectors of `dt` along variable `var`
