@@ -124,10 +124,16 @@ def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
         big_n = direct.positions
 
     block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
-    # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2
+    # Goto's blocking: a kc x NR panel of B fills L1, an mc x kc block of A in L2
     # together with the mc x nc tile of C that every micro-kernel call loads and stores
     # (sizing A alone to L2 spilled C: matmul 2048^3 ran at 0.58x onnxruntime, 0.8x now).
-    kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // 2 // (4 * mk.cols)))
+    # A weight's panels, packed at load, may fill all of L1, not half: they stream from
+    # memory, the next one prefetched into L2 (compiler/codegen/c/gemm.py), and deeper
+    # blocks load and store C half as often (one thread, share of FMA peak: matmul
+    # 512^3 0.86 -> 0.94, bert ffn2 0.85 -> 0.90). B packed per call keeps half, and
+    # with it the A rows L2 holds beside it (a convolution gathers its patches once).
+    l1_share = 1 if "b" in prepacked_sides(m, constant_inputs) else 2
+    kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // l1_share // (4 * mk.cols)))
     nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
     mc = round_up(big_m, mk.rows)  # as many rows as L2 holds: B is packed once per row block
     # With A prepacked and B packed per call (a convolution: weights x patches), each
