@@ -152,14 +152,15 @@ def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
             nc = round_up(nc // 2, mk.cols)
         else:
             mc = round_up(mc // 2, mk.rows)
-    while 4 * (mc * nc + kc * (mc + nc)) > MAX_SCRATCH_BYTES and nc > mk.cols:
+    prepacked, in_place = prepacked_sides(m, constant_inputs), direct.side if direct is not None else ""
+    per_call = ("a" not in prepacked and in_place != "a", "b" not in prepacked and in_place != "b")
+    # the scratch: the C tile and the blocks packed per call (a weight's come packed at load)
+    while 4 * (mc * nc + kc * (mc * per_call[0] + nc * per_call[1])) > MAX_SCRATCH_BYTES and nc > mk.cols:
         nc = round_up(nc // 2, mk.cols)
     # Tasks are split statically among the cores: a count the cores do not divide leaves
     # some idle at the end (3 tasks on 2 cores ran a 3x3 convolution at 1.38x its one-core
     # speed), so blocks narrow (columns first, then rows, at most 4x as many) to the
     # fewest tasks that keep the cores BALANCED busy, packing the least again.
-    prepacked, in_place = prepacked_sides(m, constant_inputs), direct.side if direct is not None else ""
-    per_call = ("a" not in prepacked and in_place != "a", "b" not in prepacked and in_place != "b")
     mc, nc = _balanced_blocks(batch, (big_m, big_n, big_k), mc, nc, mk, target.units, per_call)
 
     def even(total: int, limit: int, quantum: int) -> int:
