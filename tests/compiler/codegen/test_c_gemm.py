@@ -366,3 +366,17 @@ def test_the_source_follows_the_planned_blocking(tmp_path: Path) -> None:
     lib = KernelLibrary({"k": (c, dataclasses.replace(tile, gemm=other))}, tmp_path, {"k": CPU})
     inputs = [rand(t.shape) for t in c.inputs]
     np.testing.assert_allclose(lib.run("k", inputs), evaluate(c, inputs), rtol=1e-5, atol=1e-5 * 80)
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_the_next_b_panel_is_prefetched_where_b_comes_in_panels(lanes: int) -> None:
+    """A line of the next B panel per k (a weight's panels stream from memory), from the
+    calls over a panel in turn; none where B is read in place (offsets per k, no panels)."""
+    c = matmul(64, 128, 96)
+    src = render_planned(c, default_tile(c, cpu(lanes)), "k", cpu(lanes), constant_inputs=(1,))
+    assert "__builtin_prefetch(pf + k * 16, 0, 2);" in src
+    calls = max(1, 2 * lanes // 16)  # a two-vector panel's row: 32 floats, two lines, from AVX-512 up
+    assert f"ip % {calls}L * kc * 16L)" in src
+    conv = window_conv(1, 32, 32, 32, 32, 3, 3)  # B read in place (see the test above)
+    assert "__builtin_prefetch" not in render_planned(conv, default_tile(conv, cpu(16)), "k", cpu(16),
+                                                      constant_inputs=(1, 2))
