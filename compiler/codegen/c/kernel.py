@@ -157,12 +157,15 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
 def _write_member(src: CSource, compute: Compute, tile: TileConfig, name: str, params: Sequence[str]) -> bool:
     """A fused group's member as `static void name(params)` on the calling thread (its
     whole loop nest: the plan's member tile is one task, or its packed GEMM where the
-    plan blocked it, helpers named after the member); whether it reads padded loads
-    with bounds checks."""
+    plan blocked it, or its planes where the plan lays it out so, helpers named after
+    the member); whether it reads padded loads with bounds checks."""
     header = f"static void {name}({', '.join(params)})"
     if tile.gemm is not None:  # the caller hands in its scratch (`params` end with it)
         render_gemm(merge_axes(compute, tile)[0], tile.gemm, params, header, False, src, name, prefix=name,
                     team=False)
+        return False
+    if tile.plane is not None:  # likewise its plane copies
+        render_plane(compute, tile.plane, params, header, False, src, prefix=name, team=False)
         return False
     return _write_loops(src, compute, tile, name, header, params, team=False)[1]
 
