@@ -144,17 +144,16 @@ class _Body:
 
     def _key_block(self) -> None:
         """Keys kb .. kb + n - 1: their scores, the online softmax, their values. A causal
-        mask is applied only in blocks that reach past the first row's diagonal."""
+        mask is applied only to the keys past the first row's diagonal."""
         a, src = self.a, self.src
         self._scores()
         if a.causal is None:
-            self._score_expression(a.score)
+            self._score_expression(a.score, "0", "n")
         else:
-            with src.block(f"if (kb + n - 1 > i0 + {a.causal.offset}L)"):
-                self._score_expression(a.score)
-            if a.causal.unmasked != Var(ACC, "float32"):
-                with src.block("else"):
-                    self._score_expression(a.causal.unmasked)
+            src.line(f"int64_t seen = i0 + {a.causal.offset}L + 1 - kb;  // keys every row sees")
+            src.line("seen = seen < 0 ? 0 : seen > n ? n : seen;")
+            self._score_expression(a.causal.unmasked, "0", "seen")
+            self._score_expression(a.score, "seen", "n")
         with src.block(f"for (int64_t ii = 0; ii < {self.bq}L; ii += {self.lanes}L)"):
             self._online_softmax()
         self._values()
@@ -202,14 +201,15 @@ class _Body:
                 with src.block(f"for (int u = 0; u < {chunk}; ++u)"):
                     src.extend([f"*({VECTOR_TYPE}*)(&st[key{k}][ii + u * {lanes}L]) = x{k}[u];" for k in keys])
 
-    def _score_expression(self, expr: Expr) -> None:
-        """Score expression `expr` on the block's scores (past the last query row too:
-        those rows are never stored, and their index is clamped for the expression)."""
+    def _score_expression(self, expr: Expr, start: str, stop: str) -> None:
+        """Score expression `expr` on the block's scores of keys `start` .. `stop` - 1 (past
+        the last query row too: those rows are never stored, and their index is clamped
+        for the expression)."""
         a, lanes, src, bq = self.a, self.lanes, self.src, self.bq
         if expr == Var(ACC, "float32"):
             return
         names = {b: b for b in batch_names(len(a.batch))} | {"j": "(kb + jj)"}
-        with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
+        with src.block(f"for (int64_t jj = {start}; jj < {stop}; ++jj)"):
             src.line("int64_t ii = 0;")
             score, gathered = self._gathered(expr)
             if vectorizes(score, "i", self.c.inputs, "float32", {ACC, *gathered.values()}):

@@ -173,6 +173,15 @@ def exp_of(rows: int, cols: int) -> Compute:
                    (TensorType((rows, cols), "float32"),), "float32")
 
 
+def masked_exp(rows: int, cols: int) -> Compute:
+    """exp(x) where column > row + 2 and a per-row flag holds, else -x: selects on an index
+    comparison along the vector (lane indices) and on a condition the same in every lane."""
+    x = Load(0, (i0, i1), "float32")
+    later = select(call("gt", i1, i0 + 2), call("exp", x), -x)
+    return Compute(axes(rows, cols), select(Load(1, (i0,), "bool"), later, x * 2.0),
+                   (TensorType((rows, cols), "float32"), TensorType((rows,), "bool")), "float32")
+
+
 def log_sum_exp(rows: int, cols: int) -> Compute:
     """log(sum_r exp(x[i, r])): a vector row reduction with exp in its body, post scalar."""
     return Compute(axes(rows), call("exp", Load(0, (i0, r0), "float32")), (TensorType((rows, cols), "float32"),),
@@ -381,6 +390,7 @@ CASES: dict[str, Case] = {
     "mean_row_post": _case(row_reduce("sum", 7, 33, post=Var("acc", "float32") / 33.0)),
     "max_row_float64_vector": _case(row_reduce("max", 3, 41, "float64"), None, lambda: [_nan_rows()[0].astype(np.float64)[:3, :41]]),
     "log_sum_exp_vector": _case(log_sum_exp(6, 75)),
+    "masked_exp_vector": _case(masked_exp(9, 45), TileConfig((3, 45), (1, 1), (), 8)),
     # a vector epilogue over rows of 37 outputs: whole vectors, then the last one again
     "row_dot_gelu_vector": _case(row_dot_gelu(2, 37, 64), TileConfig((2, 37), (1, 1), (64,), 8, row_reduction=True)),
     # lanes 8 (AVX's sign-bit move), 4 (SSE's), 16 (halves OR-ed) and a tail in each
@@ -510,6 +520,12 @@ def test_row_reductions_fold_named_vectors(name: str) -> None:
     compute, tile, _ = CASES[name]
     src = render_planned(compute, tile or default_tile(compute, CPU), "k")
     assert "vector_size" in src and "part[" not in src  # vector accumulators, no array of partials
+
+
+def test_selects_on_index_comparisons_and_lane_uniform_flags_run_on_vectors() -> None:
+    compute, tile, _ = CASES["masked_exp_vector"]
+    src = render_planned(compute, tile, "k")
+    assert "tf_vm){0, 1, 2, 3, 4, 5, 6, 7}" in src and "-(int64_t)(" in src
 
 
 def test_a_row_reductions_transcendental_epilogue_runs_on_vectors() -> None:
