@@ -23,11 +23,13 @@ from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.runtime import load
 from compiler.runtime.cuda import gpu_runs
-from compiler.schedule.cuda_tile import ROW_STAGE_BYTES, plan_cuda_tile
+from compiler.schedule.cuda_attention_tile import attention_fits
+from compiler.schedule.cuda_tile import plan_cuda_tile, row_group_fits
 from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
+from compiler.schedule.tilegraph.attention import fuse_attention
 from compiler.schedule.tilegraph.groups import GroupLog
-from compiler.schedule.tilegraph.rows import fuse_rows, stages_fit
+from compiler.schedule.tilegraph.rows import fuse_rows
 from compiler.target.base import Target
 
 
@@ -38,8 +40,11 @@ class CudaBackend(Backend):
     load_failure_means_absent = True  # no GPU, no pycuda, or another architecture
 
     def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
-        # a row per thread block, its stages in shared memory
-        fuse_rows(graph, fits=stages_fit(ROW_STAGE_BYTES), log=log)
+        # attention first: its softmax would otherwise become a row group of its own; a
+        # block of query rows per thread block, key and value blocks in shared memory
+        fuse_attention(graph, log, fits=attention_fits)
+        # a row per thread block, its stages in shared memory (or recomputed where read)
+        fuse_rows(graph, fits=row_group_fits, log=log)
 
     def device_present(self, target: Target) -> bool:
         return gpu_runs(target.arch)

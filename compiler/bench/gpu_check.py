@@ -32,7 +32,8 @@ from compiler.bench.real_models import GPU, suite
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_TEST_FILES = ["tests/compiler/codegen/test_cuda_gpu.py", "tests/compiler/codegen/test_cuda_compile.py",
-                  "tests/compiler/runtime/test_cuda_run.py", "tests/compiler/test_cuda_models.py"]
+                  "tests/compiler/codegen/test_cuda_attention.py", "tests/compiler/runtime/test_cuda_run.py",
+                  "tests/compiler/test_cuda_models.py"]
 
 
 @dataclass

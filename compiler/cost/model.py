@@ -39,7 +39,7 @@ from compiler.cost.resources import (
 from compiler.cost.tiling import Tiling
 from compiler.ir.dtypes import dtype
 from compiler.ir.rows import RowSharing, row_bytes
-from compiler.ir.te import Compute, loads_of
+from compiler.ir.te import Call, Compute, loads_of, walk
 from compiler.target.base import MemoryLevel, Target
 
 # Independent FMA streams a unit needs in flight to keep its pipes busy:
@@ -56,6 +56,16 @@ STEP_LATENCY_CYCLES = 800
 # to nothing when memory-bound tiles all tie.
 BLOCK_OVERHEAD_CYCLES = 500
 TASK_OVERHEAD_CYCLES = 200
+# A transcendental costs more than the one FLOP it counts as: the CPU kernels' inlined
+# vector form (compiler/codegen/c/vector_math.py, a dozen FMA-pipe instructions) about
+# this many cycles a vector, libm's scalar call about this many a value. Kernels run an
+# epilogue (or an element-wise body) on vectors only along an innermost row of outputs
+# at least a vector long: where the tile's is shorter, every output calls libm (a fused
+# GELU's erff per output once cost twice the row-dot GEMM it followed, unseen by the model).
+VECTOR_MATH_CYCLES = 8.0
+SCALAR_MATH_CYCLES = 30.0
+_MATH = frozenset({"exp", "log", "tanh", "erf", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                   "asinh", "acosh", "atanh", "pow"})
 
 
 @dataclass(frozen=True)
@@ -298,8 +308,25 @@ def _cpu(an: TileAnalysis, tile: Tiling, target: Target) -> Estimate:
     waves = -(-tiles // units)
     stages["compute"] = _padded_flops(an, tile) / (
         _peak(target, an.compute) * core_util * simd_eff * latency_eff
-    ) + waves * TASK_OVERHEAD_CYCLES / clock_hz(target)
+    ) + (waves * TASK_OVERHEAD_CYCLES + _output_math_cycles(an, tile, lanes) / (units * core_util)) / clock_hz(target)
     return finish(stages, tiles, waves, broken, moved)
+
+
+def _output_math_cycles(an: TileAnalysis, tile: Tiling, lanes: int) -> float:
+    """Cycles of the transcendentals evaluated once per output (the epilogue's, or an
+    element-wise body's): on vectors where the tile's innermost row of outputs holds one,
+    else one libm call per output and function."""
+    c = an.compute
+    per_output = c.post if c.is_reduction else c.body
+    if per_output is None or not an.extents:
+        return 0.0
+    calls = sum(1 for x in walk(per_output) if isinstance(x, Call) and x.op in _MATH)
+    if not calls:
+        return 0.0
+    outputs = math.prod(an.extents)
+    if min(tile.block[-1], an.extents[-1]) >= lanes > 1:
+        return calls * outputs * VECTOR_MATH_CYCLES / lanes
+    return calls * outputs * SCALAR_MATH_CYCLES
 
 
 def dram_bytes(compute: Compute, tile: Tiling, target: Target) -> int:

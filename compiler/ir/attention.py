@@ -14,7 +14,9 @@ Every operand row is contiguous (Q's and V's last index the head / value axis, K
 head axis or, transposed, the key axis), the other of its two axes at any one dimension
 (heads still interleaved in a projection's output are read in place); the remaining
 indices may be any expressions of the batch axes (a key / value head shared by several
-query heads reads it by index).
+query heads reads it by index). A score that masks every key past the query's diagonal
+with a large negative value (a causal mask, as compiler/schedule/tilegraph/masks.py
+writes a constant one) is named too: the kernel skips what it masks.
 """
 
 from __future__ import annotations
@@ -22,10 +24,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from compiler.ir.affine import linear_form
 from compiler.ir.contraction import expr_vars
 from compiler.ir.te import ACC, Call, Compute, Const, Expr, Load, Var, rename_vars, walk
 
 _STAGES = 5
+# An additive mask's fill at most this: a masked score (the fill plus the score, assumed
+# at most half the fill in magnitude: a finite dot product) is at most half the fill.
+_ADDITIVE_FILL = -1e30
+
+
+@dataclass(frozen=True)
+class Causal:
+    """Key j is masked for query i where j > i + `offset`: its score is then at most `bound`;
+    `unmasked` is the score where it is not."""
+
+    offset: int
+    unmasked: Expr
+    bound: float
 
 
 @dataclass(frozen=True)
@@ -47,6 +63,7 @@ class Attention:
     score: Expr
     out_axes: tuple[str, ...]  # the output's axes: the batch names and "i" in any order, then "d"
     nan_to_zero: bool  # a row whose probabilities are NaN (all its scores -inf) comes out 0
+    causal: Causal | None  # the score's causal mask, where it has one
 
 
 def batch_names(n: int) -> list[str]:
@@ -77,13 +94,51 @@ def match_attention(c: Compute) -> Attention | None:
         return None
     q, k, k_transposed = qk
     _, v, v_transposed = pv
-    score = rename_vars(s.post, names) if s.post is not None else Var(ACC, "float32")
+    score = _plus_zero_dropped(rename_vars(s.post, names)) if s.post is not None else Var(ACC, "float32")
     # V walks d contiguously: in the product's terms, "transposed"
     if not v_transposed:
         return None
     v = Load(v.input, tuple(rename_vars(x, {"r": Var("j")}) for x in v.indices), v.dtype, v.pad)
     return Attention(s.shape[:-2], s.shape[-2], s.shape[-1], s.reduce_axes[0].extent,
-                     c.shape[-1], q, k, v, k_transposed, score, out_axes, nan_to_zero)
+                     c.shape[-1], q, k, v, k_transposed, score, out_axes, nan_to_zero, _causal(score))
+
+
+def _plus_zero_dropped(score: Expr) -> Expr:
+    """`score` without an added 0 (a constant mask of zeros, compiler/schedule/tilegraph/
+    masks.py): it changes at most a zero's sign, which no probability sees."""
+    if isinstance(score, Call) and score.op == "add":
+        zero = Const(0.0, "float32")
+        if zero in score.args:
+            return _plus_zero_dropped(score.args[1] if score.args[0] == zero else score.args[0])
+    return score
+
+
+def _causal(score: Expr) -> Causal | None:
+    """The causal mask of `score`: select(j > i + o, fill, x), select(j <= i + o, x, fill),
+    or x + select(j > i + o, fill, 0) with fill a very large negative constant."""
+    if isinstance(score, Call) and score.op == "select":
+        cond, a, b = score.args
+        later = _later(cond)
+        if later is not None and later[0] == "gt" and isinstance(a, Const):
+            return Causal(later[1], b, float(a.value))
+        if later is not None and later[0] == "le" and isinstance(b, Const):
+            return Causal(later[1], a, float(b.value))
+    if isinstance(score, Call) and score.op == "add":
+        for x, m in (score.args, score.args[::-1]):
+            if not (isinstance(m, Call) and m.op == "select" and m.args[2] == Const(0.0, "float32")):
+                continue
+            later, fill = _later(m.args[0]), m.args[1]
+            if later is not None and later[0] == "gt" and isinstance(fill, Const) and fill.value <= _ADDITIVE_FILL:
+                return Causal(later[1], x, float(fill.value) / 2)
+    return None
+
+
+def _later(cond: Expr) -> tuple[str, int] | None:
+    """(op, o) where `cond` is j `op` i + o, op "gt" or "le"."""
+    if not (isinstance(cond, Call) and cond.op in {"gt", "le"} and cond.args[0] == Var("j")):
+        return None
+    form = linear_form(cond.args[1])
+    return (cond.op, form[0]) if form is not None and form[1] == {"i": 1} else None
 
 
 def _output_axes(o: Compute, s: Compute, slot: int) -> tuple[str, ...] | None:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from compiler.ir.dtypes import dtype
 from compiler.ir.graph import Graph, TensorKind
 from compiler.ir.interp import evaluate
+from compiler.ir.te import Compute
+
+NodeRunner = Callable[[Compute, Sequence[np.ndarray]], np.ndarray]
 
 
-def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Evaluate every node in order; inputs and outputs are keyed by their tensor names.
+def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray],
+              run: NodeRunner = evaluate) -> dict[str, np.ndarray]:
+    """Evaluate every node in order (with `run`: the interpreter unless a test runs some
+    nodes' kernels instead); inputs and outputs are keyed by their tensor names.
 
     A view reads its storage tensor reshaped; weights read their data.
     """
@@ -34,5 +39,5 @@ def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.nd
         return storage[graph.storage_of(tid)].reshape(t.shape)
 
     for n in graph.nodes:
-        storage[n.output] = evaluate(n.compute, [value(i) for i in n.inputs])
+        storage[n.output] = run(n.compute, [value(i) for i in n.inputs])
     return {graph.tensors[t].name: value(t) for t in graph.outputs}

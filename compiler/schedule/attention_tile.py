@@ -7,7 +7,8 @@ queries, which every few keys' product walks, within L1, the whole working set w
 half of L2. Within that the cost model ranks the pairs: more query rows per task read K
 and V fewer times, longer key blocks share each row's softmax step among more keys,
 fewer rows make more tasks for the cores. The products run `rows` keys (query rows) per
-pass, as many as the vector registers hold accumulators for.
+pass, as many as the vector registers hold accumulators for; the values' product walks
+the block's keys in pieces whose value rows fit half of L1, each for all the rows.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> l
     # holds CHUNK vectors of accumulators, the vectors loaded need registers of their own
     rows = 4 if target.registers >= 32 else 2
     l1, l2 = target.level("l1").capacity, target.level("l2").capacity
+    # keys per pass of the values' product over all the task's rows: their value rows in half of L1
+    sub = max(rows, l1 // 2 // (a.value_dim * 4) // rows * rows)
     ranked = []
     for bq in sorted({min(q, a.queries) for q in QUERY_BLOCKS}):
         # every pass over a few keys reads all of the transposed queries
@@ -41,7 +44,7 @@ def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> l
             if bk != KEY_BLOCKS[0] and attention_footprint(a, bq, bk) > min(l2 // 2, SCRATCH_BYTES):
                 continue
             block = tuple(bq if x == "i" else a.value_dim if x == "d" else 1 for x in a.out_axes)
-            tile = TileConfig(block, (1,) * len(c.axes), (1,), target.lanes, attention=(bq, bk, rows))
+            tile = TileConfig(block, (1,) * len(c.axes), (1,), target.lanes, attention=(bq, bk, rows, min(sub, bk)))
             ranked.append((tile, estimate_attention(a, bq, bk, target)))
     ranked.sort(key=lambda x: (x[1].time_us, -x[0].attention[0] * x[0].attention[1]))
     return ranked[:max(1, top_k)]

@@ -11,10 +11,11 @@ from compiler.cost.model import Estimate, estimate, group_bytes
 from compiler.ir.chain import chain_shape, cut_member, task_kinds
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
-from compiler.schedule.cpu_gemm import MIN_KC, with_gemm_blocking
+from compiler.schedule.cpu_gemm import MIN_KC, l1_bytes, with_gemm_blocking
 from compiler.schedule.parallel import runs_serially
 from compiler.schedule.partition import is_chain_group, plan_chain, runs_as_chain
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.plane_conv import planned_plane
 from compiler.schedule.row_members import whole_task_tile
 from compiler.target.base import Target
 
@@ -38,16 +39,26 @@ def with_chain_tiling(c: Compute, tile: TileConfig, target: Target) -> TileConfi
 
 
 def member_tile(cut: Compute, target: Target) -> TileConfig:
-    """A chain member's tile on the calling thread: its loop nest, or the packed GEMM
-    (every operand packed per task: the weights are the group's inputs, not the member's)
+    """A chain member's tile on the calling thread: a per-channel convolution's planes
+    where they cost less than its micro-tiles (as for a kernel of its own:
+    compiler/schedule/plane_conv.py), else its loop nest, or the packed GEMM (every
+    operand packed per task: the weights are the group's inputs, not the member's)
     where that is the better register tile. The loop nest reads its operands in place
     and keeps its outputs in registers; the GEMM pays for packing and a round trip of C
     through scratch, so it is taken only for a deep reduction whose loop tile holds fewer
-    accumulators than the micro-kernel."""
+    accumulators than the micro-kernel, or where the loop nest has no register tile at all:
+    rows narrower than a vector run scalar, their accumulators an array in memory
+    (compiler/codegen/c/kernel.py; ShuffleNetV2's 14 x 14 pointwise convolutions on
+    AVX-512 ran 4x slower than as a GEMM)."""
     tile = whole_task_tile(cut, target)
+    plane = planned_plane(cut, tile.vector, target.lanes, l1_bytes(target))
+    if plane is not None:
+        return replace(tile, plane=plane)
     # blocked for the one core that runs it (the chain's tasks, not its blocks, fill the cores)
     gemm = with_gemm_blocking(cut, tile, target.with_units(1)).gemm
-    if gemm is None or gemm.k < MIN_KC or _accumulators(tile, target) >= gemm.mk.rows * gemm.mk.vectors:
+    scalar = bool(tile.thread) and tile.thread[-1] < tile.vector
+    loops_win = gemm is None or gemm.k < MIN_KC or _accumulators(tile, target) >= gemm.mk.rows * gemm.mk.vectors
+    if gemm is None or (loops_win and not scalar):
         return tile
     return replace(tile, gemm=gemm)
 

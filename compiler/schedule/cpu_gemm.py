@@ -28,6 +28,7 @@ from compiler.schedule.gemm_blocking import (
     micro_tails,
 )
 from compiler.schedule.in_place import PACK_COST, PACK_COST_SCALAR, SCATTER_COST, direct_layout
+from compiler.schedule.live_taps import live_fraction, live_taps
 from compiler.schedule.merge_axes import merge_axes
 from compiler.schedule.plan import TileConfig
 from compiler.target.base import Target
@@ -124,10 +125,16 @@ def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
         big_n = direct.positions
 
     block_n = round_up(min(big_n, math.prod(tile.block[d] for d in m.cols)), mk.cols)
-    # Goto's blocking: a kc x NR panel of B stays in L1, an mc x kc block of A in L2
+    # Goto's blocking: a kc x NR panel of B fills L1, an mc x kc block of A in L2
     # together with the mc x nc tile of C that every micro-kernel call loads and stores
     # (sizing A alone to L2 spilled C: matmul 2048^3 ran at 0.58x onnxruntime, 0.8x now).
-    kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // 2 // (4 * mk.cols)))
+    # A weight's panels, packed at load, may fill all of L1, not half: they stream from
+    # memory, the next one prefetched into L2 (compiler/codegen/c/gemm.py), and deeper
+    # blocks load and store C half as often (one thread, share of FMA peak: matmul
+    # 512^3 0.86 -> 0.94, bert ffn2 0.85 -> 0.90). B packed per call keeps half, and
+    # with it the A rows L2 holds beside it (a convolution gathers its patches once).
+    l1_share = 1 if "b" in prepacked_sides(m, constant_inputs) else 2
+    kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // l1_share // (4 * mk.cols)))
     nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
     mc = round_up(big_m, mk.rows)  # as many rows as L2 holds: B is packed once per row block
     # With A prepacked and B packed per call (a convolution: weights x patches), each
@@ -146,14 +153,15 @@ def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
             nc = round_up(nc // 2, mk.cols)
         else:
             mc = round_up(mc // 2, mk.rows)
-    while 4 * (mc * nc + kc * (mc + nc)) > MAX_SCRATCH_BYTES and nc > mk.cols:
+    prepacked, in_place = prepacked_sides(m, constant_inputs), direct.side if direct is not None else ""
+    per_call = ("a" not in prepacked and in_place != "a", "b" not in prepacked and in_place != "b")
+    # the scratch: the C tile and the blocks packed per call (a weight's come packed at load)
+    while 4 * (mc * nc + kc * (mc * per_call[0] + nc * per_call[1])) > MAX_SCRATCH_BYTES and nc > mk.cols:
         nc = round_up(nc // 2, mk.cols)
     # Tasks are split statically among the cores: a count the cores do not divide leaves
     # some idle at the end (3 tasks on 2 cores ran a 3x3 convolution at 1.38x its one-core
     # speed), so blocks narrow (columns first, then rows, at most 4x as many) to the
     # fewest tasks that keep the cores BALANCED busy, packing the least again.
-    prepacked, in_place = prepacked_sides(m, constant_inputs), direct.side if direct is not None else ""
-    per_call = ("a" not in prepacked and in_place != "a", "b" not in prepacked and in_place != "b")
     mc, nc = _balanced_blocks(batch, (big_m, big_n, big_k), mc, nc, mk, target.units, per_call)
 
     def even(total: int, limit: int, quantum: int) -> int:
@@ -193,10 +201,13 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
     batch = side_extent(c, m.batch)
     options: list[tuple[float, Contraction, MicroKernel, DirectOperand | None]] = [
         (batch * (round_up(channels, mk.rows) * columns * k + pack * k * positions), m, mk, None)]
+    # Read in place, the taps that read only padding for a whole panel are skipped
+    # (schedule/live_taps.py): narrower panels skip more of a dilated convolution's.
     as_b = direct_layout(c, m.rhs, "b", m.cols, mk.cols, unit_step=True)
     if as_b is not None:
-        options.append((batch * round_up(channels, mk.rows) * as_b.positions * k + PACK_COST * as_b.copy_floats,
-                        m, mk, as_b))
+        live = live_fraction(c, live_taps(c, m.rhs, as_b))
+        options.append((batch * round_up(channels, mk.rows) * as_b.positions * k * live
+                        + PACK_COST * as_b.copy_floats, m, mk, as_b))
     swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
     if channels >= target.lanes:
         lanes_mk = micro_kernel(c, swapped, target)
@@ -206,7 +217,8 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
         if layouts:
             as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
             lanes = round_up(channels, lanes_mk.lanes)
-            options.append((batch * (as_a.positions * lanes * k + SCATTER_COST * channels * positions)
+            live = live_fraction(c, live_taps(c, swapped.lhs, as_a))
+            options.append((batch * (as_a.positions * lanes * k * live + SCATTER_COST * channels * positions)
                             + PACK_COST * as_a.copy_floats,
                             swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
     _, m, mk, direct = min(options, key=lambda o: o[0])

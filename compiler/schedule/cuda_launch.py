@@ -100,10 +100,13 @@ class RowGeometry:
 
 @dataclass(frozen=True)
 class RowGroupGeometry:
-    """Fused row group: threads per block (one block per row at a time) and the rows to walk."""
+    """Fused row group: threads per block (one block per row at a time), the rows to walk,
+    and the stages its readers recompute rather than keep in shared memory
+    (compiler/ir/recompute.py)."""
 
     threads: int
     rows: int
+    recomputed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,15 +122,42 @@ class GeneralGeometry:
                      for a, t, r in zip(c.axes, self.threads, self.regs, strict=True))
 
 
-Geometry = GemmGeometry | RowGeometry | RowGroupGeometry | GeneralGeometry
+@dataclass(frozen=True)
+class AttentionGeometry:
+    """Fused attention (compiler/ir/attention.py): `bq` query rows per block, `bk` keys per
+    step, `team` threads per query row (lanes of one warp: a row's max and sum are warp
+    shuffles) and `rows` query rows per thread; a thread holds `bk / team` scores of each
+    of its rows and every `team`-th value column of their outputs."""
+
+    bq: int
+    bk: int
+    team: int
+    rows: int
+
+    @property
+    def threads(self) -> int:
+        return self.bq // self.rows * self.team
+
+    def smem(self, head_dim: int, value_dim: int) -> dict[str, tuple[int, int]]:
+        """The block's shared arrays (name -> rows, columns of float32): the queries `sq`,
+        the key block then, in the same space, the value block `skv`, and the block's
+        probabilities `sp`; rows the threads read across are padded one column so that
+        neighbouring rows start on different banks."""
+        return {"sq": (self.bq, head_dim + 1), "skv": (self.bk, max(head_dim + 1, value_dim)),
+                "sp": (self.bq, self.bk + 1)}
+
+
+Geometry = GemmGeometry | RowGeometry | RowGroupGeometry | GeneralGeometry | AttentionGeometry
 GEOMETRIES: dict[str, type] = {"gemm": GemmGeometry, "rowreduce": RowGeometry,
-                               "rowgroup": RowGroupGeometry, "general": GeneralGeometry}
+                               "rowgroup": RowGroupGeometry, "general": GeneralGeometry,
+                               "attention": AttentionGeometry}
 
 
 @dataclass(frozen=True)
 class CudaLaunch:
-    """One CUDA kernel's shape (`kind`: "gemm" | "rowreduce" | "rowgroup" | "general"),
-    its geometry and its launch on a 1-D grid (`grid` blocks of `block` threads)."""
+    """One CUDA kernel's shape (`kind`: "gemm" | "rowreduce" | "rowgroup" | "general" |
+    "attention"), its geometry and its launch on a 1-D grid (`grid` blocks of `block`
+    threads)."""
 
     kind: str
     geometry: Geometry

@@ -11,6 +11,9 @@ Which kernel shape a Compute gets, from the Compute and its rTile alone:
   the cols side along the fast one;
 - long reduction over a contiguous innermost axis (softmax / layer-norm stages,
   reduce ops): a thread team per row with warp shuffles;
+- a fused attention group (compiler/ir/attention.py): one block per batch index and
+  block of query rows, key and value blocks staged through shared memory, the softmax
+  online in registers (its blocks are the rTile's `TileConfig.attention`);
 - a fused row group (a Compute with stages: softmax, layer norm): one block per
   row, the stages in shared memory;
 - everything else (element-wise, pooling, depthwise, gather, short or strided
@@ -26,13 +29,17 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from compiler.ir.attention import match_attention
 from compiler.ir.contraction import Contraction, match_contraction, side_extent
-from compiler.ir.rows import group_sharing, row_elems
-from compiler.ir.te import Compute, Load, Var, walk
+from compiler.ir.dtypes import dtype
+from compiler.ir.recompute import recomputable, recompute
+from compiler.ir.rows import RowSharing, group_sharing, row_elems, stage_row_bytes
+from compiler.ir.te import Compute, Load, Var, count_ops, walk
 from compiler.schedule.cuda_launch import (
     MAX_GRID,
     MAX_THREADS,
     WARP,
+    AttentionGeometry,
     CudaLaunch,
     Dim3,
     GemmGeometry,
@@ -57,6 +64,13 @@ ELEMS_PER_THREAD = 8  # enough loads in flight per thread before adding threads
 # A row of a group's stages lives in static shared memory (48 KB per block without
 # opting in), beside the reduction's exchange slots: groups are formed only where it fits.
 ROW_STAGE_BYTES = 40 << 10
+# Operations a member's body may grow to with the stages it reads recomputed in it: a
+# softmax's sum and scaling each take its exponential (a few), chains of element-wise
+# stages each read several times would multiply.
+MAX_RECOMPUTED_OPS = 64
+# Threads sharing one query row of an attention block: half a warp, so a row's max and sum
+# take four shuffles and a block of 16-key steps keeps every lane busy.
+ATTENTION_TEAM = 16
 
 
 def plan_cuda_tile(compute: Compute, tile: TileConfig) -> TileConfig:
@@ -67,6 +81,13 @@ def plan_cuda_tile(compute: Compute, tile: TileConfig) -> TileConfig:
 def cuda_launch(compute: Compute, tile: TileConfig) -> CudaLaunch:
     """Pick the kernel shape for `compute`, make `tile` legal for it, and launch it."""
     _check_tile(compute, tile)
+    if tile.attention:
+        a = match_attention(compute)
+        if a is None:
+            raise ValueError(f"attention blocks were planned for {compute.label}, which is not attention")
+        ag = attention_geometry(*tile.attention)
+        tasks = math.prod(a.batch) * ceil_div(a.queries, ag.bq)
+        return CudaLaunch("attention", ag, _grid(tasks), (ag.threads, 1, 1))
     if compute.stages:
         rg = row_group_geometry(compute)
         return CudaLaunch("rowgroup", rg, _grid(rg.rows), (rg.threads, 1, 1))
@@ -184,13 +205,43 @@ def row_geometry(c: Compute, tile: TileConfig) -> RowGeometry:
     return RowGeometry(per_row, rows)
 
 
+def attention_geometry(bq: int, bk: int, rows: int) -> AttentionGeometry:
+    """An attention rTile's query rows `bq`, keys `bk` and query rows per thread `rows`,
+    made legal: powers of two, whole warps (two team rows at least), keys a whole number
+    of team widths, at most 1024 threads."""
+    bq = max(2, pow2_at_least(bq))
+    rows = max(1, min(pow2_at_most(rows), bq // 2))
+    while bq // rows * ATTENTION_TEAM > MAX_THREADS:
+        rows *= 2
+    return AttentionGeometry(bq, ATTENTION_TEAM * max(1, ceil_div(bk, ATTENTION_TEAM)), ATTENTION_TEAM, rows)
+
+
 def row_group_geometry(c: Compute) -> RowGroupGeometry:
-    """Enough threads for the longest member row at `ELEMS_PER_THREAD` elements each
-    (a warp at least, a power of two up to 1024)."""
+    """Enough threads for the longest member row the kernel runs at `ELEMS_PER_THREAD`
+    elements each (a warp at least, a power of two up to 1024); the stages it recomputes."""
     g = group_sharing(c).rows
-    work = max(max(row_elems(m, g), math.prod(a.extent for a in m.reduce_axes)) for m in c.members())
+    recomputed = recomputed_stages(c)
+    run = [m for k, m in enumerate(c.members()) if k not in recomputed]
+    work = max(max(row_elems(m, g), math.prod(a.extent for a in m.reduce_axes)) for m in run)
     threads = min(MAX_THREADS, max(WARP, pow2_at_least(ceil_div(work, ELEMS_PER_THREAD))))
-    return RowGroupGeometry(threads, max(1, math.prod(c.shape[:g])))
+    return RowGroupGeometry(threads, max(1, math.prod(c.shape[:g])), recomputed)
+
+
+def recomputed_stages(c: Compute) -> tuple[int, ...]:
+    """The stages of row group `c` its kernel recomputes where they are read: none where a
+    row of every stage fits shared memory, else every element-wise one."""
+    return () if stage_row_bytes(c, group_sharing(c)) <= ROW_STAGE_BYTES else recomputable(c)
+
+
+def row_group_fits(c: Compute, sharing: RowSharing) -> bool:
+    """The CUDA backend's rule for a row group (tilegraph/rows.py `RowFit`): a row of the
+    stages it keeps fits shared memory, and no member grows past `MAX_RECOMPUTED_OPS`
+    by recomputing the others."""
+    recomputed = recomputed_stages(c)
+    kept = sum(row_elems(s, sharing.rows) * dtype(s.dtype).nbytes
+               for k, s in enumerate(c.stages) if k not in recomputed)
+    members = recompute(c, recomputed).members() if recomputed else ()
+    return kept <= ROW_STAGE_BYTES and all(count_ops(m.body) <= MAX_RECOMPUTED_OPS for m in members)
 
 
 def _check_tile(c: Compute, tile: TileConfig) -> None:

@@ -48,7 +48,8 @@ class TileConfig:
     folds each output's contiguous row rather than running micro-tiles
     (compiler/schedule/row_reduction.py); `plane`, a per-channel convolution's plane-by-plane
     layout (compiler/schedule/plane_conv.py; None: micro-tiles); `attention`, an attention group's (query rows,
-    keys) per block (compiler/schedule/attention_tile.py); `chain`, a convolution chain
+    keys, register rows) per block (compiler/schedule/attention_tile.py; on CUDA the
+    register rows are query rows per thread, compiler/schedule/cuda_attention_tile.py); `chain`, a convolution chain
     group's split, tile rows and order (compiler/schedule/partition.py; its `members` then hold each task
     kind's member tiles, compiler/schedule/chain_members.py). Each is serialized only when set.
     """

@@ -46,6 +46,7 @@ from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.schedule.attention_tile import attention_tilings
 from compiler.schedule.chain_members import chain_candidate
+from compiler.schedule.cuda_attention_tile import cuda_attention_tilings
 from compiler.schedule.partition import is_chain_group
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tilegraph.rowtile import row_group_tilings
@@ -87,7 +88,8 @@ def construct(compute: Compute, target: Target, top_k: int = 5) -> list[Candidat
     """The best `top_k` aligned tilings of `compute` on `target`, fastest predicted first."""
     parts = match_attention(compute) if compute.stages else None
     if parts is not None:  # an attention group: query rows and keys per block
-        return [Candidate(t, e) for t, e in attention_tilings(compute, parts, target, top_k)]
+        tilings = cuda_attention_tilings if target.kind == "cuda" else attention_tilings
+        return [Candidate(t, e) for t, e in tilings(compute, parts, target, top_k)]
     if is_chain_group(compute):  # its split and tile rows follow from capacity
         return [Candidate(*chain_candidate(compute, target))]
     if compute.stages:  # a fused row group: rows per task is its one choice

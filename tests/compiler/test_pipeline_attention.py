@@ -9,6 +9,7 @@ import onnxruntime as ort
 import pytest
 
 from compiler.bench.attention_blocks import bert_attention, llama_attention
+from compiler.codegen.c.kernel import render_kernel
 from compiler.pipeline import compile_model
 from compiler.runtime import load
 from compiler.schedule.plan import ExecutionPlan
@@ -61,6 +62,12 @@ def test_boolean_mask_through_where_and_keys_given_transposed(tmp_path: Path):
     assert _attention_kernels(plan) == 1
 
 
+def test_a_boolean_mask_per_query_row_is_gathered_into_vector_selects(tmp_path: Path):
+    plan, _ = _compile(tmp_path, batch=2, heads=3, seq=41, head_dim=32, mask="bool_rows")
+    (kernel,) = [k for k in plan.kernels if k.tile.attention]
+    assert "const tf_v g0 = {" in render_kernel(kernel.compute, kernel.tile, "k")  # the mask gathered per vector
+
+
 @pytest.mark.parametrize("nan_to_zero", [False, True])
 def test_a_query_row_whose_keys_are_all_masked_comes_out_as_unfused(tmp_path: Path, nan_to_zero: bool):
     m = attention_model(batch=2, seq=9, mask="bool", nan_to_zero=nan_to_zero)
@@ -100,4 +107,20 @@ def test_llama_gqa_block_reads_the_projections_of_the_shared_heads(tmp_path: Pat
                                    {"seq": 21, "heads": 3, "head_dim": 80}])
 def test_a_decode_step_one_key_and_a_head_dim_of_no_whole_vectors(tmp_path: Path, shape: dict):
     plan, _ = _compile(tmp_path, **shape)
+    assert _attention_kernels(plan) == 1
+
+
+@pytest.mark.parametrize("shape", [{"seq": 300, "heads": 2, "mask": "causal_trilu"},
+                                   {"seq": 45, "keys": 100, "mask": "causal_additive"},
+                                   {"seq": 130, "heads": 3, "mask": "causal_where", "head_dim": 24}])
+def test_causal_attention_skips_the_masked_keys_at_any_length(tmp_path: Path, shape: dict):
+    # lengths no block divides; more keys than queries: the mask's diagonal is offset
+    plan, _ = _compile(tmp_path, **shape)
+    (kernel,) = [k for k in plan.kernels if k.tile.attention]
+    assert len(kernel.compute.inputs) == 3  # the constant mask is read as an index comparison
+
+
+def test_masked_keys_are_still_counted_where_the_fill_is_close_to_the_scores(tmp_path: Path):
+    # a fill of -3 leaves the masked keys' exponentials far from 0: no key may be skipped
+    plan, _ = _compile(tmp_path, seq=90, heads=2, mask="causal_trilu", fill=-3.0)
     assert _attention_kernels(plan) == 1

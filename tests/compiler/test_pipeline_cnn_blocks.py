@@ -69,3 +69,16 @@ def test_gemm_members_match_onnxruntime(target: str, size: int, batch: int, tmp_
     gemms = [m for k in _chains(result) for kind in k["tile"]["members"] for m in kind if m.get("gemm")]
     assert len(result.kernels) == 1 and len(gemms) >= 2
     assert all(m["gemm"]["k"] >= chain_members.MIN_KC for m in gemms)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cpu:x86-64-v3"])
+def test_members_narrower_than_a_vector_take_planes_and_gemms(target: str, tmp_path: Path) -> None:
+    # a 7-wide map fills no vector of either ISA: the loop nests would run scalar, so the
+    # 1x1 members take the packed GEMM however shallow, the depthwise one its planes
+    model = inverted_residual_stage(16, 7, repeats=1, batch=2)
+    result = compile_model(model, target, _OPTS, output=tmp_path / "a.tar.gz")
+    assert result.validation["passed"] and result.validation["rel_l2_error"] <= 1e-4
+    members = [m for k in _chains(result) for kind in k["tile"]["members"] for m in kind]
+    assert len(result.kernels) == 1 and members
+    assert any(m.get("plane") for m in members)
+    assert any(m.get("gemm") and m["gemm"]["k"] < chain_members.MIN_KC for m in members)

@@ -15,7 +15,13 @@ along the query rows. It walks the keys in blocks:
      sum and accumulator are scaled by exp(old - new), the block's exponentials (the
      portable vector exp of c/vector_math.py) summed key by key;
   4. the exponentials times the value rows into the output rows' accumulators, a few
-     rows at a time, each loaded vector of values serving every one of them.
+     rows at a time, each loaded vector of values serving every one of them; a few dozen
+     keys at a time for all the rows, so that those value rows are read from L1, not L2,
+     by every group of rows.
+With a causal mask (compiler/ir/attention.py's `Causal`) a task walks only the keys up to
+its last row's diagonal, and masks only the blocks that cross its first row's: Llama's
+attention does half the work (the masked keys' exponentials, 0 in float32, are checked
+to be so before they are skipped).
 The output row is the accumulator divided by the sum. A row whose scores are all -inf
 keeps a zero sum and comes out NaN, as the unfused softmax gives it, or 0 where the group
 makes NaN probabilities 0 (torch's SDPA decomposition; the values assumed finite).
@@ -41,11 +47,11 @@ from compiler.codegen.c.vector_math import (
     max_definitions,
     max_function,
 )
-from compiler.codegen.cexpr import ExprWriter, flat_offset, new_counter
+from compiler.codegen.cexpr import ExprWriter, flat_offset, literal, new_counter
 from compiler.codegen.csource import CSource
-from compiler.ir.attention import Attention, batch_names, row_stride
+from compiler.ir.attention import Attention, Causal, batch_names, row_stride
 from compiler.ir.contraction import expr_vars
-from compiler.ir.te import ACC, Compute, Expr, Load, Var, substitute
+from compiler.ir.te import ACC, Compute, Const, Expr, Load, Var, call, substitute
 
 _CHUNK = 4  # vectors of scores / values per row in flight (times the register rows: the chains)
 
@@ -53,9 +59,9 @@ _CHUNK = 4  # vectors of scores / values per row in flight (times the register r
 def render_attention(c: Compute, a: Attention, blocks: tuple[int, ...], lanes: int, src: CSource,
                      symbol: str, params: list[str], header: str, parallel: bool) -> None:
     """Write `symbol`'s task function and team function `header` for attention group `c`
-    (parts `a`) in blocks `blocks` = (query rows, keys, register rows of the products), on
-    `lanes`-wide float32 vectors."""
-    bq, bk, rows = blocks
+    (parts `a`) in blocks `blocks` = (query rows, keys, register rows of the products, keys
+    per pass of the values' product), on `lanes`-wide float32 vectors."""
+    bq, bk, rows, sub = blocks
     src.define({**exp_definitions(lanes, portable=True), **max_definitions(lanes)})
     names = [p.rsplit(" ", 1)[1] for p in params]
     qblocks = -(-a.queries // bq)
@@ -63,7 +69,7 @@ def render_attention(c: Compute, a: Attention, blocks: tuple[int, ...], lanes: i
     with src.block(f"static void {symbol}_task({', '.join(params)}, const int64_t t)"):
         src.extend(vector_typedefs("float32", lanes))
         _bases(c, a, qblocks, bq, src)
-        _Body(c, a, (bq, bk, rows), lanes, src).write()
+        _Body(c, a, (bq, bk, rows, sub), lanes, src).write()
     with src.block(header):
         mark_used(src, params)
         with shared_tasks(src, parallel and tasks > 1), src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
@@ -96,9 +102,10 @@ def _bases(c: Compute, a: Attention, qblocks: int, bq: int, src: CSource) -> Non
 class _Body:
     """The key-block loop of one task."""
 
-    def __init__(self, c: Compute, a: Attention, blocks: tuple[int, int, int], lanes: int, src: CSource) -> None:
+    def __init__(self, c: Compute, a: Attention, blocks: tuple[int, int, int, int], lanes: int,
+                 src: CSource) -> None:
         self.c, self.a, self.lanes, self.src = c, a, lanes, src
-        bq, self.bk, self.rows = blocks
+        bq, self.bk, self.rows, self.sub = blocks
         self.bq = -(-bq // lanes) * lanes  # query rows in scratch: whole vectors
         self.exp = exp_function(lanes, nonpositive=True, portable=True)
         self.max = max_function(lanes)
@@ -121,13 +128,12 @@ class _Body:
             src.line("top[ii] = -INFINITY;")
             src.line("sum[ii] = 0.0f;")
             src.line(f"for (int64_t d = 0; d < {a.value_dim}L; ++d) acc[ii][d] = 0.0f;")
-        with src.block(f"for (int64_t kb = 0; kb < {a.keys}L; kb += {self.bk}L)"):
-            src.line(f"const int64_t n = {a.keys}L - kb < {self.bk}L ? {a.keys}L - kb : {self.bk}L;")
-            self._scores()
-            self._score_expression()
-            with src.block(f"for (int64_t ii = 0; ii < {bq}L; ii += {self.lanes}L)"):
-                self._online_softmax()
-            self._values()
+        if a.causal is None:
+            with src.block(f"for (int64_t kb = 0; kb < {a.keys}L; kb += {self.bk}L)"):
+                src.line(f"const int64_t n = {a.keys}L - kb < {self.bk}L ? {a.keys}L - kb : {self.bk}L;")
+                self._key_block()
+        else:
+            self._causal_blocks(a.causal)
         with src.block("for (int64_t ii = 0; ii < rows; ++ii)"):
             src.line("const float inv = 1.0f / sum[ii];")
             stride = math.prod(self.c.shape[a.out_axes.index("i") + 1:])
@@ -135,6 +141,40 @@ class _Body:
             # all its scores -inf (sum 0) or one NaN: the row's probabilities are NaN
             value = "!(sum[ii] > 0.0f) ? 0.0f : acc[ii][d] * inv" if a.nan_to_zero else "acc[ii][d] * inv"
             src.line(f"for (int64_t d = 0; d < {a.value_dim}L; ++d) orow[d] = {value};")
+
+    def _key_block(self) -> None:
+        """Keys kb .. kb + n - 1: their scores, the online softmax, their values. A causal
+        mask is applied only in blocks that reach past the first row's diagonal."""
+        a, src = self.a, self.src
+        self._scores()
+        if a.causal is None:
+            self._score_expression(a.score)
+        else:
+            with src.block(f"if (kb + n - 1 > i0 + {a.causal.offset}L)"):
+                self._score_expression(a.score)
+            if a.causal.unmasked != Var(ACC, "float32"):
+                with src.block("else"):
+                    self._score_expression(a.causal.unmasked)
+        with src.block(f"for (int64_t ii = 0; ii < {self.bq}L; ii += {self.lanes}L)"):
+            self._online_softmax()
+        self._values()
+
+    def _causal_blocks(self, causal: Causal) -> None:
+        """The key blocks up to the last key any of the task's rows sees (past it every key
+        is masked); the rest too only where some row's max is not far enough above the
+        masked scores for each of their exponentials to come out 0 (exp(x) is 0 in float32
+        for x < -103.98), as it does for the finite scores a real mask hides."""
+        a, src, off = self.a, self.src, causal.offset
+        src.line(f"int64_t hi = i0 + rows + {off}L;")
+        src.line(f"hi = hi < 0 ? 0 : hi > {a.keys}L ? {a.keys}L : hi;")
+        with src.block(f"for (int64_t kb = 0, n = 0; kb < {a.keys}L; kb += n)"):
+            with src.block("if (kb >= hi)"):
+                src.line("int64_t ii = 0;")
+                src.line(f"while (ii < rows && top[ii] - {literal(causal.bound, 'float32')} > 104.0f) ++ii;")
+                src.line("if (ii == rows) break;")
+                src.line(f"hi = {a.keys}L;")
+            src.line(f"n = hi - kb < {self.bk}L ? hi - kb : {self.bk}L;")
+            self._key_block()
 
     def _key(self, j: str) -> str:
         """The C address of key `j`'s element r."""
@@ -162,16 +202,16 @@ class _Body:
                 with src.block(f"for (int u = 0; u < {chunk}; ++u)"):
                     src.extend([f"*({VECTOR_TYPE}*)(&st[key{k}][ii + u * {lanes}L]) = x{k}[u];" for k in keys])
 
-    def _score_expression(self) -> None:
-        """The group's score expression on the block's scores (past the last query row too:
+    def _score_expression(self, expr: Expr) -> None:
+        """Score expression `expr` on the block's scores (past the last query row too:
         those rows are never stored, and their index is clamped for the expression)."""
         a, lanes, src, bq = self.a, self.lanes, self.src, self.bq
-        if a.score == Var(ACC, "float32"):
+        if expr == Var(ACC, "float32"):
             return
         names = {b: b for b in batch_names(len(a.batch))} | {"j": "(kb + jj)"}
         with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
             src.line("int64_t ii = 0;")
-            score, gathered = self._gathered(a.score)
+            score, gathered = self._gathered(expr)
             if vectorizes(score, "i", self.c.inputs, "float32", {ACC, *gathered.values()}):
                 with src.block(f"for (; ii + {lanes}L <= rows; ii += {lanes}L)"):
                     src.line(f"const {VECTOR_TYPE} sv = *({VECTOR_TYPE}*)(&st[jj][ii]);")
@@ -193,21 +233,24 @@ class _Body:
             with src.block(f"for (; ii < {bq}L; ++ii)"):
                 src.line("const int64_t at = ii < rows ? ii : rows - 1;")
                 w = ExprWriter(self.c.inputs, names | {"i": "(i0 + at)", ACC: "st[jj][ii]"}, new_counter())
-                value = w.emit(a.score)
+                value = w.emit(expr)
                 src.extend(w.lines)
                 src.line(f"st[jj][ii] = {value};")
 
     def _gathered(self, score: Expr) -> tuple[Expr, dict[Load, str]]:
-        """`score` with each float load that walks the query rows at a stride (a [queries,
-        keys] mask) read as a vector variable instead, and those loads by name: gathered
+        """`score` with each float or boolean load that walks the query rows at a stride (a
+        [queries, keys] mask) read as a vector variable instead (a boolean one as a float
+        vector compared with 0: a vector select's mask), and those loads by name: gathered
         lane by lane, so that the rest of the expression still runs on vectors."""
         gathered: dict[Load, str] = {}
 
         def fn(x: Expr) -> Expr | None:
-            if (isinstance(x, Load) and x.dtype == "float32" and "i" in expr_vars(x)
-                    and not vectorizes(x, "i", self.c.inputs, "float32")):
-                return Var(gathered.setdefault(x, f"g{len(gathered)}"), "float32")
-            return None
+            if not (isinstance(x, Load) and x.dtype in {"float32", "bool"} and "i" in expr_vars(x)):
+                return None
+            if x.dtype == "float32" and vectorizes(x, "i", self.c.inputs, "float32"):
+                return None
+            value = Var(gathered.setdefault(x, f"g{len(gathered)}"), "float32")
+            return value if x.dtype == "float32" else call("ne", value, Const(0.0, "float32"))
 
         return substitute(score, fn), gathered
 
@@ -233,14 +276,17 @@ class _Body:
             src.line(f"if (alpha[k] != 1.0f) for (int64_t d = 0; d < {self.a.value_dim}L; ++d) acc[ii + k][d] *= alpha[k];")
 
     def _values(self) -> None:
-        """acc[i] += st[j][i] * V[kb + j] for the block's keys, `self.rows` rows at a time."""
+        """acc[i] += st[j][i] * V[kb + j] for the block's keys, `self.rows` rows at a time,
+        `self.sub` keys at a time for all rows (those value rows stay in L1 meanwhile)."""
         a, lanes, src = self.a, self.lanes, self.src
         dv = a.value_dim
         full = dv // lanes * lanes
-        with src.block(f"for (int64_t ii = 0; ii < rows; ii += {self.rows})"):
-            src.extend([f"const int64_t row{k} = ii + {k} < rows ? ii + {k} : rows - 1;" for k in range(self.rows)])
-            for start, width in _chunks(full // lanes, _CHUNK):
-                self._value_chunk(start * lanes, width)
+        with src.block(f"for (int64_t j0 = 0; j0 < n; j0 += {self.sub}L)"):
+            src.line(f"const int64_t j1 = n - j0 < {self.sub}L ? n : j0 + {self.sub}L;")
+            with src.block(f"for (int64_t ii = 0; ii < rows; ii += {self.rows})"):
+                src.extend([f"const int64_t row{k} = ii + {k} < rows ? ii + {k} : rows - 1;" for k in range(self.rows)])
+                for start, width in _chunks(full // lanes, _CHUNK):
+                    self._value_chunk(start * lanes, width)
         if full < dv:
             with src.block("for (int64_t ii = 0; ii < rows; ++ii)"), src.block("for (int64_t jj = 0; jj < n; ++jj)"):
                 src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L;")
@@ -254,7 +300,7 @@ class _Body:
         with src.block(""):
             src.line(f"{VECTOR_TYPE} {', '.join(f'y{k}[{width}]' for k in rows)};")
             src.line(f"for (int u = 0; u < {width}; ++u) {{ {' '.join(f'y{k}[u] = {at[k]};' for k in rows)} }}")
-            with src.block("for (int64_t jj = 0; jj < n; ++jj)"):
+            with src.block("for (int64_t jj = j0; jj < j1; ++jj)"):
                 src.line(f"const float* restrict vr = vp + (kb + jj) * {self.v_row}L + {d0}L;")
                 src.line(f"const float {', '.join(f'p{k} = st[jj][row{k}]' for k in rows)};")
                 with src.block(f"for (int u = 0; u < {width}; ++u)"):

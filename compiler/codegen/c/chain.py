@@ -10,8 +10,9 @@ task gets its own copy of the members (a table maps tiles to kinds). Each member
 the ordinary kernel of its cut Compute, tiled as the plan says (`TileConfig.members`),
 written by the caller's `MemberWriter`. NCHW tiles of rows are strided per channel, so
 the sink writes scratch that is copied out per channel (unless a tile is the image).
-A member the plan blocks as a GEMM (its tile's `gemm`) packs its operands into a last
-region of the thread's scratch, shared by all such members (they run one at a time).
+A member the plan blocks as a GEMM (its tile's `gemm`) packs its operands, and one it
+computes plane by plane (its tile's `plane`) copies its planes, into a last region of
+the thread's scratch, shared by all such members (they run one at a time).
 """
 
 from __future__ import annotations
@@ -45,12 +46,11 @@ def render_chain(c: Compute, tile: TileConfig, symbol: str, src: CSource, params
     for v, (kind, tiles) in enumerate(zip(kinds, tile.members, strict=True)):
         for k, t in enumerate(tiles):
             cut = cut_member(c, shape, k, kind.spans)
-            gemm = [f"float* restrict {SCRATCH}"] if t.gemm is not None else []
-            checked |= write_member(src, cut, t, f"{symbol}_m{k}_v{v}", [*kernel_params(cut), *gemm])
+            scratch = [f"float* restrict {SCRATCH}"] if _member_scratch(t) else []
+            checked |= write_member(src, cut, t, f"{symbol}_m{k}_v{v}", [*kernel_params(cut), *scratch])
     whole = len(table) == 1
     offsets, total = _scratch(c, kinds, whole)
-    gemm_floats = max((scratch_floats(t.gemm) for tiles in tile.members for t in tiles if t.gemm is not None),
-                      default=0)
+    member_floats = max((_member_scratch(t) for tiles in tile.members for t in tiles), default=0)
     tasks = shape.batch * len(table)
     parallel = tasks > 1 and not tile.serial
     ctype = dtype(c.dtype).c_type
@@ -59,18 +59,26 @@ def render_chain(c: Compute, tile: TileConfig, symbol: str, src: CSource, params
     with src.block(header):
         mark_used(src, params)
         src.line(f"static const unsigned char kind[{len(table)}] = {{{', '.join(map(str, table))}}};")
-        size = total * dtype(c.dtype).nbytes + 4 * gemm_floats
+        size = total * dtype(c.dtype).nbytes + 4 * member_floats
         src.line(f"{ctype}* s = ({ctype}*)aligned_alloc(64, {size}UL);")
         with shared_tasks(src, parallel), src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
             src.line(f"const int64_t b = t / {len(table)}L, start = t % {len(table)}L * {tile.chain.rows}L;")
             with src.block(f"switch (kind[t % {len(table)}L])"):
                 for v, kind in enumerate(kinds):
                     with src.block(f"case {v}:"):
-                        gemms = tuple(t.gemm is not None for t in tile.members[v])
-                        _task(src, c, shape, kind, v, symbol, offsets, whole, gemms, total)
+                        scratches = tuple(_member_scratch(t) > 0 for t in tile.members[v])
+                        _task(src, c, shape, kind, v, symbol, offsets, whole, scratches, total)
                         src.line("break;")
         src.line("free(s);")
     return parallel, checked
+
+
+def _member_scratch(tile: TileConfig) -> int:
+    """Floats of the thread's scratch a member's tile works in: a GEMM's packed operands,
+    a per-channel convolution's plane copies (0: the loop nest needs none)."""
+    if tile.gemm is not None:
+        return scratch_floats(tile.gemm)
+    return tile.plane.scratch_floats if tile.plane is not None else 0
 
 
 def _scratch(c: Compute, kinds: tuple[TaskKind, ...], whole: bool) -> tuple[list[int], int]:
@@ -86,9 +94,9 @@ def _scratch(c: Compute, kinds: tuple[TaskKind, ...], whole: bool) -> tuple[list
 
 
 def _task(src: CSource, c: Compute, shape: ChainShape, kind: TaskKind, v: int, symbol: str,
-          offsets: list[int], whole: bool, gemms: tuple[bool, ...], gemm_scratch: int) -> None:
-    """One kind of task: every member on its rows (`gemms`: those blocked as a GEMM, handed
-    the scratch at `gemm_scratch`), then the tile copied out."""
+          offsets: list[int], whole: bool, scratches: tuple[bool, ...], member_scratch: int) -> None:
+    """One kind of task: every member on its rows (`scratches`: those that work in scratch,
+    handed the region at `member_scratch`), then the tile copied out."""
     groups = len(c.inputs)
     members = c.members()
     cols = c.shape[3]
@@ -108,8 +116,8 @@ def _task(src: CSource, c: Compute, shape: ChainShape, kind: TaskKind, v: int, s
                 args.append(f"in{p} + b * {per_batch}L")
             else:
                 args.append(f"in{p} + b * {per_batch}L + (start + {kind.spans[k].first}L) * {cols}L")
-        if gemms[k]:
-            args.append(f"(float*)(s + {gemm_scratch})")
+        if scratches[k]:
+            args.append(f"(float*)(s + {member_scratch})")
         src.line(f"{symbol}_m{k}_v{v}({', '.join(args)});")
     if whole:
         return

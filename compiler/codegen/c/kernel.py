@@ -157,12 +157,15 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
 def _write_member(src: CSource, compute: Compute, tile: TileConfig, name: str, params: Sequence[str]) -> bool:
     """A fused group's member as `static void name(params)` on the calling thread (its
     whole loop nest: the plan's member tile is one task, or its packed GEMM where the
-    plan blocked it, helpers named after the member); whether it reads padded loads
-    with bounds checks."""
+    plan blocked it, or its planes where the plan lays it out so, helpers named after
+    the member); whether it reads padded loads with bounds checks."""
     header = f"static void {name}({', '.join(params)})"
     if tile.gemm is not None:  # the caller hands in its scratch (`params` end with it)
         render_gemm(merge_axes(compute, tile)[0], tile.gemm, params, header, False, src, name, prefix=name,
                     team=False)
+        return False
+    if tile.plane is not None:  # likewise its plane copies
+        render_plane(compute, tile.plane, params, header, False, src, prefix=name, team=False)
         return False
     return _write_loops(src, compute, tile, name, header, params, team=False)[1]
 
@@ -230,6 +233,7 @@ class _KernelWriter:
         self.names.update({a.name: f"r{k}" for k, a in enumerate(compute.reduce_axes)})
         self.ranges = {a.name: (0, a.extent - 1) for a in compute.all_axes()}
         self._row = shape.row
+        self._post_lanes = 0  # lanes of the vector epilogue of the row reduction being written
         # Micro-tiled reductions over padded windows read them from per-task scratch.
         self.original = compute
         self.staged: list[StagedInput] = []
@@ -297,7 +301,7 @@ class _KernelWriter:
                 self._store(self._emit(self.c.body))
                 return
             if d == self.n - 1 and lanes:
-                self._vector_row(d, lanes)
+                self._vector_row(d, lanes, self.c.body)
                 return
             with self._loop(f"u{d}", f"e{d}", "#pragma omp simd" if d == self.n - 1 else ""):
                 self.src.line(f"const int64_t i{d} = b{d} + u{d};")
@@ -317,15 +321,20 @@ class _KernelWriter:
         varies = var in expr_vars(c.body)
         return lanes if has_math and varies and vectorizes(c.body, var, c.inputs, c.dtype) else 0
 
-    def _vector_row(self, d: int, lanes: int) -> None:
-        """The innermost loop of an element-wise tile in whole vectors. A row with a partial
-        vector at its end recomputes its last whole vector instead (the same values written
-        twice: the output never aliases an input), so every element gets the same math;
-        a row shorter than a vector runs scalar."""
+    def _vector_row(self, d: int, lanes: int, e: Expr, accs: str | None = None) -> None:
+        """The innermost loop of a tile's row of `e` in whole vectors: an element-wise body,
+        or with `accs` (the array of the row's accumulators, read as `acc`) a row
+        reduction's epilogue. A row with a partial vector at its end recomputes its last
+        whole vector instead (the same values written twice: the output never aliases an
+        input), so every element gets the same math; a row shorter than a vector runs scalar."""
         def vector_at(start: str) -> None:
             self.src.line(f"const int64_t i{d} = b{d} + {start};")
-            w = VectorWriter(self.c.inputs, self.names, self.counter, self.c.axes[d].name, lanes)
-            value = w.emit_vector(self.c.body)
+            names, values = self.names, set()
+            if accs is not None:
+                self.src.line(f"const {VECTOR_TYPE} va = *(const {VECTOR_TYPE}*)({accs} + {start});")
+                names, values = {**self.names, ACC: "va"}, {ACC}
+            w = VectorWriter(self.c.inputs, names, self.counter, self.c.axes[d].name, lanes, values)
+            value = w.emit_vector(e)
             self._take(w)
             self.src.line(f"*({VECTOR_TYPE}*)(out + {self._out_offset()}) = {value};")
 
@@ -336,7 +345,8 @@ class _KernelWriter:
             vector_at(f"e{d} - {lanes}L")
         with self.src.block("else"), self._loop(f"tail{d}", f"e{d}", start=f"u{d}"):
             self.src.line(f"const int64_t i{d} = b{d} + tail{d};")
-            self._store(self._emit(self.c.body))
+            names = self.names if accs is None else {**self.names, ACC: f"{accs}[tail{d}]"}
+            self._store(self._emit(e, names))
 
     def _take(self, w: VectorWriter) -> None:
         """Write a vector writer's statements, and the file-scope C they call."""
@@ -634,8 +644,12 @@ class _KernelWriter:
             self._reduce_loops(count, inner, k + 1)
 
     def _finish(self, acc: str) -> None:
-        """Apply the post expression to accumulator value `acc` and store it."""
+        """Apply the post expression to accumulator value `acc` and store it (in a row
+        reduction with a vector epilogue, keep it in the row's array for the epilogue)."""
         value = round_value(self.c.acc_dtype, acc)
+        if self._post_lanes:
+            self.src.line(f"row[u{self.n - 1}] = {value};")
+            return
         if self.c.post is not None:
             value = self._emit(self.c.post, {**self.names, ACC: value})
         self._store(value)
@@ -679,15 +693,36 @@ class _KernelWriter:
         self._rows(per_row)
 
     def _rows(self, per_row: Callable[[], None]) -> None:
-        """`per_row` inside the loops over the tile's output elements."""
+        """`per_row` inside the loops over the tile's output elements; an epilogue with a
+        transcendental then runs on vectors over each innermost row of accumulators."""
+        lanes = self._post_lanes = self._epilogue_lanes()
+
         def nest(d: int) -> None:
-            if d < self.n:
-                with self._loop(f"u{d}", f"e{d}"):
-                    self.src.line(f"const int64_t i{d} = b{d} + u{d};")
-                    nest(d + 1)
+            if d == self.n:
+                per_row()
                 return
-            per_row()
+            if d == self.n - 1 and lanes:
+                self.src.extend(vector_typedefs(self.c.acc_dtype, lanes))
+                self.src.line(f"{value_ctype(self.c.acc_dtype)} row[{self.s.block[d]}] __attribute__((aligned(64)));")
+            with self._loop(f"u{d}", f"e{d}"):
+                self.src.line(f"const int64_t i{d} = b{d} + u{d};")
+                nest(d + 1)
+            if d == self.n - 1 and lanes:
+                assert self.c.post is not None
+                self._vector_row(d, lanes, self.c.post, "row")
         nest(0)
+        self._post_lanes = 0
+
+    def _epilogue_lanes(self) -> int:
+        """Lanes of a row reduction's vector epilogue (c/vector.py), or 0 for the scalar one
+        per output: only epilogues with a transcendental of c/vector_functions.py take it
+        (libm's scalar erff per output cost twice the whole row-dot GEMM it followed)."""
+        c, lanes = self.c, self.s.vector
+        if c.post is None or lanes < 2 or not self.n or self.s.extents[-1] < lanes or c.acc_dtype != c.dtype:
+            return 0
+        var = c.axes[-1].name
+        has_math = any(isinstance(e, Call) and e.op in VECTOR_FUNCTIONS for e in walk(c.post))
+        return lanes if has_math and vectorizes(c.post, var, c.inputs, c.dtype, {ACC}) else 0
 
     def _row_vectorizes(self) -> bool:
         """Whether a row reduction folds whole vectors along its contiguous axis (c/vector.py)."""

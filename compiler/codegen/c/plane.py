@@ -16,8 +16,10 @@ output row's valid positions are stored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
+from compiler.codegen.c.gemm import SCRATCH
 from compiler.codegen.c.team import mark_used, thread_scratch
 from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, vector_typedefs, vectorizes
 from compiler.codegen.cexpr import ExprWriter, flat_offset, literal, new_counter
@@ -27,24 +29,26 @@ from compiler.ir.te import ACC, Compute, Expr
 from compiler.schedule.plane_conv import PlaneConv
 
 GROUP = 4  # vectors computed together: independent chains hide the multiply-add latency
-KOFF, TOFF = "tf_pkoff", "tf_ptoff"
 
 
 def render_plane(c: Compute, p: PlaneConv, params: Sequence[str], header: str, parallel: bool,
-                 src: CSource) -> bool:
-    """Append the offset tables and the team function (`header`, parameters `params`) of
-    `c` computed as plane layout `p` says; returns whether the planes are split among
-    the team."""
+                 src: CSource, prefix: str = "tf", team: bool = True) -> bool:
+    """Append the offset tables (named after `prefix`: one pair per plane convolution in
+    the unit) and the team function (`header`, parameters `params`) of `c` computed as
+    plane layout `p` says; returns whether the planes are split among the team. Without
+    `team`, `header` runs every plane on the calling thread (a chain's member), in the
+    `p.scratch_floats` of scratch its last parameter (`SCRATCH`) points to."""
     src.extend(vector_typedefs("float32", p.lanes))
-    for name, values in ((KOFF, p.koff), (TOFF, p.toff)):
+    koff, toff = f"{prefix}_pkoff", f"{prefix}_ptoff"
+    for name, values in ((koff, p.koff), (toff, p.toff)):
         src.line(f"static const int32_t {name}[{len(values)}] = {{{', '.join(str(v) for v in values)}}};")
     planes = 1
     for _, extent, _, _ in p.plane_axes:
         planes *= extent
-    split = parallel and planes > 1
+    split = team and parallel and planes > 1
     with src.block(header):
         mark_used(src, params)
-        with thread_scratch(src, split, "cp", p.scratch_floats):
+        with thread_scratch(src, split, "cp", p.scratch_floats) if team else _given(src, "cp"):
             src.line(f"float* const res = cp + {2 * p.copy_floats};")
             src.line(f"for (int64_t q = 0; q < {2 * p.copy_floats}L; ++q) cp[q] = {literal(p.pad_value, 'float32')};")
             src.line("int64_t copied = -1;  /* the plane last copied in */")
@@ -59,9 +63,17 @@ def render_plane(c: Compute, p: PlaneConv, params: Sequence[str], header: str, p
                     src.line("copied = pl + 1;")
                 src.line(f"const float* const xp = cp + (pl & 1) * {p.copy_floats}L;")
                 post = _vector_post(c)
-                _line(c, p, src, post)
+                _line(c, p, src, post, koff, toff)
                 _store(c, p, src, post)
     return split
+
+
+@contextmanager
+def _given(src: CSource, name: str) -> Iterator[None]:
+    """A block with `float* name`: the scratch the caller handed in."""
+    with src.block(""):
+        src.line(f"float* const {name} = {SCRATCH};")
+        yield
 
 
 def _plane_indices(c: Compute, p: PlaneConv, src: CSource) -> None:
@@ -130,7 +142,7 @@ def _vector_post(c: Compute) -> Expr | None:
     return c.post
 
 
-def _line(c: Compute, p: PlaneConv, src: CSource, post: Expr | None) -> None:
+def _line(c: Compute, p: PlaneConv, src: CSource, post: Expr | None, koff: str, toff: str) -> None:
     """`res`: the plane's line of positions, GROUP vectors at a time, then one at a time
     (`post` applied, where given)."""
     lanes, line, taps = p.lanes, p.vectors * p.lanes, len(p.koff)
@@ -138,7 +150,7 @@ def _line(c: Compute, p: PlaneConv, src: CSource, post: Expr | None) -> None:
     counter = new_counter()
     src.line(f"float tk[{taps}];")
     with src.block(f"for (int64_t k = 0; k < {taps}L; ++k)"):
-        src.line(f"tk[k] = tp[{TOFF}[k]];")
+        src.line(f"tk[k] = tp[{toff}[k]];")
     src.line("int64_t j = 0;")
     for group in (GROUP, 1):
         accs = [f"a{g}" for g in range(group)]
@@ -146,7 +158,7 @@ def _line(c: Compute, p: PlaneConv, src: CSource, post: Expr | None) -> None:
             src.line(f"{VECTOR_TYPE} {', '.join(f'{a} = ({VECTOR_TYPE}){{0}}' for a in accs)};")
             src.line(f"#pragma GCC unroll {min(taps, 16)}")
             with src.block(f"for (int64_t k = 0; k < {taps}L; ++k)"):
-                src.line(f"const float* const x = xp + {KOFF}[k] + j;")
+                src.line(f"const float* const x = xp + {koff}[k] + j;")
                 src.extend([f"{a} += tk[k] * *(const {VECTOR_TYPE}*)(x + {g * lanes});" for g, a in enumerate(accs)])
             for g, a in enumerate(accs):
                 value = a

@@ -11,7 +11,8 @@ An expression qualifies when every value that varies along the vector axis (or i
 an accumulator) is built from loads that walk memory contiguously along it, or every
 other element (stride 1 or 2, no padding: padded windows are staged first, see
 c/stage.py; a stride-2 vector is two loads and one lane shuffle), by float add, sub,
-mul, div, neg, max, min, selects on comparisons of such values, and float32 exp, tanh,
+mul, div, neg, max, min, selects (on comparisons of such values, of integer index expressions
+affine along it, or on a condition the same in every lane), and float32 exp, tanh,
 erf and log (inlined, c/vector_math.py and c/vector_functions.py). Values that do not vary along it (a depthwise filter
 tap, a bias) are rendered as scalars and broadcast.
 """
@@ -26,7 +27,7 @@ from compiler.codegen.c.vector_functions import (
     vector_function,
 )
 from compiler.codegen.cexpr import ExprWriter, flat_offset, value_ctype
-from compiler.ir.affine import load_stride
+from compiler.ir.affine import linear_form, load_stride
 from compiler.ir.contraction import expr_vars, plain_load
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Call, Expr, Load, TensorType, Var
@@ -52,6 +53,22 @@ def splat(value: str, lanes: int) -> str:
     return f"({VECTOR_TYPE}){{{', '.join([value] * lanes)}}}"
 
 
+def transpose_lines(rows: Sequence[str], lanes: int) -> list[str]:
+    """C statements transposing in place the `lanes` x `lanes` block whose rows are the
+    `VECTOR_TYPE` variables `rows`: log2(lanes) stages, each swapping the off-diagonal
+    blocks of every 2h x 2h block with two-vector shuffles (h = lanes / 2, ..., 1)."""
+    lines, h = [], lanes // 2
+    while h:
+        lo = ", ".join(str(c if not c & h else lanes + c - h) for c in range(lanes))
+        hi = ", ".join(str(c + h if not c & h else lanes + c) for c in range(lanes))
+        for i in (i for i in range(lanes) if not i & h):
+            a, b = rows[i], rows[i + h]
+            lines.append(f"{{ const {VECTOR_TYPE} t = __builtin_shuffle({a}, {b}, ({MASK_TYPE}){{{lo}}}); "
+                         f"{b} = __builtin_shuffle({a}, {b}, ({MASK_TYPE}){{{hi}}}); {a} = t; }}")
+        h //= 2
+    return lines
+
+
 def vectorizes(e: Expr, var: str, inputs: Sequence[TensorType], dt: str,
                vector_values: Collection[str] = ()) -> bool:
     """Whether `VectorWriter` can render `e` as vectors of `dt` along variable `var`
@@ -69,10 +86,14 @@ def vectorizes(e: Expr, var: str, inputs: Sequence[TensorType], dt: str,
     if not isinstance(e, Call):
         return False
     if _is_comparison(e):
+        if _lane_step(e, var) is not None:
+            return True
         return e.args[0].dtype == dt and e.args[1].dtype == dt and all(
             vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
     if e.op == "select":
-        return _is_comparison(e.args[0]) and all(vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
+        steady = not expr_vars(e.args[0]) & {var, *vector_values}  # one condition for every lane
+        return (steady or _is_comparison(e.args[0])) and all(
+            vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
     if (e.op in _ARITH or e.op in {"neg", "max", "min"} or (e.op == "cast" and e.args[0].dtype == dt)
             or (e.op in VECTOR_FUNCTIONS and dt == "float32")):
         return all(vectorizes(a, var, inputs, dt, vector_values) for a in e.args)
@@ -81,6 +102,16 @@ def vectorizes(e: Expr, var: str, inputs: Sequence[TensorType], dt: str,
 
 def _is_comparison(e: Expr) -> bool:
     return isinstance(e, Call) and e.op in _CMP
+
+
+def _lane_step(e: Call, var: str) -> int | None:
+    """For a comparison of integer index expressions whose difference is affine with constant
+    coefficients (a causal mask: key > query + offset), how much the difference grows from
+    one lane to the next; None for any other comparison."""
+    if dtype(e.args[0].dtype).is_float or e.args[0].dtype == "bool":
+        return None
+    form = linear_form(Call("sub", e.args, e.args[0].dtype))
+    return None if form is None else form[1].get(var, 0)
 
 
 class VectorWriter(ExprWriter):
@@ -159,9 +190,27 @@ class VectorWriter(ExprWriter):
         return self._vector(splat(value, self.lanes))
 
     def _mask(self, e: Expr) -> str:
+        if not expr_vars(e) & self.varying:  # the same in every lane: all ones or all zeros
+            flag = f"t{next(self.counter)}"
+            self.lines.append(f"const int64_t {flag} = -(int64_t)({self.emit(e)});")
+            return f"({MASK_TYPE}){{{', '.join([flag] * self.lanes)}}}"
         assert isinstance(e, Call), e
+        step = _lane_step(e, self.var)
+        if step is not None:
+            return self._index_mask(e, step)
         a, b = (self._whole(x) for x in e.args)
         return f"({a} {_CMP[e.op]} {b})"
+
+    def _index_mask(self, e: Call, step: int) -> str:
+        """Integer comparison `e`, whose two sides differ by d + `step` * lane, as lane indices
+        times `step` against -d (clamped to where it cannot change the outcome: lane
+        indices times `step` stay far inside it)."""
+        d = self.emit(Call("sub", e.args, e.args[0].dtype))
+        far = 1 << 30
+        bound = f"t{next(self.counter)}"
+        self.lines.append(f"const int64_t {bound} = -({d}) < -{far}L ? -{far}L : -({d}) > {far}L ? {far}L : -({d});")
+        lanes = ", ".join(str(step * k) for k in range(self.lanes))
+        return f"(({MASK_TYPE}){{{lanes}}} {_CMP[e.op]} ({MASK_TYPE}){{{', '.join([bound] * self.lanes)}}})"
 
     def _select(self, mask: str, a: str, b: str) -> str:
         m = f"t{next(self.counter)}"

@@ -9,6 +9,8 @@ and the launch table always agree; this module renders them:
 - "gemm": shared-memory tiled GEMM (`cuda_gemm`, `cuda_gemm_stage`);
 - "rowreduce": a thread team per row with warp shuffles (`cuda_rowreduce`);
 - "rowgroup": one block per row, the stages in shared memory (`cuda_rows`);
+- "attention": flash attention, one block per block of query rows, key and value blocks
+  staged through shared memory (attention.py);
 - "general": one register tile of outputs per thread (`cuda_general`).
 
 Every kernel is launched on a 1-D grid and walks its tiles grid-stride.
@@ -18,14 +20,17 @@ from __future__ import annotations
 
 import re
 
+from compiler.codegen.cuda.attention import render_attention
 from compiler.codegen.cuda.expr import PRELUDE
 from compiler.codegen.cuda.gemm import render_gemm
 from compiler.codegen.cuda.general import render_general
 from compiler.codegen.cuda.rowreduce import render_rowreduce
 from compiler.codegen.cuda.rows import render_row_group
+from compiler.ir.attention import match_attention
 from compiler.ir.contraction import match_contraction
 from compiler.ir.te import Compute
 from compiler.schedule.cuda_launch import (
+    AttentionGeometry,
     CudaLaunch,
     GemmGeometry,
     GeneralGeometry,
@@ -52,6 +57,11 @@ def render_kernel(compute: Compute, tile: TileConfig, symbol: str) -> str:
         if m is None:
             raise ValueError(f"a GEMM launch was planned for {compute.label}, which is not a contraction")
         body = render_gemm(compute, m, g, symbol)
+    elif isinstance(g, AttentionGeometry):
+        parts = match_attention(compute)
+        if parts is None:
+            raise ValueError(f"an attention launch was planned for {compute.label}, which is not attention")
+        body = render_attention(compute, parts, g, symbol)
     elif isinstance(g, RowGroupGeometry):
         body = render_row_group(compute, g, symbol)
     elif isinstance(g, RowGeometry):

@@ -14,7 +14,9 @@ one row at a time (grid-stride over the rows) and runs every member on it in ord
 
 A member's output is a stage in shared memory (the group is formed only when a row of
 its stages fits, `ROW_STAGE_BYTES` in compiler/schedule/cuda_tile.py, which also sizes the
-block); the last member writes the group's output. Only the
+block), unless the plan has its readers recompute it (an element-wise stage of a row too
+long for shared memory: `RowGroupGeometry.recomputed`); the last member writes the group's
+output. Only the
 group's inputs and output touch device memory. Barriers separate the members and the
 rows, and every thread reaches each of them.
 
@@ -39,6 +41,7 @@ from compiler.codegen.cuda.parts import (
     signature,
     team_reduce,
 )
+from compiler.ir.recompute import recompute
 from compiler.ir.rows import RowSharing, cut_to_rows, group_sharing, row_elems
 from compiler.ir.te import Compute, loads_of
 from compiler.schedule.cuda_launch import WARP, RowGroupGeometry
@@ -46,14 +49,20 @@ from compiler.schedule.cuda_launch import WARP, RowGroupGeometry
 
 def render_row_group(c: Compute, geometry: RowGroupGeometry, symbol: str) -> str:
     """CUDA source of the fused row-group kernel for `c` (a Compute with stages)."""
+    recomputed = set(geometry.recomputed)
+    if recomputed:  # their readers evaluate them: no member runs them, no array holds them
+        c = recompute(c, recomputed)
     sharing = group_sharing(c)
     g, members = sharing.rows, c.members()
     counter = cexpr.new_counter()
     lines = [signature(c, symbol, geometry.threads, out="dst", prefix="arg") + " {"]
     for k, s in enumerate(c.stages):
-        lines.append(f"  __shared__ {storage_ctype(s.dtype)} s{k}[{max(1, row_elems(s, g))}];")
+        if k not in recomputed:
+            lines.append(f"  __shared__ {storage_ctype(s.dtype)} s{k}[{max(1, row_elems(s, g))}];")
     lines.append(f"  for (long long row = blockIdx.x; row < {geometry.rows}LL; row += gridDim.x) {{")
     for k, m in enumerate(members):
+        if k in recomputed:
+            continue
         cut = cut_to_rows(m, g, 1, sharing)
         lines.append("    {")
         lines += _pointers(c, cut, k, sharing)

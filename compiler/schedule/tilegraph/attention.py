@@ -13,26 +13,31 @@ The chain is found at the graph level, by what the nodes compute, never by op na
 from every contraction O, back through its operand P to the softmax's stages and to the
 contraction S they read; the six become one group (a Compute with stages) when every
 intermediate is read only inside it and `compiler.ir.attention.match_attention`
-recognises the result. Anything else stays as it was.
+recognises the result. Anything else stays as it was. A constant mask the group reads
+becomes the index comparison it encodes (compiler/schedule/tilegraph/masks.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from compiler.ir.attention import match_attention
+from compiler.ir.attention import Attention, match_attention
 from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.te import Var, rename_vars
 from compiler.schedule.tilegraph.broadcast import drop_unread_copies, is_copy, read_through_copy
 from compiler.schedule.tilegraph.groups import GroupLog, Level
+from compiler.schedule.tilegraph.masks import fold_constant_masks
 from compiler.schedule.tilegraph.rows import merge_nodes
 
 
-def fuse_attention(graph: Graph, log: GroupLog | None = None) -> Graph:
+def fuse_attention(graph: Graph, log: GroupLog | None = None,
+                   fits: Callable[[Attention], bool] | None = None) -> Graph:
     """Merge every attention chain of `graph` into one fused group, in place; `log` records
     each group (with the copies it reads through and the one it writes through) and may
-    refuse one (split back after measuring, or priced slower)."""
+    refuse one (split back after measuring, or priced slower); `fits`, when given, says
+    which the backend has a kernel for (a GPU block's rows must fit shared memory)."""
     made: list[tuple[Node, list[Node], set[int]]] = []  # group, its parts, the copies it reads through
     for sink in list(reversed(graph.nodes)):
         if match_contraction(sink.compute) is None:
@@ -41,7 +46,8 @@ def fuse_attention(graph: Graph, log: GroupLog | None = None) -> Graph:
         if members is None:
             continue
         node = merge_nodes(graph, members)
-        if match_attention(node.compute) is None:
+        recognised = match_attention(node.compute)
+        if recognised is None or (fits is not None and not fits(recognised)):
             continue
         reading, node, through = _read_shared_heads(graph, members, node)
         parts, gone = list(members), list(members[:-1])
@@ -50,6 +56,7 @@ def fuse_attention(graph: Graph, log: GroupLog | None = None) -> Graph:
             node, copy = folded
             parts.append(copy)
             gone.append(sink)
+        node = fold_constant_masks(graph, node)
         if log is not None and not log.allows(Level.ATTENTION, parts, node.compute):
             continue
         if folded is not None:

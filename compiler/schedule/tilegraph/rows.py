@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from compiler.ir.contraction import match_contraction
 from compiler.ir.graph import Graph, Node, TensorKind
-from compiler.ir.rows import RowSharing, row_bytes, row_sharing, stage_row_bytes
+from compiler.ir.rows import RowSharing, row_bytes, row_sharing
 from compiler.ir.te import Compute, Load, TensorType, remap_loads, walk
 from compiler.schedule.tilegraph.groups import GroupLog, Level
 
@@ -46,12 +46,6 @@ def fits_cache(group: Compute, sharing: RowSharing) -> bool:
     """The CPU's rule: a row of everything the group reads and writes by rows within
     `ROW_BYTES` of cache."""
     return row_bytes(group, sharing) <= ROW_BYTES
-
-
-def stages_fit(limit: int) -> RowFit:
-    """A GPU's rule: a row of the group's stages within `limit` bytes of shared memory
-    (its inputs stream from device memory and its output goes there)."""
-    return lambda group, sharing: stage_row_bytes(group, sharing) <= limit
 
 
 def fuse_rows(graph: Graph, min_rows: int = 1, fits: RowFit = fits_cache,

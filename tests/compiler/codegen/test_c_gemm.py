@@ -249,6 +249,13 @@ def silu_conv(conv: Compute) -> Compute:
     return dataclasses.replace(conv, post=z * (1.0 / (1.0 + call("exp", -z))), label="Conv+SiLU")
 
 
+def residual_conv(conv: Compute) -> Compute:
+    """`conv` (a `window_conv`) with a residual input added before its relu (Conv+Add+Relu)."""
+    z = Var("acc", "float32") + Load(2, (i1,), "float32") + Load(3, (i0, i1, i2, i3), "float32")
+    return dataclasses.replace(conv, post=call("max", z, 0.0), inputs=(*conv.inputs, TensorType(conv.shape, "float32")),
+                               label="Conv+Add+Relu")
+
+
 # Patches read in place as B (few output channels: positions in the lanes) or, named a_*, as
 # A (channels in the lanes, positions broadcast: any stride).
 DIRECT_CASES: dict[str, tuple[Compute, int]] = {
@@ -265,6 +272,14 @@ DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     "a_stem_7x7_stride2": (window_conv(1, 3, 16, 23, 23, 7, 7, pads=(3, 3, 3, 3), stride=2), 8),
     "a_batch2_channel_tail": (window_conv(2, 16, 48, 7, 7, 3, 3), 16),  # 48 channels: 32 + one vector
     "a_dilated_no_padding": (window_conv(1, 8, 32, 13, 11, 3, 3, dilation=2, pads=None), 16),
+    # rows of whole vectors: the tile transposed to store along them (21 channels: 5 in a tail)
+    "a_rows_transposed": (window_conv(1, 16, 40, 20, 20, 3, 3), 8),
+    "a_stride2_batch2_rows_transposed": (window_conv(2, 8, 21, 34, 34, 3, 3, stride=2), 8),
+    "a_silu_rows_transposed": (silu_conv(window_conv(1, 16, 40, 20, 20, 3, 3)), 8),
+    "a_residual_rows_transposed": (residual_conv(window_conv(1, 3, 24, 40, 40, 7, 7, pads=(3, 3, 3, 3), stride=2)), 8),
+    # border panels whose outer tap rows (and, 8 positions wide, columns) read only padding
+    "a_dilated_border_taps": (window_conv(1, 8, 32, 12, 12, 3, 3, dilation=5, pads=(5, 5, 5, 5)), 16),
+    "dilated_border_taps": (window_conv(1, 4, 6, 12, 40, 3, 3, dilation=6, pads=(6, 6, 6, 6)), 8),
     # 1x1, batch 2, whole panels: the input itself, no copy (UNCOPIED)
     "pointwise_batch2_uncopied": (window_conv(2, 24, 16, 8, 16, 1, 1, pads=None), 8),
     "a_pointwise_7x7_uncopied": (window_conv(1, 40, 32, 7, 7, 1, 1, pads=None), 16),
@@ -294,6 +309,17 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
     inputs = [rand(t.shape) for t in compute.inputs]
     k = np.prod([a.extent for a in compute.reduce_axes])
     np.testing.assert_allclose(direct.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+@pytest.mark.parametrize("name", ["a_dilated_border_taps", "dilated_border_taps", "planes_dilated"])
+def test_taps_that_read_only_padding_are_skipped(direct: KernelLibrary, name: str) -> None:
+    """Border panels run the micro-kernel over their live taps' list (schedule/live_taps.py)."""
+    assert "tf_live_class" in direct.sources[name] and "_live(nl, " in direct.sources[name]
+
+
+@pytest.mark.parametrize("name", [n for n in DIRECT_CASES if n.endswith("_rows_transposed")])
+def test_positions_read_in_place_as_a_store_along_rows_in_whole_vectors(direct: KernelLibrary, name: str) -> None:
+    assert "__builtin_shuffle" in direct.sources[name]  # the tile transposed in registers
 
 
 @pytest.mark.parametrize("name", ["silu_row_tail", "silu_planes"])
@@ -340,3 +366,17 @@ def test_the_source_follows_the_planned_blocking(tmp_path: Path) -> None:
     lib = KernelLibrary({"k": (c, dataclasses.replace(tile, gemm=other))}, tmp_path, {"k": CPU})
     inputs = [rand(t.shape) for t in c.inputs]
     np.testing.assert_allclose(lib.run("k", inputs), evaluate(c, inputs), rtol=1e-5, atol=1e-5 * 80)
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_the_next_b_panel_is_prefetched_where_b_comes_in_panels(lanes: int) -> None:
+    """A line of the next B panel per k (a weight's panels stream from memory), from the
+    calls over a panel in turn; none where B is read in place (offsets per k, no panels)."""
+    c = matmul(64, 128, 96)
+    src = render_planned(c, default_tile(c, cpu(lanes)), "k", cpu(lanes), constant_inputs=(1,))
+    assert "__builtin_prefetch(pf + k * 16, 0, 2);" in src
+    calls = max(1, 2 * lanes // 16)  # a two-vector panel's row: 32 floats, two lines, from AVX-512 up
+    assert f"ip % {calls}L * kc * 16L)" in src
+    conv = window_conv(1, 32, 32, 32, 32, 3, 3)  # B read in place (see the test above)
+    assert "__builtin_prefetch" not in render_planned(conv, default_tile(conv, cpu(16)), "k", cpu(16),
+                                                      constant_inputs=(1, 2))

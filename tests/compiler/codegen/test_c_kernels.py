@@ -179,6 +179,16 @@ def log_sum_exp(rows: int, cols: int) -> Compute:
                    "float32", axes(cols, prefix="r"), "sum", call("log", Var("acc", "float32")))
 
 
+def row_dot_gelu(rows: int, cols: int, depth: int) -> Compute:
+    """x[i, r] . w[j, r] then GELU(erf): a row-dot GEMM (both operands contiguous along r)
+    whose epilogue runs on vectors of outputs along j."""
+    x, w = Load(0, (i0, r0), "float32"), Load(1, (i1, r0), "float32")
+    acc = Var("acc", "float32")
+    post = acc * 0.5 * (call("erf", acc * 0.7071067811865476) + 1.0)
+    return Compute(axes(rows, cols), x * w, (TensorType((rows, depth), "float32"), TensorType((cols, depth), "float32")),
+                   "float32", axes(depth, prefix="r"), "sum", post)
+
+
 # exp's special inputs: overflow to inf, underflow through the denormals to 0, NaN, +-0
 EXP_SPECIALS = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 88.72, 88.73, 89.0, 100.0, -87.33, -88.0,
                          -100.0, -103.9, -104.0, -150.0, 1e-30, -1e-30, 0.5, -0.5, 1e-45], np.float32)
@@ -371,6 +381,8 @@ CASES: dict[str, Case] = {
     "mean_row_post": _case(row_reduce("sum", 7, 33, post=Var("acc", "float32") / 33.0)),
     "max_row_float64_vector": _case(row_reduce("max", 3, 41, "float64"), None, lambda: [_nan_rows()[0].astype(np.float64)[:3, :41]]),
     "log_sum_exp_vector": _case(log_sum_exp(6, 75)),
+    # a vector epilogue over rows of 37 outputs: whole vectors, then the last one again
+    "row_dot_gelu_vector": _case(row_dot_gelu(2, 37, 64), TileConfig((2, 37), (1, 1), (64,), 8, row_reduction=True)),
     # lanes 8 (AVX's sign-bit move), 4 (SSE's), 16 (halves OR-ed) and a tail in each
     "exp_vector_8": _case(exp_of(37, 203), TileConfig((8, 203), (1, 1), (), 8), _exp_inputs(37, 203)),
     "exp_vector_4": _case(exp_of(9, 203), TileConfig((3, 203), (1, 1), (), 4), _exp_inputs(9, 203)),
@@ -498,6 +510,12 @@ def test_row_reductions_fold_named_vectors(name: str) -> None:
     compute, tile, _ = CASES[name]
     src = render_planned(compute, tile or default_tile(compute, CPU), "k")
     assert "vector_size" in src and "part[" not in src  # vector accumulators, no array of partials
+
+
+def test_a_row_reductions_transcendental_epilogue_runs_on_vectors() -> None:
+    compute, tile, _ = CASES["row_dot_gelu_vector"]
+    src = render_planned(compute, tile, "k")
+    assert "tf_erf_f32x8(" in src and "erff(" in src  # whole vectors; a row shorter than one: libm
 
 
 def test_rows_shorter_than_a_vector_stay_on_the_array_path() -> None:

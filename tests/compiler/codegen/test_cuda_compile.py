@@ -1,6 +1,6 @@
 """Every generated CUDA kernel compiles with nvcc to a cubin for sm_80 and sm_90: the
 hand-built cases (float16 included) and every kernel of the zoo models (partitioned as
-the pipeline does for CUDA, row groups included), tiled by Roller's
+the pipeline does for CUDA, attention and row groups included), tiled by Roller's
 construction for the H100 preset. One translation unit per architecture, both compiled
 at once, keeps nvcc's start-up cost to two runs."""
 
@@ -12,14 +12,14 @@ import pytest
 from cuda_cases import ALL_CASES, GPU, tile_for
 
 from compiler import frontend
+from compiler.backends import backend_for
 from compiler.bench.models import ZOO
 from compiler.build.nvcc import compile_cubin
 from compiler.codegen.cuda.kernel import render_kernel
 from compiler.ir.te import Compute
-from compiler.schedule.cuda_tile import ROW_STAGE_BYTES, plan_cuda_tile
+from compiler.schedule.cuda_tile import plan_cuda_tile
 from compiler.schedule.rtile import construct
 from compiler.schedule.tilegraph.registers import fuse
-from compiler.schedule.tilegraph.rows import fuse_rows, stages_fit
 from compiler.target.toolchain import find_tool
 
 pytestmark = [
@@ -33,8 +33,8 @@ def _zoo_computes() -> list[Compute]:
     """The distinct fused Computes of every zoo model."""
     seen: dict[str, Compute] = {}
     for name in sorted(ZOO):
-        graph = fuse_rows(fuse(frontend.import_model(ZOO[name]().SerializeToString())),
-                          fits=stages_fit(ROW_STAGE_BYTES))  # the pipeline's CUDA partition
+        graph = fuse(frontend.import_model(ZOO[name]().SerializeToString()))
+        backend_for(GPU).partition(graph, GPU)  # the pipeline's CUDA partition
         for node in graph.nodes:
             seen.setdefault(node.compute.canonical(), node.compute)
     return list(seen.values())
@@ -72,3 +72,4 @@ def test_zoo_kernels_use_every_kernel_kind(translation_unit: dict[str, str]) -> 
     assert any("tf_shfl_xor(acc" in s for s in zoo)  # row reduction
     assert any("__shared__" not in s for s in zoo)  # general
     assert any("dst + row *" in s for s in zoo)  # fused row group
+    assert any("sp[trow" in s for s in zoo)  # fused attention (the transformer encoder's)

@@ -124,3 +124,23 @@ def test_cpu_broadcast_heavy_register_tiles_are_load_bound():
     two_vector_rows = estimate(c, TileConfig((64, 64), (4, 16), (256,)), t)  # 6 loads / 8 FMAs
     assert one_vector_rows.bound == "l1" and two_vector_rows.bound == "compute"
     assert two_vector_rows.time_us < one_vector_rows.time_us
+
+
+def test_a_transcendental_epilogue_is_priced_per_vector_or_per_libm_call():
+    from dataclasses import replace
+
+    from compiler.ir.te import ACC, Var, call
+
+    target = get_target("cpu")
+    lanes = target.lanes
+    plain = matmul(2, 4 * lanes, 512)
+    gelu = replace(plain, post=call("erf", Var(ACC, "float32")))
+
+    def compute_us(c, inner: int) -> float:
+        tile = TileConfig((2, inner), (2, min(inner, 4 * lanes)), (512,), lanes)
+        return estimate(c, tile, target).stages["compute"]
+
+    # rows of outputs a vector long: the inlined vector erf; shorter: one libm call each
+    vector = compute_us(gelu, 4 * lanes) - compute_us(plain, 4 * lanes)
+    scalar = compute_us(gelu, lanes // 2) - compute_us(plain, lanes // 2)
+    assert 0 < vector * 4 < scalar

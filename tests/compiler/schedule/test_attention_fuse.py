@@ -19,6 +19,7 @@ from compiler.ir.graph import Graph
 from compiler.ir.graph_interp import run_graph
 from compiler.ir.te import Const, Var, call
 from compiler.schedule.attention_tile import attention_tilings
+from compiler.schedule.cuda_attention_tile import attention_fits
 from compiler.schedule.tilegraph.attention import fuse_attention
 from compiler.schedule.tilegraph.broadcast import reshaped
 from compiler.schedule.tilegraph.registers import fuse
@@ -56,6 +57,25 @@ def test_block_writes_its_output_where_the_heads_merge_back() -> None:
     assert parts is not None and parts.out_axes == ("b0", "i", "b1", "d")
 
 
+@pytest.mark.parametrize(("mask", "keys", "offset"), [("causal_trilu", None, 0), ("causal_where", None, 0),
+                                                      ("causal_additive", 11, 4)])
+def test_a_constant_causal_mask_is_read_as_a_comparison(mask: str, keys: int | None, offset: int) -> None:
+    graph = fused(attention_model(heads=2, seq=7, keys=keys, mask=mask))
+    (node,) = graph.nodes
+    parts = match_attention(node.compute)
+    assert parts is not None and parts.causal is not None and parts.causal.offset == offset
+    assert len(node.inputs) == 3 and parts.causal.bound <= -1e9
+
+
+def test_a_constant_mask_of_zeros_is_read_as_zero() -> None:
+    # one query behind six keys: it sees them all, the mask is zeros
+    graph = fused(attention_model(seq=1, keys=6, mask="causal_additive"))
+    (node,) = graph.nodes
+    parts = match_attention(node.compute)
+    assert parts is not None and parts.causal is None and len(node.inputs) == 3
+    assert parts.score == call("div", Var("acc", "float32"), Const(4.0, "float32"))  # the 0 added dropped
+
+
 @pytest.mark.parametrize("near_miss", [{"softmax_axis": -2}, {"outputs": ("o", "p")}])
 def test_near_misses_are_left_alone(near_miss: dict) -> None:
     graph = fused(attention_model(seq=6, **near_miss))
@@ -76,15 +96,22 @@ def test_blocks_fit_the_cache_and_the_registers() -> None:
     assert parts is not None
     target = get_target("cpu")
     for tile, _ in attention_tilings(node.compute, parts, target, 5):
-        bq, bk, rows = tile.attention
+        bq, bk, rows, sub = tile.attention
         assert bq * parts.head_dim * 4 <= target.level("l1").capacity
         assert attention_footprint(parts, bq, bk) <= target.level("l2").capacity // 2
         assert rows == (4 if target.registers >= 32 else 2)
+        # the values' product walks keys in pieces whose value rows fit half of L1
+        assert sub == bk or (sub < bk and sub % rows == 0)
+        assert sub * parts.value_dim * 4 <= target.level("l1").capacity // 2 or sub == rows
 
 
-def test_the_cuda_backend_leaves_attention_unfused() -> None:
-    graph = import_model(attention_model(seq=8).SerializeToString())
-    fuse(graph)
+def test_the_cuda_backend_fuses_attention_whose_blocks_fit_shared_memory() -> None:
     target = get_target("cuda:a100")
-    backend_for(target).partition(graph, target)
-    assert not any(match_attention(n.compute) for n in graph.nodes)
+    made = {}
+    for head_dim in (64, 2048):  # a head of 2048 floats: no key block fits 48 KB beside the queries
+        graph = import_model(attention_model(seq=8, head_dim=head_dim).SerializeToString())
+        fuse(graph)
+        backend_for(target).partition(graph, target)
+        made[head_dim] = [p for p in (match_attention(n.compute) for n in graph.nodes) if p is not None]
+    assert len(made[64]) == 1 and attention_fits(made[64][0])
+    assert not made[2048]

@@ -89,3 +89,15 @@ def test_tasks_keep_every_core_busy(units: int) -> None:
     runs = [sum(panels[u * share + min(u, extra):(u + 1) * share + min(u + 1, extra)]) for u in range(units)]
     assert sum(panels) / (units * max(runs)) >= 0.9
     assert units > 1 or len(panels) == 3  # one core: the tile's blocks as they were
+
+
+def test_a_weights_panels_fill_l1_and_panels_packed_per_call_half() -> None:
+    """B packed at load streams from memory, the next panel prefetched: its panels may fill
+    L1, halving the C tile's loads and stores; B packed per call keeps to half of L1."""
+    c = matmul(128, 768, 3072)
+    m = match_contraction(c)
+    assert m is not None
+    tile = default_tile(c, cpu(16))
+    weights, per_call = (gemm_blocking(c, m, tile, cpu(16), constants) for constants in ((1,), ()))
+    l1 = 32 << 10  # the targets here name no caches: the common size
+    assert weights.kc * weights.mk.cols * 4 == l1 == 2 * per_call.kc * per_call.mk.cols * 4

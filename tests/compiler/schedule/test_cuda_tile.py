@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from compiler.ir.te import Compute
-from compiler.schedule.cuda_launch import MAX_GRID, MAX_THREADS, GemmGeometry
-from compiler.schedule.cuda_tile import SMEM_LIMIT, cuda_launch
+from compiler.schedule.cuda_launch import MAX_GRID, MAX_THREADS, WARP, GemmGeometry
+from compiler.schedule.cuda_tile import SMEM_LIMIT, attention_geometry, cuda_launch
 from compiler.schedule.plan import TileConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))  # the kernels' cases
@@ -39,3 +39,14 @@ def test_any_tile_gives_a_legal_launch(compute: Compute, tile: TileConfig) -> No
     g = launch.geometry
     assert isinstance(g, GemmGeometry)
     assert g.bk * (g.bm + g.bn + 2) * 8 <= SMEM_LIMIT and g.tm * g.tn <= 64
+
+
+@pytest.mark.parametrize("blocks", [(64, 128, 4), (1, 1, 1), (3, 20, 8), (512, 64, 1), (16, 32, 2)])
+def test_any_attention_blocks_give_legal_geometry(blocks: tuple[int, int, int]) -> None:
+    """Whatever (query rows, keys, rows per thread) an attention tile names (a CPU one
+    included), the geometry is whole warps of teams within a warp, every thread with
+    whole rows, keys a whole number of team widths."""
+    g = attention_geometry(*blocks)
+    assert g.threads % WARP == 0 and WARP <= g.threads <= MAX_THREADS
+    assert WARP % g.team == 0 and g.bq % g.rows == 0 and g.bk % g.team == 0
+    assert g.bq >= blocks[0] and g.bk >= blocks[1]
