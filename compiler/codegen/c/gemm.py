@@ -553,9 +553,9 @@ class _GemmWriter:
         prefetches: a call walks kc lines, so the panel's kc x NR floats take NR / LINE_FLOATS
         calls, ip = 0, 1, ... (the later calls prefetch them again, from L2). Past the last
         panel it points beyond B: a prefetch never faults."""
-        calls = max(1, self.g.mk.cols // LINE_FLOATS)
+        calls = self.g.mk.cols // LINE_FLOATS
         panel = self._panel("b", "bp + (jp + 1) * kc", "n0", "(jp + 1)", tasks_per_batch)
-        return f"{panel} + ip % {calls}L * kc * {LINE_FLOATS}L"
+        return f"{panel} + ip % {calls}L * kc * {LINE_FLOATS}L" if calls > 1 else panel
 
     def _micro_calls(self, a: str, b: str, pf: str) -> None:
         """The micro-kernel call for panel (ip, jp) (`pf`: the next B panel to prefetch, if
