@@ -380,3 +380,14 @@ def test_the_next_b_panel_is_prefetched_where_b_comes_in_panels(lanes: int) -> N
     conv = window_conv(1, 32, 32, 32, 32, 3, 3)  # B read in place (see the test above)
     assert "__builtin_prefetch" not in render_planned(conv, default_tile(conv, cpu(16)), "k", cpu(16),
                                                       constant_inputs=(1, 2))
+
+
+@pytest.mark.parametrize(("lanes", "vectors"), [(4, False), (8, True), (16, True)])
+def test_whole_a_panels_are_packed_by_transposed_vectors(lanes: int, vectors: bool) -> None:
+    """Rows contiguous along K are packed `lanes` k at a time, transposed in registers, where
+    a panel's MR rows fit one vector (not SSE's 6 of 4 lanes); the CASES above check the
+    values, tails and K blocks included."""
+    c = matmul(64, 64, 96)
+    src = render_planned(c, default_tile(c, cpu(lanes)), "k", cpu(lanes), constant_inputs=(1,))
+    assert (f"kv += {lanes}L" in src) == vectors
+    assert ("__builtin_shuffle" in src) == vectors
