@@ -553,9 +553,9 @@ class _GemmWriter:
         prefetches: a call walks kc lines, so the panel's kc x NR floats take NR / LINE_FLOATS
         calls, ip = 0, 1, ... (the later calls prefetch them again, from L2). Past the last
         panel it points beyond B: a prefetch never faults."""
-        calls = max(1, self.g.mk.cols // LINE_FLOATS)
+        calls = self.g.mk.cols // LINE_FLOATS
         panel = self._panel("b", "bp + (jp + 1) * kc", "n0", "(jp + 1)", tasks_per_batch)
-        return f"{panel} + ip % {calls}L * kc * {LINE_FLOATS}L"
+        return f"{panel} + ip % {calls}L * kc * {LINE_FLOATS}L" if calls > 1 else panel
 
     def _micro_calls(self, a: str, b: str, pf: str) -> None:
         """The micro-kernel call for panel (ip, jp) (`pf`: the next B panel to prefetch, if
@@ -708,28 +708,79 @@ class _GemmWriter:
         return len(extents) > 1 and extents[-1] >= MIN_SEGMENT
 
     def _pack_a(self) -> None:
-        """A panels: ap[(p * kc + k) * MR + i] = lhs at row m0 + p * MR + i, reduce index k0 + k."""
+        """A panels: ap[(p * kc + k) * MR + i] = lhs at row m0 + p * MR + i, reduce index k0 + k.
+        A whole panel whose rows vectorize along K is packed `lanes` k at a time first
+        (`_pack_a_vectors`); the rest element by element, from `kv` on."""
         src, mr = self.src, self.g.mk.rows
-        with (src.block("for (int64_t p = 0; p < mp; ++p)"),
-              src.block(f"for (int64_t i = 0; i < {mr}L; ++i)")):
-            src.line(f"const int64_t mi = m0 + p * {mr}L + i;")
-            src.line(f"float* const dst = ap + p * kc * {mr}L + i;")
-            with src.block(f"if (mi < {self.g.m}L)"):
-                self._decode("mi", self.m.rows)
-                flat = self._flat_reduce(self.m.lhs)
-                if flat is not None:  # K contiguous in the operand: one index, no carries
-                    inputs, load = flat
-                    with src.block("for (int64_t k = 0; k < kc; ++k)"):
-                        ranges = {**self.ranges, FLAT_K: (0, self.g.k - 1)}
-                        w = ExprWriter(inputs, {**self.names, FLAT_K: "(k0 + k)"}, self.counter, ranges)
-                        value = w.emit(load)
+        flat = self._flat_reduce(self.m.lhs)
+        with src.block("for (int64_t p = 0; p < mp; ++p)"):
+            vectors = self._pack_a_vectors(flat)
+            with src.block(f"for (int64_t i = 0; i < {mr}L; ++i)"):
+                self._pack_a_row(flat, "kv" if vectors else "0")
+
+    def _pack_a_vectors(self, flat: tuple[list[TensorType], Load] | None) -> bool:
+        """Where panel p is whole and its rows are contiguous along K (a matmul's
+        activations, a convolution's weights), pack it `lanes` reduce indices at a time:
+        a vector from each row, transposed in registers (`transpose_lines`), each k's MR
+        values stored as one whole vector. A vector's lanes past MR spill onto the next k's
+        slots, which a later store writes, so the loop stops while enough k remain after
+        it (their elements packed one by one). Declares `kv`, the k it reached; returns
+        whether it wrote the loop (MR at most `lanes`, a vectorizable operand)."""
+        src, mr, lanes = self.src, self.g.mk.rows, self.g.mk.lanes
+        if flat is not None:
+            inputs, load, var, ranges = flat[0], flat[1], FLAT_K, {**self.ranges, FLAT_K: (0, self.g.k - 1)}
+        elif len(self.c.reduce_axes) == 1:
+            inputs, load, var, ranges = list(self.c.inputs), self.m.lhs, self.c.reduce_axes[0].name, self.ranges
+        else:
+            return False
+        if mr > lanes or not vectorizes(load, var, inputs, "float32"):
+            return False
+        after = -(-(lanes - mr) // mr)  # k whose slots the last vector's spare lanes reach
+        rows = [f"v{t}" for t in range(lanes)]
+        src.line("int64_t kv = 0;")
+        with src.block(f"if (m0 + (p + 1) * {mr}L <= {self.g.m}L)"):
+            src.extend(vector_typedefs("float32", lanes))
+            src.line(f"float* const dst = ap + p * kc * {mr}L;")
+            with src.block(f"for (; kv + {lanes + after}L <= kc; kv += {lanes}L)"):
+                src.line(f"{VECTOR_TYPE} {', '.join(rows)};")
+                for i in range(mr):
+                    with src.block(""):
+                        src.line(f"const int64_t mi = m0 + p * {mr}L + {i}L;")
+                        self._decode("mi", self.m.rows)
+                        w = VectorWriter(inputs, {**self.names, var: "(k0 + kv)"}, self.counter, var, lanes)
+                        w.ranges = ranges
+                        value = w.emit_vector(load)
                         src.extend(w.lines)
-                        src.line(f"dst[k * {mr}L] = {value};")
-                else:
-                    with self._walk("k", "kc", "k0", range(len(self.c.reduce_axes)), "r"):
-                        src.line(f"dst[k * {mr}L] = {self._emit(self.m.lhs)};")
-            with src.block("else"), src.block("for (int64_t k = 0; k < kc; ++k)"):
-                src.line(f"dst[k * {mr}L] = 0.0f;")
+                        src.line(f"{rows[i]} = {value};")
+                src.extend([f"{v} = ({VECTOR_TYPE}){{0}};" for v in rows[mr:]])
+                src.extend(transpose_lines(rows, lanes))
+                src.extend([f"*({VECTOR_TYPE}*)(dst + (kv + {t}L) * {mr}L) = {v};" for t, v in enumerate(rows)])
+        return True
+
+    def _pack_a_row(self, flat: tuple[list[TensorType], Load] | None, first: str) -> None:
+        """Row i of panel p, element by element, from reduce index k0 + `first` on."""
+        src, mr = self.src, self.g.mk.rows
+        src.line(f"const int64_t mi = m0 + p * {mr}L + i;")
+        src.line(f"float* const dst = ap + p * kc * {mr}L + i;")
+        with src.block(f"if (mi < {self.g.m}L)"):
+            self._decode("mi", self.m.rows)
+            if flat is not None:  # K contiguous in the operand: one index, no carries
+                inputs, load = flat
+                with src.block(f"for (int64_t k = {first}; k < kc; ++k)"):
+                    ranges = {**self.ranges, FLAT_K: (0, self.g.k - 1)}
+                    w = ExprWriter(inputs, {**self.names, FLAT_K: "(k0 + k)"}, self.counter, ranges)
+                    value = w.emit(load)
+                    src.extend(w.lines)
+                    src.line(f"dst[k * {mr}L] = {value};")
+            elif first != "0":  # one reduce axis: its index is k0 + k
+                with src.block(f"for (int64_t k = {first}; k < kc; ++k)"):
+                    src.line(f"const int64_t {self.names[self.c.reduce_axes[0].name]} = k0 + k;")
+                    src.line(f"dst[k * {mr}L] = {self._emit(self.m.lhs)};")
+            else:
+                with self._walk("k", "kc", "k0", range(len(self.c.reduce_axes)), "r"):
+                    src.line(f"dst[k * {mr}L] = {self._emit(self.m.lhs)};")
+        with src.block("else"), src.block("for (int64_t k = 0; k < kc; ++k)"):
+            src.line(f"dst[k * {mr}L] = 0.0f;")
 
     def _flat_reduce(self, operand: Expr) -> tuple[list[TensorType], Load] | None:
         """The operand read through one flat K index (`FLAT_K`), when its last indices are

@@ -375,8 +375,19 @@ def test_the_next_b_panel_is_prefetched_where_b_comes_in_panels(lanes: int) -> N
     c = matmul(64, 128, 96)
     src = render_planned(c, default_tile(c, cpu(lanes)), "k", cpu(lanes), constant_inputs=(1,))
     assert "__builtin_prefetch(pf + k * 16, 0, 2);" in src
-    calls = max(1, 2 * lanes // 16)  # a two-vector panel's row: 32 floats, two lines, from AVX-512 up
-    assert f"ip % {calls}L * kc * 16L)" in src
+    # a two-vector panel's row: 32 floats, two lines, on AVX-512; one line on AVX2
+    assert ("ip % 2L * kc * 16L)" in src) == (lanes == 16)
     conv = window_conv(1, 32, 32, 32, 32, 3, 3)  # B read in place (see the test above)
     assert "__builtin_prefetch" not in render_planned(conv, default_tile(conv, cpu(16)), "k", cpu(16),
                                                       constant_inputs=(1, 2))
+
+
+@pytest.mark.parametrize(("lanes", "vectors"), [(4, False), (8, True), (16, True)])
+def test_whole_a_panels_are_packed_by_transposed_vectors(lanes: int, vectors: bool) -> None:
+    """Rows contiguous along K are packed `lanes` k at a time, transposed in registers, where
+    a panel's MR rows fit one vector (not SSE's 6 of 4 lanes); the CASES above check the
+    values, tails and K blocks included."""
+    c = matmul(64, 64, 96)
+    src = render_planned(c, default_tile(c, cpu(lanes)), "k", cpu(lanes), constant_inputs=(1,))
+    assert (f"kv += {lanes}L" in src) == vectors
+    assert ("__builtin_shuffle" in src) == vectors
