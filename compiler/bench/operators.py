@@ -43,6 +43,11 @@ def operator_models() -> dict[str, onnx.ModelProto]:
             "Conv", [1, c, size, size], {"w": _w(c, c, 3, 3)}, ["x", "w"], pads=[1, 1, 1, 1])
         m[f"resnet conv1x1 {c}->{4 * c} {size}x{size}"] = _single(
             "Conv", [1, c, size, size], {"w": _w(4 * c, c, 1, 1)}, ["x", "w"])
+    m["resnet stem conv7x7 s2 3->64 224x224"] = _single(
+        "Conv", [1, 3, 224, 224], {"w": _w(64, 3, 7, 7)}, ["x", "w"], pads=[3, 3, 3, 3], strides=[2, 2])
+    # DeepLab's atrous rate 18 on a 32 x 32 map: most taps of the border rows read only padding
+    m["dilated conv3x3 d18 64ch 32x32"] = _single(
+        "Conv", [1, 64, 32, 32], {"w": _w(64, 64, 3, 3)}, ["x", "w"], pads=[18, 18, 18, 18], dilations=[18, 18])
     m["mobilenet depthwise 3x3 144ch 56x56"] = _single(
         "Conv", [1, 144, 56, 56], {"w": _w(144, 1, 3, 3)}, ["x", "w"], pads=[1, 1, 1, 1], group=144)
     m.update(_small_map_conv_models())

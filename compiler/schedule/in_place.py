@@ -53,9 +53,12 @@ from compiler.schedule.gemm_blocking import DirectOperand
 # element, 18% of a 256-row one on a 14 x 14 map.
 PACK_COST = 20
 PACK_COST_SCALAR = 56
-# An output stored across the channels (a scalar store per element, a map's size apart)
-# instead of along the row: A in place lost 72 -> 87 us to B in place on a 32-channel
-# 3x3 convolution over 32 x 32 (K = 288), and won 891 -> 858 us on 64 channels over 56 x 56.
+# An output of A in place, whose tile holds the channels along its rows: stored across the
+# channels it lost 72 -> 87 us to B in place on a 32-channel 3x3 convolution over 32 x 32
+# (K = 288), and won 891 -> 858 us on 64 channels over 56 x 56 (Zen 5). Output rows of
+# whole vectors are now stored along the row from a tile transposed in registers
+# (c/gemm.py), about this much on a Sapphire Rapids core (the stem's 800k outputs, 0.2 ns
+# each); the element-by-element store it replaced cost about 5 times as much there.
 SCATTER_COST = 20
 
 

@@ -406,7 +406,7 @@ class _GemmWriter:
         with src.block(""):
             src.line(f"pad = (float*)aligned_alloc(64, {4 * -(-d.floats // 16) * 16}UL);")
             src.line("if (!pad) abort();")
-            write_padded_copy(d, self.c.inputs[d.input].shape, src)
+        write_padded_copy(d, self.c.inputs[d.input].shape, src)
 
     def _direct_epilogue(self, d: DirectOperand) -> None:
         """post(acc) for the valid part of the tile, one side of which is the panels of

@@ -63,13 +63,16 @@ def write_staging(src: CSource, s: StagedInput, c: Compute) -> None:
 
 
 def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[int], box: Sequence[int],
-                   origins: Sequence[str], pad: str, ctype: str) -> None:
+                   origins: Sequence[str], pad: str, ctype: str, shared: bool = False) -> None:
     """Fill dense row-major `dst` (shape `box`) from the box of tensor `source` whose first
     index is `origins` (C expressions): rows clipped to the tensor and copied, everything
-    outside it `pad`."""
+    outside it `pad`. `shared`: the rows are shared among the OpenMP team (a work-shared
+    loop, which every thread of the team must reach; it ends on a barrier)."""
     rank, inner = len(box), box[-1]
     strides = row_major_strides(source_shape)
     with src.block(""):
+        if shared and rank > 1:
+            src.line(f"#pragma omp for collapse({rank - 1}) schedule(static)")
         for d in range(rank - 1):
             src.line(f"for (int64_t z{d} = 0; z{d} < {box[d]}L; ++z{d})")
         with src.block(""):
