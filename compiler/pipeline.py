@@ -233,7 +233,8 @@ class _Compilation:
         return slower
 
     def _part(self, m: Member) -> Kernel:
-        """The kernel a lowered node would run as on its own, with its own best tile."""
+        """The kernel a group's part (a lowered node, or a group it was made of) would run as
+        on its own, with its own best tile."""
         return Kernel(id=m.node, compute=m.compute, tile=self.tile_of(m.compute, m.constants),
                       key=self.key_of(m.compute, m.constants), args=(), constant_inputs=m.constants,
                       ops=(m.op,))

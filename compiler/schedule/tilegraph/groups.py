@@ -42,17 +42,26 @@ class Member:
 
 @dataclass
 class Group:
-    """A fused node and the lowered nodes it stands for, with the verdicts on it."""
+    """A fused node and the lowered nodes it stands for, with the verdicts on it. `parts`:
+    the kernels it replaces as they run where it is not made (each a lowered node, or a
+    group made before it at a level of its own: a convolution chain's members are register
+    groups); empty where they are its members."""
 
     output: int  # tensor id the fused node writes
     level: Level
     members: tuple[Member, ...]
+    parts: tuple[Member, ...] = ()
     kept: bool = True
     split_by: str = ""  # why not kept: "model" (priced slower) or "measured" (timed slower)
     predicted_fused_us: float | None = None
     predicted_unfused_us: float | None = None
     measured_fused_us: float | None = None
     measured_unfused_us: float | None = None
+
+    @property
+    def apart(self) -> tuple[Member, ...]:
+        """The kernels that run in its place where it is split back."""
+        return self.parts or self.members
 
     @property
     def ids(self) -> frozenset[int]:
@@ -81,11 +90,10 @@ class GroupLog:
 
     def __init__(self, graph: Graph, rule: ConnectRule | None = None,
                  split: Iterable[frozenset[int]] = ()) -> None:
-        self.lowered: dict[int, Member] = {}
-        for n in graph.nodes:
-            constants = tuple(pos for pos, t in enumerate(n.inputs)
-                              if graph.tensors[graph.storage_of(t)].kind == TensorKind.WEIGHT)
-            self.lowered[n.output] = Member(n.id, n.op, n.compute, constants)
+        # tensors read from weights (fusion makes no new ones, and may drop others)
+        self.weights = {t for t in graph.tensors if graph.tensors[graph.storage_of(t)].kind == TensorKind.WEIGHT}
+        self.lowered: dict[int, Member] = {n.output: Member(n.id, n.op, n.compute, self._constants(n))
+                                           for n in graph.nodes}
         self.groups: dict[int, Group] = {}
         self.rule = rule
         self.split = set(split)
@@ -96,6 +104,17 @@ class GroupLog:
         """The lowered nodes `node` stands for (itself, when it is not a group)."""
         group = self.groups.get(node.output)
         return group.members if group is not None else (self.lowered[node.output],)
+
+    def _constants(self, node: Node) -> tuple[int, ...]:
+        return tuple(pos for pos, t in enumerate(node.inputs) if t in self.weights)
+
+    def _apart(self, node: Node) -> Member:
+        """`node` as the kernel it runs as on its own: a lowered node, or a group made before."""
+        group = self.groups.get(node.output)
+        if group is None:
+            return self.lowered[node.output]
+        return Member(group.members[0].node, "+".join(m.op for m in group.members), node.compute,
+                      self._constants(node))
 
     def _union(self, parts: Sequence[Node]) -> tuple[Member, ...]:
         return tuple(sorted((m for p in parts for m in self.members(p)), key=lambda m: m.node))
@@ -121,9 +140,10 @@ class GroupLog:
     def record(self, level: Level, parts: Sequence[Node], fused: Node) -> None:
         """`fused` now stands for `parts` (nodes, or groups of them, of this log's graph)."""
         members = self._union(parts)
+        apart = tuple(self._apart(p) for p in parts) if any(p.output in self.groups for p in parts) else ()
         for p in parts:
             self.groups.pop(p.output, None)
-        group = Group(fused.output, level, members)
+        group = Group(fused.output, level, members, apart)
         price = self.priced.get(group.ids)
         if price is not None:  # the connection rule's own prices (the report's otherwise)
             group.predicted_fused_us, group.predicted_unfused_us = round(price[0], 3), round(price[1], 3)

@@ -1,5 +1,6 @@
 """Measured split-back: where the device is present, a heavy group's fused kernel and its
-parts (each lowered member alone, with its own tile) are timed, and a group that runs
+parts (the kernels that run in its place where it is not made, each with its own tile: its
+lowered members, or the groups it was made of) are timed, and a group that runs
 slower than its parts one after another is split back (the plan is made again with
 those members apart). The cost model proposes; the device has the last word.
 """
@@ -35,7 +36,7 @@ def time_groups(groups: Sequence[Group], fused: Mapping[int, Kernel], part: Call
     flip a model's plan from one compile to the next (a second compile hits the cache
     throughout)."""
     groups = [g for g in groups if not cached(fused[g.output].key)]
-    parts = {g.output: [part(m) for m in g.members] for g in groups}
+    parts = {g.output: [part(m) for m in g.apart] for g in groups}
     todo: dict[str, Kernel] = {}
     for g in groups:
         for k in (fused[g.output], *parts[g.output]):

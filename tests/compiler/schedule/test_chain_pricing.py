@@ -65,6 +65,21 @@ def test_the_register_groups_a_chain_absorbs_leave_the_log() -> None:
     assert set(log.groups) <= outputs
 
 
+def test_a_chain_is_timed_against_the_register_groups_it_absorbed() -> None:
+    # split back, a chain runs as its members' register groups (Conv+Sigmoid+Mul), not as
+    # lowered nodes one by one: the split-back times those
+    g, log = _fused(mbconv_stage(16, 19, repeats=1))
+    registers = {grp.members[0].node: grp for grp in log.groups.values()}
+    fuse_chains(g, CPU, log)
+    chains = [grp for grp in log.groups.values() if grp.level == Level.L2_TILES and grp.parts]
+    assert chains
+    for chain in chains:
+        assert sorted(op for p in chain.apart for op in p.op.split("+")) == sorted(m.op for m in chain.members)
+        assert len(chain.apart) < len(chain.members)
+        assert any(p.node in registers and p.op == "+".join(m.op for m in registers[p.node].members)
+                   and p.compute.stages == () for p in chain.apart)
+
+
 def test_a_chain_whose_expanded_tensor_stays_in_l2_is_refused() -> None:
     # MBConv 40 channels 28x28: each core's share of the expanded tensor (376 KB) stays in
     # its L2 between the kernels, so the chain saves no traffic and recomputes its halo
