@@ -52,7 +52,8 @@ class Group:
     members: tuple[Member, ...]
     parts: tuple[Member, ...] = ()
     kept: bool = True
-    split_by: str = ""  # why not kept: "model" (priced slower) or "measured" (timed slower)
+    split_by: str = ""  # why not kept: "model" (priced slower), "measured" (timed slower) or
+    # "cache" (split back by an earlier compile: its parts are cached, its fused kernel is not)
     predicted_fused_us: float | None = None
     predicted_unfused_us: float | None = None
     measured_fused_us: float | None = None

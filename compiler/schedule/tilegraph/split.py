@@ -13,8 +13,7 @@ from compiler.schedule.measure import TimeFn, Timing
 from compiler.schedule.plan import Kernel
 from compiler.schedule.tilegraph.groups import Group, Member
 
-# A fused kernel must measure this much slower than its parts to be split back (and,
-# once split back, this much faster to be fused again): timings of one kernel vary run to
+# A fused kernel must measure this much slower than its parts to be split back: timings of one kernel vary run to
 # run (7% seen on a busy 2-core host), and a plan should follow a real loss, not noise.
 NOISE = 1.10
 
@@ -30,13 +29,19 @@ def time_groups(groups: Sequence[Group], fused: Mapping[int, Kernel], part: Call
     earlier rounds); what is timed here is added to it, so no key is timed twice.
 
     `cached` says whether the kernel cache holds a key: it holds an earlier compile's
-    decision. A group whose fused kernel it holds was kept then, and stays, untimed; one
-    whose parts it holds, but not the fused kernel, was most likely split back then, and is
-    fused now only where it measures faster by the noise margin. Timing noise then cannot
-    flip a model's plan from one compile to the next (a second compile hits the cache
-    throughout)."""
+    decision, and that decision stands, untimed. A group whose fused kernel it holds was
+    kept then, and stays; one whose parts it holds, but not the fused kernel, was split
+    back then, and stays apart (it is returned, without times). Timing noise then cannot
+    flip a model's plan from one compile to the next, so a second compile hits the cache
+    throughout (re-fusing where a margin was beaten let a loaded host's noise, larger than
+    any margin, change the plan). Groups the cache knows in part are timed."""
     groups = [g for g in groups if not cached(fused[g.output].key)]
     parts = {g.output: [part(m) for m in g.apart] for g in groups}
+    slower = []
+    for g in [g for g in groups if all(cached(k.key) for k in parts[g.output])]:
+        g.kept, g.split_by = False, "cache"
+        slower.append(g)
+    groups = [g for g in groups if g.kept]
     todo: dict[str, Kernel] = {}
     for g in groups:
         for k in (fused[g.output], *parts[g.output]):
@@ -45,12 +50,10 @@ def time_groups(groups: Sequence[Group], fused: Mapping[int, Kernel], part: Call
     if todo:
         measured = time([Timing(key, k, [k.tile]) for key, k in todo.items()])
         known.update({key: times[0] for key, times in measured.items()})
-    slower = []
     for g in groups:
         g.measured_fused_us = round(known[fused[g.output].key], 3)
         g.measured_unfused_us = round(sum(known[k.key] for k in parts[g.output]), 3)
-        margin = 1 / NOISE if all(cached(k.key) for k in parts[g.output]) else NOISE
-        if g.measured_fused_us > g.measured_unfused_us * margin:
+        if g.measured_fused_us > g.measured_unfused_us * NOISE:
             g.kept, g.split_by = False, "measured"
             slower.append(g)
     return slower
