@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,17 +56,18 @@ def model_flops(data: bytes) -> int:
 
 def peak_flops_per_thread() -> float:
     """The measured single-thread FLOP/s of this CPU (`tileforge targets --measure`'s matmul rate):
-    read from the stored measurements, or measured now and stored beside the exports."""
-    from compiler.bench.real_export import CACHE_DIR
+    the user's stored measurement, or measured now, at the bench's own start. It is not kept
+    beside the exports: one taken while the host was busy would set every later run's
+    % peak (a 51 GFLOP/s reading, a third of a quiet one, once did)."""
     from compiler.target.cpu import read_cpu_facts
     from compiler.target.measure import load_cpu_measurements, measure_cpu
 
     facts = read_cpu_facts()
-    for folder in (None, CACHE_DIR / "target"):
-        stored = load_cpu_measurements(facts.model, facts.cores, folder)
-        if stored is not None:
-            return float(stored["flops_1thread"])
-    return float(measure_cpu(CACHE_DIR / "target")["flops_1thread"])
+    stored = load_cpu_measurements(facts.model, facts.cores)
+    if stored is not None:
+        return float(stored["flops_1thread"])
+    with tempfile.TemporaryDirectory() as folder:
+        return float(measure_cpu(Path(folder))["flops_1thread"])
 
 
 def _error(e: BaseException) -> str:
