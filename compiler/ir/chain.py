@@ -23,7 +23,7 @@ from compiler.ir.te import (
     Load,
     TensorType,
     Var,
-    _interval,
+    interval_of,
     loads_of,
     substitute,
 )
@@ -56,8 +56,8 @@ def _row_offsets(m: Compute, ld: Load) -> tuple[int, int] | None:
     """(lo, hi) when `ld`'s row index is the member's row plus an offset in lo..hi (stride 1)."""
     env = {a.name: (0, a.extent - 1) for a in m.all_axes()}
     row = m.axes[ROW].name
-    at0 = _interval(ld.indices[ROW], {**env, row: (0, 0)})
-    at5 = _interval(ld.indices[ROW], {**env, row: (5, 5)})
+    at0 = interval_of(ld.indices[ROW], {**env, row: (0, 0)})
+    at5 = interval_of(ld.indices[ROW], {**env, row: (5, 5)})
     if at0 is None or at5 is None or (at5[0] - at0[0], at5[1] - at0[1]) != (5, 5):
         return None
     return at0

@@ -519,7 +519,7 @@ def from_json(j: dict) -> Compute:
 Interval = tuple[int, int]  # inclusive bounds
 
 
-def _interval(e: Expr, env: Mapping[str, Interval]) -> Interval | None:
+def interval_of(e: Expr, env: Mapping[str, Interval]) -> Interval | None:
     """Bounds of an integer expression over axis intervals; None = unknown (full extent)."""
     if isinstance(e, Var):
         return env.get(e.name)
@@ -530,22 +530,22 @@ def _interval(e: Expr, env: Mapping[str, Interval]) -> Interval | None:
     if not isinstance(e, Call):
         return None
     if e.op == "cast":
-        return _interval(e.args[0], env) if not dtype(e.args[0].dtype).is_float else None
+        return interval_of(e.args[0], env) if not dtype(e.args[0].dtype).is_float else None
     if e.op == "select":
-        a, b = _interval(e.args[1], env), _interval(e.args[2], env)
+        a, b = interval_of(e.args[1], env), interval_of(e.args[2], env)
         return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
     if e.op == "neg":
-        a = _interval(e.args[0], env)
+        a = interval_of(e.args[0], env)
         return None if a is None else (-a[1], -a[0])
     if e.op == "abs":
-        a = _interval(e.args[0], env)
+        a = interval_of(e.args[0], env)
         if a is None:
             return None
         lo = 0 if a[0] <= 0 <= a[1] else min(abs(a[0]), abs(a[1]))
         return (lo, max(abs(a[0]), abs(a[1])))
     if len(e.args) != 2:
         return None
-    a, b = _interval(e.args[0], env), _interval(e.args[1], env)
+    a, b = interval_of(e.args[0], env), interval_of(e.args[1], env)
     if a is None or b is None:
         return None
     if e.op == "add":
@@ -599,7 +599,7 @@ def region_of(c: Compute, tile: Tile) -> list[list[Interval]]:
         shape = c.inputs[ld.input].shape
         box = []
         for d, idx in enumerate(ld.indices):
-            iv = _interval(idx, env)
+            iv = interval_of(idx, env)
             n = shape[d]
             if iv is None:
                 box.append((0, n - 1))
