@@ -32,7 +32,7 @@ from compiler.ir.te import Compute, loads_of
 from compiler.schedule.chain_tiling import ChainTiling
 from compiler.schedule.parallel import runs_serially
 from compiler.schedule.tilegraph.groups import GroupLog, Level
-from compiler.schedule.tilegraph.rows import merge_nodes
+from compiler.schedule.tilegraph.rows import merge_nodes, put_in_place
 from compiler.target.base import Target
 
 _MAX_INPUTS = 16
@@ -136,10 +136,7 @@ def fuse_chains(graph: Graph, target: Target, log: GroupLog | None = None) -> Gr
             continue
         if log is not None:
             log.record(Level.L2_TILES, members, node)
-        ids = {id(m) for m in members}
-        graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
-        for m in members[:-1]:
-            del graph.tensors[m.output]
+        put_in_place(graph, sink, node, members[:-1])
     for i, node in enumerate(graph.nodes):
         node.id = i
     return graph

@@ -29,7 +29,7 @@ from compiler.ir.te import Var, rename_vars
 from compiler.schedule.tilegraph.broadcast import drop_unread_copies, is_copy, read_through_copy
 from compiler.schedule.tilegraph.groups import GroupLog, Level
 from compiler.schedule.tilegraph.masks import fold_constant_masks
-from compiler.schedule.tilegraph.rows import merge_nodes
+from compiler.schedule.tilegraph.rows import merge_nodes, put_in_place
 
 
 def fuse_attention(graph: Graph, log: GroupLog | None = None,
@@ -61,10 +61,7 @@ def fuse_attention(graph: Graph, log: GroupLog | None = None,
             continue
         if folded is not None:
             graph.nodes.remove(folded[1])
-        ids = {id(m) for m in gone}
-        graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
-        for m in gone:
-            del graph.tensors[m.output]
+        put_in_place(graph, sink, node, gone)
         made.append((node, parts, through))
     dropped = drop_unread_copies(graph)
     if log is not None:

@@ -74,10 +74,7 @@ def fuse_rows(graph: Graph, min_rows: int = 1, fits: RowFit = fits_cache,
         if log is not None:
             log.record(Level.ROWS, members, node)
         grouped.update(id(m) for m in members)
-        ids = {id(m) for m in members}
-        graph.nodes = [node if x is sink else x for x in graph.nodes if id(x) not in ids or x is sink]
-        for m in members[:-1]:
-            del graph.tensors[m.output]
+        put_in_place(graph, sink, node, members[:-1])
         uses = _Uses(graph)  # only a merge changes them: rebuilt per group, not per sink
     for i, node in enumerate(graph.nodes):
         node.id = i
@@ -155,6 +152,15 @@ def _reads_padded(c: Compute) -> bool:
     which a group member does not (YOLO's 5x5 max-pool chain ran scalar in a group,
     69% of the model's time)."""
     return any(isinstance(x, Load) and x.pad is not None for x in walk(c.body))
+
+
+def put_in_place(graph: Graph, sink: Node, node: Node, gone: list[Node]) -> None:
+    """`node` (a group merged from nodes of `graph`) takes `sink`'s place; the other nodes
+    of `gone` leave the graph, and the tensors every node of `gone` wrote with them."""
+    ids = {id(m) for m in gone}
+    graph.nodes = [node if x is sink else x for x in graph.nodes if x is sink or id(x) not in ids]
+    for m in gone:
+        del graph.tensors[m.output]
 
 
 def merge_nodes(graph: Graph, members: list[Node]) -> Node:
