@@ -18,7 +18,9 @@ from compiler.target.registry import get_target
 
 
 def _cpu(l2: int = 2 << 20, units: int = 2) -> Target:
-    t = get_target("cpu").with_units(units)
+    # a named target: the same caches, vector width and bandwidths on every host (the host's
+    # own, AVX2 with a 512 KB L2 or AVX-512 with 2 MB, would price the chains differently)
+    t = get_target("cpu:sapphirerapids").with_units(units)
     return replace(t, levels=tuple(replace(lv, capacity=l2) if lv.name == "l2" else lv for lv in t.levels))
 
 
