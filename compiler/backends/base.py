@@ -72,6 +72,14 @@ class Backend(ABC):
         holding weights. Called on every candidate when the plan is built. As it is, by default."""
         return tile
 
+    def tile_variants(self, compute: Compute, tile: TileConfig, target: Target,
+                      constant_inputs: Sequence[int]) -> list[tuple[float, TileConfig]]:
+        """Other ways the backend could run rTile `tile`, planned as `plan_tile` plans it,
+        each with its predicted time relative to `plan_tile`'s: measured beside the
+        top-k where the device is present, so that the fastest on this device wins where
+        the model's ranking is wrong. None by default."""
+        return []
+
     def place(self, plan: ExecutionPlan, target: Target) -> None:  # noqa: B027 (optional step)
         """Backend decisions recorded in the plan once tiles are final (CPU: prepacking);
         none by default."""

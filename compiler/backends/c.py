@@ -20,7 +20,7 @@ from compiler.options import CompileOptions
 from compiler.runtime.artifact import read_artifact
 from compiler.runtime.cpu import FEATURES_KEY, LIBRARY, MACHINE_KEY
 from compiler.runtime.kernel_timer import KernelCall, time_kernels
-from compiler.schedule.cpu_tile import plan_cpu_tile
+from compiler.schedule.cpu_tile import cpu_tile_variants, plan_cpu_tile
 from compiler.schedule.measure import Timing
 from compiler.schedule.partition import fuse_chains
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
@@ -60,8 +60,18 @@ class CBackend(Backend):
 
     def time_candidates(self, timings: Sequence[Timing], target: Target,
                         opts: CompileOptions) -> dict[str, list[float]]:
-        sources = {sym: render_c(t.kernel.compute, tile, sym, target)
-                   for t in timings for tile, sym in zip(t.tiles, t.symbols(), strict=True)}
+        # Candidates that render the same kernel (rTiles the GEMM path blocks alike) are
+        # built and timed once: `same` maps each symbol to the one that times it.
+        sources: dict[str, str] = {}
+        same: dict[str, str] = {}
+        for t in timings:
+            first: dict[str, str] = {}  # the kernel's source, named as its first candidate -> symbol
+            name = t.symbols()[0]
+            for tile, sym in zip(t.tiles, t.symbols(), strict=True):
+                text = render_c(t.kernel.compute, tile, sym, target)
+                same[sym] = first.setdefault(text.replace(sym, name), sym)
+                if same[sym] == sym:
+                    sources[sym] = text
         flags = c_flags(target)
         library = link_shared(list(compile_objects(sources, flags).values()), {}, flags)
         calls = []
@@ -73,9 +83,9 @@ class CBackend(Backend):
             for tile in t.tiles:
                 for pos, nbytes in prepacked_inputs(tile).items():
                     packed[pos] = max(packed.get(pos, 0), nbytes)
-            calls += [KernelCall(sym, k.compute, packed) for sym in t.symbols()]
+            calls += [KernelCall(sym, k.compute, packed) for sym in t.symbols() if sym in sources]
         times = time_kernels(library, calls, opts.threads)
-        return {t.key: [times[s] for s in t.symbols()] for t in timings}
+        return {t.key: [times[same[s]] for s in t.symbols()] for t in timings}
 
     def time_plan(self, plan: ExecutionPlan, artifact: Path, feeds: Mapping[str, np.ndarray],
                   opts: CompileOptions) -> dict[str, float]:
@@ -93,6 +103,10 @@ class CBackend(Backend):
     def plan_tile(self, compute: Compute, tile: TileConfig, target: Target,
                   constant_inputs: Sequence[int]) -> TileConfig:
         return plan_cpu_tile(compute, tile, target, constant_inputs)
+
+    def tile_variants(self, compute: Compute, tile: TileConfig, target: Target,
+                      constant_inputs: Sequence[int]) -> list[tuple[float, TileConfig]]:
+        return cpu_tile_variants(compute, tile, target, constant_inputs)
 
     def place(self, plan: ExecutionPlan, target: Target) -> None:
         place_prepacked(plan)

@@ -47,19 +47,57 @@ DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
 MAX_SCRATCH_BYTES = 2 << 20
 
 
+@dataclasses.dataclass(frozen=True)
+class Orientation:
+    """One way to compute a contraction (`orientations`): its sides, micro-kernel and the
+    operand read in place, with the model's cost in multiply-adds' worth."""
+
+    cost: float
+    contraction: Contraction
+    micro: MicroKernel
+    direct: DirectOperand | None
+
+
 def with_gemm_blocking(compute: Compute, tile: TileConfig, target: Target,
                        constant_inputs: Collection[int] = ()) -> TileConfig:
     """`tile` with its GEMM blocking decided (`tile.gemm`), or with none where `compute`
     does not take the packed GEMM path on `target` (empty, a row group, not a float32
     contraction the micro-kernels fit). `constant_inputs`: input positions holding
     weights, which may be packed once at load."""
-    if math.prod(compute.shape) == 0 or compute.stages:
+    merged = _merged_contraction(compute, tile, target)
+    if merged is None:
         return dataclasses.replace(tile, gemm=None)
+    c, m, merged_tile = merged
+    return dataclasses.replace(tile, gemm=gemm_blocking(c, m, merged_tile, target, constant_inputs))
+
+
+def gemm_variants(compute: Compute, tile: TileConfig, target: Target,
+                  constant_inputs: Collection[int] = ()) -> list[tuple[float, TileConfig]]:
+    """`tile` with the GEMM blocking of each orientation of `compute` (`orientations`),
+    the model's cheapest first, each with its cost relative to that one; empty where
+    `compute` does not take the packed GEMM path. The model ranks them; where the device
+    is present, measuring them decides (a host whose registers the model reads wrong
+    still gets its fastest: AVX2's 16 give the swapped orientation micro-kernels of 4 or
+    5 rows, slower than gathering the patches on an AMD Zen 3)."""
+    merged = _merged_contraction(compute, tile, target)
+    if merged is None:
+        return []
+    c, m, merged_tile = merged
+    ways = orientations(c, m, target, constant_inputs)
+    return [(way.cost / ways[0].cost if ways[0].cost > 0 else 1.0,
+             dataclasses.replace(tile, gemm=gemm_blocking(c, m, merged_tile, target, constant_inputs, way)))
+            for way in ways]
+
+
+def _merged_contraction(compute: Compute, tile: TileConfig, target: Target
+                        ) -> tuple[Compute, Contraction, TileConfig] | None:
+    """`compute` and `tile` with their axes merged (merge_axes) and the contraction the
+    packed GEMM path computes, or None where it does not take that path."""
+    if math.prod(compute.shape) == 0 or compute.stages:
+        return None
     merged, merged_tile = merge_axes(compute, tile)
     m = gemm_contraction(merged, target)
-    if m is None:
-        return dataclasses.replace(tile, gemm=None)
-    return dataclasses.replace(tile, gemm=gemm_blocking(merged, m, merged_tile, target, constant_inputs))
+    return None if m is None else (merged, m, merged_tile)
 
 
 def gemm_contraction(c: Compute, target: Target) -> Contraction | None:
@@ -109,14 +147,16 @@ def _most_rows(vectors: int, target: Target) -> int:
 
 
 def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
-                  constant_inputs: Collection[int] = ()) -> GemmBlocking:
+                  constant_inputs: Collection[int] = (), way: Orientation | None = None) -> GemmBlocking:
     """Block sizes, multiples of the micro-kernel: rows as many as L2 holds (B is packed
     once per row block), columns the tile's grown to MIN_TILE_COLS (A is packed once
     per column block), both split again until the tasks the tile planned exist.
     `constant_inputs` as for `packed_operands`. The contraction may be computed with its
-    sides swapped, and an operand read in place (`oriented_gemm`)."""
+    sides swapped, and an operand read in place: `way`, by default the model's cheapest
+    (`orientations`)."""
     matched = m
-    m, mk, direct = oriented_gemm(c, m, target, constant_inputs)
+    way = way or orientations(c, m, target, constant_inputs)[0]
+    m, mk, direct = way.contraction, way.micro, way.direct
     big_m, big_n = side_extent(c, m.rows), side_extent(c, m.cols)
     big_k = math.prod(a.extent for a in c.reduce_axes)
     if direct is not None and direct.side == "a":
@@ -176,10 +216,11 @@ def round_up(x: int, q: int) -> int:
     return -(-x // q) * q
 
 
-def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: Collection[int] = ()
-                  ) -> tuple[Contraction, MicroKernel, DirectOperand | None]:
-    """How contraction `m` of `c` is computed: the sides, the micro-kernel, the operand
-    read in place (schedule/in_place.py), by a cost in multiply-adds' worth.
+def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Collection[int] = ()
+                 ) -> list[Orientation]:
+    """The ways contraction `m` of `c` may be computed: the sides, the micro-kernel, the
+    operand read in place (schedule/in_place.py), cheapest first by a cost in
+    multiply-adds' worth.
 
     Where the rows operand is a constant (a convolution's weights) and the columns
     are patches of an input, three ways compete: gathering the patches into panels
@@ -191,7 +232,7 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
     mk = micro_kernel(c, m, target)
     k = math.prod(a.extent for a in c.reduce_axes)
     if prepacked_sides(m, constant_inputs) != ("a",) or not isinstance(m.rhs, Load):
-        return m, mk, None
+        return [Orientation(0.0, m, mk, None)]
     channels, positions = side_extent(c, m.rows), side_extent(c, m.cols)
     inner = next((c.axes[d].extent for d in reversed(m.cols) if c.axes[d].extent > 1), 1)
     pack = PACK_COST if inner >= mk.lanes else PACK_COST_SCALAR  # the gather copies whole vectors of a row
@@ -199,15 +240,14 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
     # Per batch index (a grouped convolution's group) the GEMM and its gather run again;
     # the copy of an input read in place is made once for all of them.
     batch = side_extent(c, m.batch)
-    options: list[tuple[float, Contraction, MicroKernel, DirectOperand | None]] = [
-        (batch * (round_up(channels, mk.rows) * columns * k + pack * k * positions), m, mk, None)]
+    options = [Orientation(batch * (round_up(channels, mk.rows) * columns * k + pack * k * positions), m, mk, None)]
     # Read in place, the taps that read only padding for a whole panel are skipped
     # (schedule/live_taps.py): narrower panels skip more of a dilated convolution's.
     as_b = direct_layout(c, m.rhs, "b", m.cols, mk.cols, unit_step=True)
     if as_b is not None:
         live = live_fraction(c, live_taps(c, m.rhs, as_b))
-        options.append((batch * round_up(channels, mk.rows) * as_b.positions * k * live
-                        + PACK_COST * as_b.copy_floats, m, mk, as_b))
+        options.append(Orientation(batch * round_up(channels, mk.rows) * as_b.positions * k * live
+                                   + PACK_COST * as_b.copy_floats, m, mk, as_b))
     swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
     if channels >= target.lanes:
         lanes_mk = micro_kernel(c, swapped, target)
@@ -218,11 +258,10 @@ def oriented_gemm(c: Compute, m: Contraction, target: Target, constant_inputs: C
             as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
             lanes = round_up(channels, lanes_mk.lanes)
             live = live_fraction(c, live_taps(c, swapped.lhs, as_a))
-            options.append((batch * (as_a.positions * lanes * k * live + SCATTER_COST * channels * positions)
-                            + PACK_COST * as_a.copy_floats,
-                            swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
-    _, m, mk, direct = min(options, key=lambda o: o[0])
-    return m, mk, direct
+            options.append(Orientation(batch * (as_a.positions * lanes * k * live
+                                                + SCATTER_COST * channels * positions) + PACK_COST * as_a.copy_floats,
+                                       swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
+    return sorted(options, key=lambda o: o.cost)
 
 
 def _balanced_blocks(batch: int, mnk: tuple[int, int, int], mc: int, nc: int, mk: MicroKernel,

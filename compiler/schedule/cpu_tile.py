@@ -8,7 +8,7 @@ from collections.abc import Collection
 
 from compiler.ir.te import Compute
 from compiler.schedule.chain_members import with_chain_tiling
-from compiler.schedule.cpu_gemm import l1_bytes, with_gemm_blocking
+from compiler.schedule.cpu_gemm import gemm_variants, l1_bytes, with_gemm_blocking
 from compiler.schedule.cpu_loops import with_loop_decisions
 from compiler.schedule.parallel import runs_serially
 from compiler.schedule.plan import TileConfig
@@ -42,3 +42,14 @@ def plan_cpu_tile(compute: Compute, tile: TileConfig, target: Target,
         tile = (dataclasses.replace(tile, plane=plane) if plane is not None
                 else with_loop_decisions(compute, tile, target.lanes))
     return dataclasses.replace(tile, serial=runs_serially(compute))
+
+
+def cpu_tile_variants(compute: Compute, tile: TileConfig, target: Target,
+                      constant_inputs: Collection[int] = ()) -> list[tuple[float, TileConfig]]:
+    """The other ways to run rTile `tile` on `target`, each complete as `plan_cpu_tile`
+    leaves a tile, with its predicted time relative to `plan_cpu_tile`'s: a contraction's
+    other GEMM orientations (compiler/schedule/cpu_gemm.py `gemm_variants`)."""
+    if tile.attention:
+        return []
+    return [(relative, dataclasses.replace(t, serial=runs_serially(compute)))
+            for relative, t in gemm_variants(compute, tile, target, constant_inputs)[1:]]

@@ -1,6 +1,6 @@
 """Convolution patches read in place: where a GEMM operand can be read straight from a
 padded input, and how it is then laid out (`direct_layout`); the costs that
-compiler/schedule/cpu_gemm.py (`oriented_gemm`) weighs to choose it.
+compiler/schedule/cpu_gemm.py (`orientations`) weighs to choose it.
 
 The packed GEMM path gathers a convolution's input patches into panels on every
 call (im2col): K x N elements written and read back, each feeding only M
@@ -29,7 +29,7 @@ per row: 56-wide rows 58 / 56 instead of 64 / 56; 14-wide rows 16 / 14 instead o
 32 / 14). The layout is recorded in the plan (`DirectOperand`,
 compiler/schedule/gemm_blocking.py); compiler/codegen/c/direct.py renders it.
 
-Which orientation, and whether to gather instead, is a model (`oriented_gemm`):
+Which orientation, and whether to gather instead, is a model (`orientations`):
 wasted positions and channels, one copy of the input, PACK_COST multiply-adds'
 worth per gathered element (more when rows are shorter than a vector and the
 gather copies element by element), SCATTER_COST per output stored across the

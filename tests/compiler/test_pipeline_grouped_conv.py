@@ -38,7 +38,9 @@ def test_grouped_conv_patches_are_read_in_place_per_group(target: str, batch: in
     if host_cannot_run(get_target(target)):
         pytest.skip(f"this host cannot run {target}")
     model = _grouped(batch, channels, width, size, 1)
-    result = compile_model(model, target, {"tolerance": 1e-4, "threads": 2}, output=tmp_path / "a.tar.gz")
+    # the model's plan, not measured (measuring may pick gathering on a host where it runs faster)
+    result = compile_model(model, target, {"tolerance": 1e-4, "threads": 2, "measure": False},
+                           output=tmp_path / "a.tar.gz")
     assert result.validation["passed"] and result.validation["rel_l2_error"] <= 1e-4
     with tarfile.open(result.artifact_path) as tar:
         member = tar.extractfile("manifest.json")

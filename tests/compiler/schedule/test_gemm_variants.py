@@ -1,0 +1,55 @@
+"""The other ways to run a GEMM (compiler/schedule/cpu_gemm.py `gemm_variants`): every
+orientation the model weighs, ranked by it, each blocked in full, so that the compile can
+measure them where the model's ranking may be wrong for the host."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler import frontend
+from compiler.schedule.cpu_gemm import gemm_variants, with_gemm_blocking
+from compiler.schedule.cpu_tile import cpu_tile_variants, plan_cpu_tile
+from compiler.schedule.tiling import default_tile
+from compiler.target.registry import get_target
+
+AVX2 = get_target("cpu:x86-64-v3")
+
+
+def conv3x3(channels: int, size: int):
+    """The Compute of a 3x3, pad-1 convolution with constant weights (input 1 of the kernel)."""
+    w = np.random.default_rng(0).standard_normal((channels, channels, 3, 3)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w")])
+    graph = frontend.import_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+                                  .SerializeToString())
+    (node,) = graph.nodes
+    return node.compute
+
+
+def test_a_convolution_has_its_orientations_ranked_by_the_model() -> None:
+    c = conv3x3(64, 28)
+    tile = default_tile(c, AVX2)
+    variants = gemm_variants(c, tile, AVX2, constant_inputs=(1,))
+    # gathering the patches, reading them in place as B, and (swapped) in place as A
+    ways = {(t.gemm.swapped, t.gemm.direct.side if t.gemm.direct else None) for _, t in variants}
+    assert len(ways) == len(variants) >= 2
+    relative = [r for r, _ in variants]
+    assert relative[0] == 1.0 and relative == sorted(relative)
+    # the first is the model's choice, as planned without variants
+    assert variants[0][1] == with_gemm_blocking(c, tile, AVX2, constant_inputs=(1,))
+    # the backend's variants are the others, planned in full like plan_cpu_tile's tile
+    others = cpu_tile_variants(c, tile, AVX2, constant_inputs=(1,))
+    planned = plan_cpu_tile(c, tile, AVX2, constant_inputs=(1,))
+    assert [t.gemm for _, t in others] == [t.gemm for _, t in variants[1:]]
+    assert all(t.serial == planned.serial for _, t in others)
+
+
+def test_a_gemm_with_one_way_has_no_variants() -> None:
+    c = conv3x3(64, 28)
+    tile = default_tile(c, AVX2)
+    # weights not constant: nothing is packed at load, so nothing is read in place
+    assert len(gemm_variants(c, tile, AVX2)) == 1
+    assert cpu_tile_variants(c, tile, AVX2) == []
