@@ -1,6 +1,7 @@
-"""The other ways to run a GEMM (compiler/schedule/cpu_gemm.py `gemm_variants`): every
-orientation the model weighs, ranked by it, each blocked in full, so that the compile can
-measure them where the model's ranking may be wrong for the host."""
+"""The other ways to run an rTile on a CPU (compiler/schedule/cpu_tile.py `cpu_tile_variants`):
+a GEMM's every orientation the model weighs (compiler/schedule/cpu_gemm.py `gemm_variants`),
+a depthwise convolution's planes or micro-tiles, ranked by the model and planned in full, so
+that the compile can measure them where the model's ranking may be wrong for the host."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from compiler.target.registry import get_target
 AVX2 = get_target("cpu:x86-64-v3")
 
 
-def conv3x3(channels: int, size: int):
+def conv3x3(channels: int, size: int, group: int = 1):
     """The Compute of a 3x3, pad-1 convolution with constant weights (input 1 of the kernel)."""
-    w = np.random.default_rng(0).standard_normal((channels, channels, 3, 3)).astype(np.float32)
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+    w = np.random.default_rng(0).standard_normal((channels, channels // group, 3, 3)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=group)], "conv",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                           [numpy_helper.from_array(w, "w")])
@@ -53,3 +54,15 @@ def test_a_gemm_with_one_way_has_no_variants() -> None:
     # weights not constant: nothing is packed at load, so nothing is read in place
     assert len(gemm_variants(c, tile, AVX2)) == 1
     assert cpu_tile_variants(c, tile, AVX2) == []
+
+
+def test_a_depthwise_convolution_has_planes_and_micro_tiles() -> None:
+    # planes win on small maps, micro-tiles on wide ones (plane_conv.py): the other is the variant
+    for size, planes in ((14, True), (112, False)):
+        c = conv3x3(32, size, group=32)
+        tile = default_tile(c, AVX2)
+        planned = plan_cpu_tile(c, tile, AVX2, constant_inputs=(1,))
+        (relative, other), = cpu_tile_variants(c, tile, AVX2, constant_inputs=(1,))
+        assert planned.gemm is None and other.gemm is None and relative > 1.0
+        assert (planned.plane is not None, other.plane is not None) == (planes, not planes)
+        assert other.serial == planned.serial
