@@ -187,6 +187,8 @@ def section(rows: list[RealRow], threads: list[int] | None = None, peak: float |
     failures = [f"- {r.model.name} [{r.exporter}]: {r.status}: {r.error}" for r in rows if r.status != "ok"]
     import torch
 
+    from compiler.bench.report import machine_description
+
     return [
         "", HEADING, "",
         f"{len({r.model.name for r in rows})} architectures, exported at bench time with random weights (seed 0)",
@@ -196,6 +198,7 @@ def section(rows: list[RealRow], threads: list[int] | None = None, peak: float |
         "cannot be installed beside a CPU torch). GFLOP: the TE analyses' count (every scalar op, a",
         f"multiply-add counting 2). % peak: of {peak / 1e9:.0f} GFLOP/s per thread, the measured single-thread",
         "matmul rate (`tileforge targets --measure`). Ratio > 1: tileforge faster than onnxruntime.",
+        f"Measured on {machine_description()} (`--section real` reruns this section alone).",
         "",
         *_table(rows, threads, peak),
         "",

@@ -18,7 +18,8 @@ from compiler.bench.models import ZOO
 from compiler.cache import FileKernelCache
 
 
-def _machine() -> str:
+def machine_description() -> str:
+    """This machine for a benchmark heading: CPU model, SIMD, logical CPUs, Python, load."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -84,7 +85,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
     lines = [
         "# Benchmarks",
         "",
-        f"Produced by `{cmd}` on {time.strftime('%Y-%m-%d')} ({_machine()}).",
+        f"Produced by `{cmd}` on {time.strftime('%Y-%m-%d')} ({machine_description()}).",
         "Medians of repeated runs after warm-up; onnxruntime runs in the same process on the",
         "same inputs with the same thread count (intra-op threads = N, sequential execution),",
         "the two timed in alternating phases of 0.1 s (20 ms apart, so that neither's spinning pool",
