@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import importlib.metadata
-import io
 import json
 import os
 import tarfile
@@ -28,7 +27,7 @@ STORE_ABOVE = 16 << 20  # bytes of members past which the archive is not deflate
 
 
 def write_artifact(
-    path: str | Path, plan: ExecutionPlan, files: Mapping[str, bytes],
+    path: str | Path, plan: ExecutionPlan, files: Mapping[str, bytes | memoryview],
     manifest_extra: Mapping[str, Any], report: Mapping[str, Any],
 ) -> str:
     """Write the artifact for `plan` atomically at `path`; returns the tarball's sha256.
@@ -48,8 +47,9 @@ def write_artifact(
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-artifact-")
     try:
         with os.fdopen(fd, "wb") as raw:
-            _write_tar(raw, members)
-        digest = _sha256_file(Path(tmp))
+            hashed = _HashingWriter(raw)
+            _write_tar(hashed, members)
+        digest = hashed.sha256.hexdigest()
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -57,7 +57,7 @@ def write_artifact(
     return digest
 
 
-def write_unpacked(folder: Path, files: Mapping[str, bytes]) -> None:
+def write_unpacked(folder: Path, files: Mapping[str, bytes | memoryview]) -> None:
     """`files` (artifact member names to bytes) written under `folder` as an extracted
     artifact lies: what the runtime loads (compiler.runtime.load_folder) without a tarball."""
     for name, data in files.items():
@@ -116,7 +116,7 @@ def _json_bytes(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, indent=1).encode()
 
 
-def _write_tar(raw: BinaryIO, members: Mapping[str, bytes]) -> None:
+def _write_tar(raw: BinaryIO | _HashingWriter, members: Mapping[str, bytes | memoryview]) -> None:
     """A reproducible tar.gz: fixed order, times, owners and modes (same inputs, same sha256).
 
     Above STORE_ABOVE bytes the gzip stream stores its blocks instead of deflating them:
@@ -125,15 +125,34 @@ def _write_tar(raw: BinaryIO, members: Mapping[str, bytes]) -> None:
     level = 0 if sum(len(b) for b in members.values()) > STORE_ABOVE else 9
     with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.copybufsize = CHUNK  # not tarfile's 16 KB: a 209 MB member in 200 writes, not 13,000
         for name in [MANIFEST, *sorted(n for n in members if n != MANIFEST)]:
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(members[name]), 0o644, 0
-            tar.addfile(info, io.BytesIO(members[name]))
+            tar.addfile(info, _Reader(members[name]))
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+class _Reader:
+    """A binary file's `read` over bytes in memory, without BytesIO's copy of them."""
+
+    def __init__(self, data: bytes | memoryview) -> None:
+        self.view, self.at = memoryview(data), 0
+
+    def read(self, n: int) -> memoryview:
+        self.at += n
+        return self.view[self.at - n:self.at]
+
+
+class _HashingWriter:
+    """A binary file's `write` and `flush` that hash what goes through: the tarball's sha256
+    as it is written, not read back (0.3 s of a 209 MB model's packing)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw, self.sha256 = raw, hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        return self.raw.write(data)
+
+    def flush(self) -> None:
+        self.raw.flush()

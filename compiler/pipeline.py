@@ -14,9 +14,12 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -34,6 +37,7 @@ from compiler.errors import ModelError, ValidationError
 from compiler.ir.graph import Graph
 from compiler.ir.te import Compute
 from compiler.options import CompileOptions
+from compiler.runtime.artifact import WEIGHTS
 from compiler.schedule.measure import fastest, measure_top_k
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
@@ -47,6 +51,9 @@ from compiler.stages import STAGES
 from compiler.target import get_target
 from compiler.target.base import Target
 from compiler.target.cpu import host_description
+
+if TYPE_CHECKING:
+    from compiler.runtime.validate import Reference
 
 Progress = Callable[[str, float], None]
 # Plans made at most, when measured groups are split back: each round times only groups
@@ -125,6 +132,14 @@ def compile_model(
         model_sha = hashlib.sha256(data).hexdigest()
     with st.stage("lower"):
         lowered = frontend.import_model(data, input_shapes=opts.input_shapes)
+    # The reference loads on a thread of its own while the compilation goes on, once the
+    # frontend has accepted the model; nothing is timed until it has loaded.
+    reference = None
+    if opts.validate and backend.unrunnable(tgt) is None:
+        from compiler.runtime.validate import reference_for  # onnxruntime: loaded when needed
+
+        reference = _Background(reference_for, data)
+    c.before_timing = reference.settle if reference is not None else None
     with st.stage("partition"):
         graph, log = c.partition(lowered)
     with st.stage("schedule"):
@@ -144,7 +159,7 @@ def compile_model(
         # On the files as they are, before they are packed: the artifact is written once,
         # with its validation (packing and unpacking a 200 MB model's took 1.5 s).
         with st.stage("validate"):
-            report["validation"] = _validate(data, files, c.manifest(model_sha), opts, tgt, backend)
+            report["validation"] = _validate(reference, files, c.manifest(model_sha), opts, tgt, backend)
         if report["validation"]["passed"] is False:
             raise ValidationError(
                 f"compiled model disagrees with onnxruntime: relative L2 error "
@@ -203,6 +218,7 @@ class _Compilation:
         self.pricer = Pricer(target, backend.measure_threshold_us)
         self.split_back: list[Group] = []  # groups timed slower than their parts
         self.timed: dict[str, float] = {}  # key -> microseconds of group checks' kernels
+        self.before_timing: Callable[[], None] | None = None  # waits for work beside the compilation
 
     # -- partition ----------------------------------------------------------------------------
 
@@ -227,7 +243,7 @@ class _Compilation:
             if done:
                 self.timed.setdefault(key, min(done))
         slower = time_groups(heavy, {k.args[0]: k for k in self.plan.kernels}, self._part, self.timed,
-                             lambda timings: self.backend.time_candidates(timings, self.target, self.opts),
+                             self._time,
                              lambda key: key in self.entries)
         self.split_back += slower
         return slower
@@ -295,7 +311,13 @@ class _Compilation:
         todo = {key: c for key, c in self.candidates.items() if key in kernels and key not in self.measured}
         self.measured.update(measure_top_k(
             todo, kernels, self.backend.measure_threshold_us,
-            lambda timings: self.backend.time_candidates(timings, self.target, self.opts)))
+            self._time))
+
+    def _time(self, timings: list) -> list:
+        """The backend's timer, once nothing else runs beside it (`before_timing`)."""
+        if self.before_timing is not None:
+            self.before_timing()
+        return self.backend.time_candidates(timings, self.target, self.opts)
 
     # -- codegen and build --------------------------------------------------------------------
 
@@ -367,11 +389,11 @@ class _Compilation:
             "outputs": [graph.tensors[t].name for t in graph.outputs],
         }
 
-    def artifact_files(self, graph: Graph, binary: bytes) -> dict[str, bytes]:
+    def artifact_files(self, graph: Graph, binary: bytes) -> dict[str, bytes | memoryview]:
         ext = self.backend.source_suffix
         files = {f"src/{k.symbol}.{ext}": self.entries[k.key].source.encode() for k in self.plan.kernels}
         files.update(self.backend.artifact_files(self.plan, binary))
-        files["weights.bin"] = weights_blob(graph, self.plan)
+        files[WEIGHTS] = weights_blob(graph, self.plan)
         return files
 
     def _manifest_extra(self, model_sha: str) -> dict:
@@ -386,7 +408,7 @@ class _Compilation:
 
         return manifest_of(self.plan, self._manifest_extra(model_sha))
 
-    def package(self, out: Path, files: dict[str, bytes], model_sha: str, report: dict) -> str:
+    def package(self, out: Path, files: dict[str, bytes | memoryview], model_sha: str, report: dict) -> str:
         from compiler.package import write_artifact
 
         return write_artifact(out, self.plan, files, self._manifest_extra(model_sha),
@@ -405,29 +427,48 @@ def kernel_times(plan: ExecutionPlan, measured: dict[str, float] | None = None) 
     return out
 
 
-def _validate(data: bytes, files: dict[str, bytes], manifest: dict, opts: CompileOptions, target: Target,
-              backend: Backend) -> dict:
-    """Run the artifact's `files` (described by `manifest`) against onnxruntime on this
-    host, and say where. An artifact this host cannot run (a CPU target's ISA it lacks, a
-    GPU where none is present) is recorded as not validated (passed None, with the
-    reason), never as passed."""
+class _Background:
+    """A call run on a thread of its own while the compilation goes on."""
+
+    def __init__(self, fn: Callable[[bytes], Reference], arg: bytes) -> None:
+        pool = ThreadPoolExecutor(1, thread_name_prefix="tileforge-reference")
+        self._future = pool.submit(fn, arg)
+        pool.shutdown(wait=False)
+
+    def result(self) -> Reference:
+        """What the call returned (its exception, raised here)."""
+        return self._future.result()
+
+    def settle(self) -> None:
+        """Wait until the call has ended, however it ended."""
+        futures.wait([self._future])
+
+
+def _validate(reference: _Background | None, files: dict[str, bytes | memoryview], manifest: dict,
+              opts: CompileOptions, target: Target, backend: Backend) -> dict:
+    """Run the artifact's `files` (described by `manifest`) against onnxruntime (the
+    `reference` loading) on this host, and say where. An artifact this host cannot run (a
+    CPU target's ISA it lacks, a GPU where none is present) is recorded as not validated
+    (passed None, with the reason), never as passed."""
     from compiler.errors import ArtifactError
     from compiler.package import write_unpacked
     from compiler.runtime import load_folder
     from compiler.runtime.validate import validate
 
     not_run = {"passed": None, "max_abs_error": None, "rel_l2_error": None, "tolerance": opts.tolerance}
-    reason = backend.unrunnable(target)
-    if reason is not None:
-        return {**not_run, "skipped": reason}
+    if reference is None:  # none was loaded: this host cannot run the target
+        return {**not_run, "skipped": backend.unrunnable(target)}
     try:
         with tempfile.TemporaryDirectory(prefix="tileforge-validate-") as tmp:
-            write_unpacked(Path(tmp), files)
-            exe = load_folder(manifest, Path(tmp))
+            # the weights go from memory to the executable, not through a file
+            write_unpacked(Path(tmp), {n: d for n, d in files.items() if n != WEIGHTS})
+            exe = load_folder(manifest, Path(tmp), weights=files[WEIGHTS])
     except ArtifactError as e:
         if not backend.load_failure_means_absent:
             raise
         return {**not_run, "skipped": f"not run: {e}"}
     if opts.threads:
         exe.set_threads(opts.threads)
-    return {**validate(data, exe, seed=opts.seed, tolerance=opts.tolerance), "validated_on": host_description()}
+    result = validate(reference.result().proto, exe, seed=opts.seed, tolerance=opts.tolerance,
+                      reference=reference.result())
+    return {**result, "validated_on": host_description()}

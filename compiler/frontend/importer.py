@@ -22,11 +22,10 @@ from compiler.frontend.loader import (
     DEFAULT_DOMAINS,
     ModelSource,
     all_nodes,
-    read_model,
     subgraphs,
     unsupported_reason,
 )
-from compiler.frontend.model_info import ModelInfo, Screened, screen, summarize
+from compiler.frontend.model_info import ModelInfo, Screened, read_and_screen, summarize
 from compiler.frontend.names import shorten, shown
 from compiler.frontend.ops import LOWERINGS, SUPPORTED_OPS
 from compiler.frontend.prune import prune
@@ -166,8 +165,8 @@ def import_model(
     `input_shapes` gives the full shape of inputs with symbolic dims.
     """
     limits = limits or Limits()
-    proto = read_model(model, limits)
-    return _lower(proto, screen(proto, limits), input_shapes or {}, limits)
+    proto, screened = read_and_screen(model, limits)
+    return _lower(proto, screened, input_shapes or {}, limits)
 
 
 def check_model(model: ModelSource, limits: Limits | None = None) -> ModelInfo:
@@ -176,8 +175,7 @@ def check_model(model: ModelSource, limits: Limits | None = None) -> ModelInfo:
     differ, a constant index out of range) is refused here, by name. Symbolic shapes
     wait for a compile's `input_shapes`."""
     limits = limits or Limits()
-    proto = read_model(model, limits)
-    screened = screen(proto, limits)
+    proto, screened = read_and_screen(model, limits)
     info = summarize(proto, screened)
     if all(i["shape"] is not None and all(isinstance(d, int) for d in i["shape"]) for i in info.inputs):
         _lower(proto, screened, {}, limits)

@@ -27,29 +27,38 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 ModelSource = bytes | str | Path | ModelProto
 
 
-def read_model(model: ModelSource, limits: Limits) -> ModelProto:
-    """Parse bytes, a file path or a ModelProto, refusing oversized or non-ONNX input."""
+def model_payload(model: ModelSource, limits: Limits) -> bytes | ModelProto:
+    """The model as serialized bytes (a file path read), or the ModelProto given; oversized
+    or empty input refused."""
     if isinstance(model, ModelProto):
         if model.ByteSize() > limits.max_model_bytes:
             raise ModelError(f"model is larger than the limit of {limits.max_model_bytes} bytes")
-        proto = model
-    else:
-        if isinstance(model, str | Path):
-            path = Path(model)
-            if not path.is_file():
-                raise ModelError("model file not found")
-            if path.stat().st_size > limits.max_model_bytes:
-                raise ModelError(f"model is larger than the limit of {limits.max_model_bytes} bytes")
-            model = path.read_bytes()
-        if not isinstance(model, bytes | bytearray):
-            raise ModelError(f"expected ONNX bytes, a path or a ModelProto, got {type(model).__name__}")
-        if len(model) > limits.max_model_bytes:
+        return model
+    if isinstance(model, str | Path):
+        path = Path(model)
+        if not path.is_file():
+            raise ModelError("model file not found")
+        if path.stat().st_size > limits.max_model_bytes:
             raise ModelError(f"model is larger than the limit of {limits.max_model_bytes} bytes")
-        if not model:
-            raise ModelError("not an ONNX model: the upload is empty")
+        model = path.read_bytes()
+    if not isinstance(model, bytes | bytearray):
+        raise ModelError(f"expected ONNX bytes, a path or a ModelProto, got {type(model).__name__}")
+    if len(model) > limits.max_model_bytes:
+        raise ModelError(f"model is larger than the limit of {limits.max_model_bytes} bytes")
+    if not model:
+        raise ModelError("not an ONNX model: the upload is empty")
+    return bytes(model)
+
+
+def read_model(model: ModelSource, limits: Limits) -> ModelProto:
+    """Parse bytes, a file path or a ModelProto, refusing oversized or non-ONNX input."""
+    payload = model_payload(model, limits)
+    if isinstance(payload, ModelProto):
+        proto = payload
+    else:
         proto = ModelProto()
         try:
-            proto.ParseFromString(bytes(model))
+            proto.ParseFromString(payload)
         except (DecodeError, ValueError, RuntimeError) as e:
             raise ModelError("not an ONNX model (or a truncated one): the bytes do not parse as "
                              f"an ONNX ModelProto ({type(e).__name__})") from None
@@ -233,18 +242,22 @@ def topological_order(model: ModelProto) -> list[NodeProto]:
     return [g.node[k] for k in order]
 
 
-def check_with_onnx(model: ModelProto) -> ModelProto:
-    """onnx.checker, then shape inference; returns the model with inferred value shapes.
+def check_with_onnx(model: ModelProto, serialized: bytes | None = None) -> ModelProto:
+    """onnx.checker, then shape inference; returns the inferred model (compiler.onnx_shapes:
+    shapes and small constants, no large weights).
 
-    The checker insists that graph outputs declare a shape, which onnxruntime
-    does not; outputs without one get an empty shape only while it runs.
+    `serialized`, the bytes `model` was parsed from where the caller has them, is what the
+    checker reads: serializing the model again for it took 0.6 s of a 209 MB model's
+    compile. The checker insists that graph outputs declare a shape, which onnxruntime
+    does not; outputs without one get an empty shape only while it runs (and the checker
+    then reads the model so changed).
     """
     shapeless = [o.type.tensor_type for o in model.graph.output
                  if o.type.HasField("tensor_type") and not o.type.tensor_type.HasField("shape")]
     for t in shapeless:
         t.shape.SetInParent()
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(model if shapeless or serialized is None else serialized)
     except onnx.checker.ValidationError as e:
         raise ModelError(f"invalid ONNX model: {shorten(str(e).splitlines()[0] if str(e) else '')}") from None
     finally:

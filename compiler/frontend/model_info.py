@@ -18,6 +18,7 @@ from compiler.frontend.loader import (
     check_value_infos,
     check_with_onnx,
     default_opset,
+    model_payload,
     read_model,
     topological_order,
 )
@@ -41,19 +42,27 @@ class ModelInfo:
 class Screened:
     """A model that passed every cheap refusal: its opset and nodes in dependency order."""
 
-    model: ModelProto
+    model: ModelProto  # with inferred value shapes; large initializers without their data
     opset: int
     nodes: list[NodeProto]
 
 
-def screen(model: ModelProto, limits: Limits) -> Screened:
-    """Run every refusal that needs no lowering, cheapest first."""
+def read_and_screen(model: ModelSource, limits: Limits) -> tuple[ModelProto, Screened]:
+    """Read a model (bytes, a path or a ModelProto) and screen it."""
+    payload = model_payload(model, limits)
+    proto = read_model(payload, limits)
+    return proto, screen(proto, limits, payload if isinstance(payload, bytes) else None)
+
+
+def screen(model: ModelProto, limits: Limits, serialized: bytes | None = None) -> Screened:
+    """Run every refusal that needs no lowering, cheapest first; `serialized` is the bytes
+    `model` was parsed from, where the caller has them (onnx's checker reads them)."""
     opset = default_opset(model)
     check_ops(model, SUPPORTED_OPS, limits)
     check_payloads(model, limits)
     nodes = topological_order(model)
     check_value_infos(model, limits)
-    inferred = check_with_onnx(model)
+    inferred = check_with_onnx(model, serialized)
     check_value_infos(inferred, limits)
     return Screened(inferred, opset, nodes)
 
@@ -69,8 +78,7 @@ def _describe(vi: onnx.ValueInfoProto) -> dict:
 def inspect_model(model: ModelSource, limits: Limits | None = None) -> ModelInfo:
     """Check a model without lowering it and summarize it (ModelError when refused)."""
     limits = limits or Limits()
-    proto = read_model(model, limits)
-    return summarize(proto, screen(proto, limits))
+    return summarize(*read_and_screen(model, limits))
 
 
 def summarize(proto: ModelProto, s: Screened) -> ModelInfo:

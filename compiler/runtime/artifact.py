@@ -28,6 +28,7 @@ from compiler.errors import ArtifactError
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 REPORT = "report.json"
+WEIGHTS = "weights.bin"  # every target's weights, one blob at the manifest's offsets
 # Every member an artifact may hold; anything else is refused on read.
 MEMBER_NAME = re.compile(r"manifest\.json|report\.json|weights\.bin|model\.(so|cubin|ptx|fatbin)"
                          r"|src/[A-Za-z0-9_]{1,64}\.(c|cu|h)")

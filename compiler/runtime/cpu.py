@@ -18,19 +18,19 @@ from typing import Any
 import numpy as np
 
 from compiler.abi import ABI_VERSION, RUN_NULL_POINTER
+from compiler.aligned import ALIGNMENT, aligned_empty, data_address
 from compiler.errors import ArtifactError, HostMismatchError
+from compiler.runtime.artifact import WEIGHTS
 from compiler.runtime.executable import (
     LoadedArtifact,
-    aligned_empty,
     check_inputs,
-    data_address,
+    copy_aligned,
     specs_from_manifest,
 )
 from compiler.runtime.outputs import OutputBuffers
 from compiler.target.cpu import CpuFacts, host_lacks
 
 LIBRARY = "model.so"
-WEIGHTS = "weights.bin"
 # Manifest keys: the machine and ISA features the library was built for.
 MACHINE_KEY, FEATURES_KEY = "cpu_machine", "cpu_features"
 
@@ -38,12 +38,12 @@ MACHINE_KEY, FEATURES_KEY = "cpu_machine", "cpu_features"
 class CpuExecutable(LoadedArtifact):
     """A loaded CPU artifact. Keeps no files open: everything is in memory once constructed."""
 
-    def __init__(self, manifest: Mapping[str, Any], folder: Path) -> None:
+    def __init__(self, manifest: Mapping[str, Any], folder: Path, weights: bytes | memoryview | None = None) -> None:
         self._inputs = specs_from_manifest(manifest, "inputs")
         self._outputs = specs_from_manifest(manifest, "outputs")
         check_host(manifest)  # before dlopen: code for another ISA dies of SIGILL, not an error
         arena_bytes = _byte_count(manifest, "arena_bytes")
-        self._weights = _read_weights(folder / WEIGHTS, _byte_count(manifest, "weights_bytes"))
+        self._weights = _read_weights(folder / WEIGHTS, _byte_count(manifest, "weights_bytes"), weights)
         self._arena = aligned_empty((max(arena_bytes, 1),), np.uint8)  # allocated once, reused
         self._lib = _open_library(folder / LIBRARY)
         # Fixed for the executable's life; taken once (numpy's .ctypes costs ~1.5 us a call).
@@ -89,12 +89,20 @@ def _byte_count(manifest: Mapping[str, Any], key: str) -> int:
     return value
 
 
-def _read_weights(path: Path, nbytes: int) -> np.ndarray:
-    if not path.exists() or path.stat().st_size != nbytes:
+def _read_weights(path: Path, nbytes: int, given: bytes | memoryview | None) -> np.ndarray:
+    """The weights in aligned memory: `given` (weights.bin's bytes, which the caller holds),
+    taken as they are where they are aligned and copied where not, or else weights.bin
+    read from `path`."""
+    held = (path.stat().st_size if path.exists() else None) if given is None else len(given)
+    if held != nbytes:
         raise ArtifactError(f"artifact's {WEIGHTS} must hold {nbytes} bytes")
+    if given is not None and nbytes:
+        view = np.frombuffer(given, np.uint8)
+        return view if view.ctypes.data % ALIGNMENT == 0 else copy_aligned(view)
     blob = aligned_empty((max(nbytes, 1),), np.uint8)
-    with path.open("rb") as f:
-        f.readinto(memoryview(blob)[:nbytes])
+    if given is None:
+        with path.open("rb") as f:
+            f.readinto(memoryview(blob)[:nbytes])
     return blob
 
 

@@ -25,17 +25,17 @@ from typing import Any
 import numpy as np
 
 from compiler.abi import MANIFEST_LAUNCHES
+from compiler.aligned import aligned_empty
 from compiler.errors import ArtifactError
+from compiler.runtime.artifact import WEIGHTS
 from compiler.runtime.cuda_graph import CudaGraph, GraphError
 from compiler.runtime.executable import (
     LoadedArtifact,
-    aligned_empty,
     check_inputs,
     specs_from_manifest,
 )
 
 CUBIN = "model.cubin"
-WEIGHTS = "weights.bin"
 INSTALL_HINT = "install the `cuda` extra: pip install -e '.[cuda]' (see docs/CUDA.md)"
 
 
@@ -48,9 +48,11 @@ class _Launch:
     function: Any = None  # the prepared pycuda Function, once the module is loaded
 
 
-def load_extracted(manifest: Mapping[str, Any], folder: Path) -> CudaExecutable:
-    """Load a verified, extracted CUDA artifact (reads everything before returning)."""
-    return CudaExecutable(manifest, folder)
+def load_extracted(manifest: Mapping[str, Any], folder: Path,
+                   weights: bytes | memoryview | None = None) -> CudaExecutable:
+    """Load a verified, extracted CUDA artifact (reads everything before returning);
+    `weights`, where given, are weights.bin's bytes (see compiler.runtime.load_folder)."""
+    return CudaExecutable(manifest, folder, weights=weights)
 
 
 def cuda_driver() -> Any:
@@ -82,13 +84,18 @@ def device_target(device: int = 0) -> str:
 class CudaExecutable(LoadedArtifact):
     """A loaded CUDA artifact on device 0: device memory and kernels ready to launch."""
 
-    def __init__(self, manifest: Mapping[str, Any], folder: Path, device: int = 0) -> None:
+    def __init__(self, manifest: Mapping[str, Any], folder: Path, device: int = 0,
+                 weights: bytes | memoryview | None = None) -> None:
         self._inputs = specs_from_manifest(manifest, "inputs")
         self._outputs = specs_from_manifest(manifest, "outputs")
         self._input_ids = _io_buffer_ids(manifest, "inputs")
         self._output_ids = _io_buffer_ids(manifest, "outputs")
         buffers = _buffers(manifest)
-        weights = _read_file(folder / WEIGHTS, _byte_count(manifest, "weights_bytes"))
+        nbytes = _byte_count(manifest, "weights_bytes")
+        if weights is None:
+            weights = _read_file(folder / WEIGHTS, nbytes)
+        elif len(weights) != nbytes:
+            raise ArtifactError(f"artifact's {WEIGHTS} must hold {nbytes} bytes, has {len(weights)}")
         arena_bytes = _byte_count(manifest, "arena_bytes")
         cubin = _read_file(folder / CUBIN, None)
         waves = _launches(manifest, buffers)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -11,14 +9,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from compiler.aligned import aligned_empty
 from compiler.errors import ArtifactError
 from compiler.ir.dtypes import dtype, known_dtypes
-
-# Bytes; outputs, weights and the arena start on it (packed panels and scratch are read
-# with aligned vector loads). Inputs need only their dtype's natural alignment: no
-# kernel assumes more of them, and copying a misaligned but usable input cost more
-# than most kernels (a 1.8 MB feature map: 150 us against a 400 us convolution).
-ALIGNMENT = 64
 
 
 @dataclass(frozen=True)
@@ -111,31 +104,6 @@ def _wrong_names(specs: Sequence[TensorSpec], inputs: Mapping[str, Any]) -> None
     missing = [n for n in names if n not in inputs]
     unexpected = [n for n in inputs if n not in names]
     raise ArtifactError(f"model inputs are {names}; missing {missing}, unexpected {unexpected}")
-
-
-def data_address(a: np.ndarray) -> int:
-    """The address of a C-contiguous array's first element.
-
-    A writable array's comes through the buffer protocol, about 3x faster than
-    `a.ctypes.data` (which builds a helper object): a run asks for one per input
-    and output, and small models run in a few microseconds.
-    """
-    if a.flags.writeable and a.nbytes:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
-    return a.ctypes.data
-
-
-def aligned_empty(shape: tuple[int, ...], dt: np.dtype | str) -> np.ndarray:
-    """An uninitialized C-contiguous array whose data starts on an ALIGNMENT boundary."""
-    return aligned_buffer(shape, np.dtype(dt))[0]
-
-
-def aligned_buffer(shape: tuple[int, ...], dt: np.dtype) -> tuple[np.ndarray, int]:
-    """`aligned_empty` and the address of its data (which a run passes on as it is)."""
-    raw = np.empty(math.prod(shape) * dt.itemsize + ALIGNMENT, np.uint8)
-    address = data_address(raw)
-    offset = -address % ALIGNMENT
-    return np.ndarray(shape, dt, raw, offset), address + offset
 
 
 def copy_aligned(a: np.ndarray) -> np.ndarray:

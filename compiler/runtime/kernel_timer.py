@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from compiler.aligned import aligned_empty
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
-from compiler.runtime.executable import aligned_empty
 
 _MIN_RUNS = 3
 _MAX_RUNS = 50

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from compiler.runtime.executable import TensorSpec, aligned_buffer
+from compiler.aligned import aligned_buffer
+from compiler.runtime.executable import TensorSpec
 
 
 class OutputBuffers:

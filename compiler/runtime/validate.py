@@ -12,6 +12,7 @@ output passes within its own precision when the tolerance asks for less.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,33 +31,50 @@ PRECISION_FLOOR = {np.dtype(np.float16): 2.0 ** -10}
 GATHER_OPS = {"Gather", "GatherElements"}
 
 
+@dataclass(frozen=True)
+class Reference:
+    """What an artifact is compared with: the model, parsed, and an onnxruntime session of it."""
+
+    proto: onnx.ModelProto
+    session: ort.InferenceSession
+
+
+def reference_for(model: onnx.ModelProto | bytes) -> Reference:
+    """Parse the model and load it in onnxruntime (ModelError where onnxruntime refuses it):
+    the slow part of a validation (1 s of a 209 MB model's), which a caller may start
+    before the artifact exists."""
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load_from_string(model)
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return Reference(proto, reference_session(proto, data))
+
+
 def validate(
     model: onnx.ModelProto | bytes,
     executable: Executable,
     seed: int = 0,
     tolerance: float = 1e-4,
     inputs: Mapping[str, np.ndarray] | None = None,
+    reference: Reference | None = None,
 ) -> dict[str, Any]:
     """Run `executable` and onnxruntime (CPU) on the same inputs and compare every output.
 
-    `inputs` overrides the random ones. Returns max_abs_error, rel_l2_error
-    (the worst over outputs), passed, tolerance, seed and per-output details.
+    `inputs` overrides the random ones; `reference`, `reference_for(model)` where the
+    caller has made it already. Returns max_abs_error, rel_l2_error (the worst over
+    outputs), passed, tolerance, seed and per-output details.
     """
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load_from_string(model)
-    data = model if isinstance(model, bytes) else model.SerializeToString()
-    feeds = dict(inputs) if inputs is not None else random_inputs(executable.input_specs, proto, seed)
+    ref = reference if reference is not None else reference_for(model)
+    feeds = dict(inputs) if inputs is not None else random_inputs(executable.input_specs, ref.proto, seed)
     ours = executable.run(feeds)
-    session = reference_session(proto, data)
     names = [s.name for s in executable.output_specs]
     try:
-        reference = dict(zip(names, session.run(names, feeds), strict=True))
+        reference_outputs = dict(zip(names, ref.session.run(names, feeds), strict=True))
     except Exception as e:  # onnxruntime raises its own exception types
         why = (str(e).splitlines() or [type(e).__name__])[0][:400]
         raise ModelError(f"onnxruntime, the reference, cannot run the model: {why}") from None
-    per_output = {n: compare(ours[n], np.asarray(reference[n])) for n in names}
+    per_output = {n: compare(ours[n], np.asarray(reference_outputs[n])) for n in names}
     max_abs = max((r["max_abs_error"] for r in per_output.values()), default=0.0)
     rel_l2 = max((r["rel_l2_error"] for r in per_output.values()), default=0.0)
-    limit = {n: max(tolerance, PRECISION_FLOOR.get(np.asarray(reference[n]).dtype, 0.0)) for n in names}
+    limit = {n: max(tolerance, PRECISION_FLOOR.get(np.asarray(reference_outputs[n]).dtype, 0.0)) for n in names}
     passed = all(r["nan_match"] and r["shape_match"] and r["rel_l2_error"] <= limit[n]
                  for n, r in per_output.items())
     return {"max_abs_error": max_abs, "rel_l2_error": rel_l2, "passed": passed,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-ALIGNMENT = 64  # bytes: a cache line, and enough for any SIMD load
+from compiler.aligned import ALIGNMENT
 
 
 def align_up(n: int, alignment: int = ALIGNMENT) -> int:

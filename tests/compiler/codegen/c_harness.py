@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from compiler.aligned import aligned_empty
 from compiler.build.gcc import c_flags, compile_objects, link_shared
 from compiler.codegen.c.kernel import build_machine, render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
-from compiler.runtime.executable import aligned_empty
 from compiler.schedule.cpu_tile import plan_cpu_tile
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.prepack import prepacked_inputs

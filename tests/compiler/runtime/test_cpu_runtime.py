@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from handbuilt import EXTRA, X_NAME, Y_NAME, Z_NAME, graph, reference, whole
 
+from compiler.aligned import ALIGNMENT, aligned_empty
 from compiler.errors import ArtifactError
 from compiler.package import write_artifact
-from compiler.runtime import TensorSpec, load
-from compiler.runtime.executable import ALIGNMENT
+from compiler.runtime import TensorSpec, load, load_folder
+from compiler.runtime.artifact import read_artifact
 from compiler.schedule.planner import build_plan, weights_blob
 from compiler.target.toolchain import find_tool
 
@@ -160,3 +161,20 @@ def test_cuda_artifact_without_pycuda_names_what_is_missing(tmp_path: Path):
     with pytest.raises(ArtifactError, match="pycuda"):
         load(r.artifact_path)
 
+
+
+def test_weights_held_in_memory_load_without_their_file(artifact: Path, tmp_path: Path):
+    """What the pipeline's validation does: weights.bin's bytes go to the runtime from memory,
+    taken as they are where aligned, copied where not."""
+    manifest, folder = read_artifact(artifact, tmp_path)
+    weights = (folder / "weights.bin").read_bytes()
+    (folder / "weights.bin").unlink()
+    room = aligned_empty((len(weights) + 1,), np.uint8)
+    room[:-1] = np.frombuffer(weights, np.uint8)
+    aligned, unaligned = memoryview(room[:-1]).toreadonly(), memoryview(np.roll(room, 1))[1:]
+    for given in (aligned, unaligned):
+        out = load_folder(manifest, folder, weights=given).run({X_NAME: x()})
+        for name, ref in reference(x()).items():
+            np.testing.assert_allclose(out[name], ref, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ArtifactError, match="must hold"):
+        load_folder(manifest, folder, weights=weights[:-4])

@@ -21,6 +21,7 @@ from handbuilt import X_NAME, graph, reference
 
 from compiler import frontend
 from compiler.abi import MANIFEST_LAUNCHES
+from compiler.aligned import aligned_empty
 from compiler.bench.measure import ort_session
 from compiler.bench.models import ZOO, transformer_encoder
 from compiler.build.nvcc import compile_cubin
@@ -30,7 +31,6 @@ from compiler.ir.graph import Graph
 from compiler.package import write_artifact
 from compiler.runtime import load
 from compiler.runtime.cuda import _check_arch
-from compiler.runtime.executable import aligned_empty
 from compiler.schedule.cuda_tile import plan_cuda_tile
 from compiler.schedule.plan import ExecutionPlan
 from compiler.schedule.planner import build_plan, weights_blob

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from compiler.aligned import ALIGNMENT
 from compiler.ir.graph import Graph, TensorKind
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call
 from compiler.schedule.plan import BufferKind, TileConfig
@@ -58,6 +59,8 @@ def test_diamond_plan_has_waves_buffers_and_args():
     assert plan.weights_bytes == 64
     blob = weights_blob(g, plan)
     assert np.frombuffer(blob[:32], np.float32).tolist() == list(range(8))
+    assert bytes(blob[32:]) == bytes(32)  # padding is zeros: the same model, the same artifact
+    assert blob.readonly and np.frombuffer(blob, np.uint8).ctypes.data % ALIGNMENT == 0
 
 
 def test_chain_reuses_the_arena_and_never_aliases_a_kernel_input():
