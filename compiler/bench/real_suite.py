@@ -17,6 +17,7 @@ from pathlib import Path
 
 from compiler.bench.measure import BenchResult, bench_model
 from compiler.bench.real_models import FAMILIES, REAL, RealModel, suite
+from compiler.bench.sections import machine_description
 from compiler.errors import ValidationError
 
 HEADING = "## Real models (issue 17)"
@@ -187,8 +188,6 @@ def section(rows: list[RealRow], threads: list[int] | None = None, peak: float |
     failures = [f"- {r.model.name} [{r.exporter}]: {r.status}: {r.error}" for r in rows if r.status != "ok"]
     import torch
 
-    from compiler.bench.report import machine_description
-
     return [
         "", HEADING, "",
         f"{len({r.model.name for r in rows})} architectures, exported at bench time with random weights (seed 0)",
@@ -224,21 +223,3 @@ def real_section(threads: list[int]) -> tuple[list[str], list[dict]]:
                 "the `bench` extra when it can."], []
     rows = run_suite(threads=threads)
     return section(rows, threads), [r.to_dict() for r in rows]
-
-
-def splice(text: str, lines: list[str]) -> str:
-    """`text` (BENCHMARKS.md) with its real-model section replaced by `lines` (or inserted
-    before the GPU section, or appended, where it has none)."""
-    old = text.rstrip("\n").split("\n")
-    start = old.index(HEADING) - 1 if HEADING in old else None
-    if start is None:
-        gpu = next((i for i, x in enumerate(old) if x.startswith("## GPU")), len(old))
-        start = end = gpu - 1 if gpu < len(old) else len(old)
-    else:
-        end = next((i - 1 for i, x in enumerate(old) if i > start + 1 and x.startswith("## ")), len(old))
-    return "\n".join(old[:start] + lines + old[end:]) + "\n"
-
-
-def write_section(out: Path, lines: list[str]) -> None:
-    """Splice the section into the markdown file `out`."""
-    out.write_text(splice(out.read_text() if out.exists() else "# Benchmarks\n", lines))

@@ -1,13 +1,11 @@
 """`make bench`: run the zoo, the operator table and the real-model suite through tileforge
 and onnxruntime, write docs/BENCHMARKS.md with medians, ratios, and the command that
-produced them (`--section real` reruns only the real-model section and splices it in)."""
+produced them (`--section real` or `--section compile` reruns only that section and splices it in)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -15,26 +13,8 @@ from pathlib import Path
 
 from compiler.bench.measure import BenchResult, bench_model
 from compiler.bench.models import ZOO
+from compiler.bench.sections import machine_description
 from compiler.cache import FileKernelCache
-
-
-def machine_description() -> str:
-    """This machine for a benchmark heading: CPU model, SIMD, logical CPUs, Python, load."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    from compiler.target.cpu import detect_cpu
-
-    isa = detect_cpu().extras.get("simd_isa", "unknown SIMD")
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (f"{cpu} ({isa}), {os.cpu_count()} logical CPUs, Python {platform.python_version()}; "
-            f"load average {load} when it started")
-
 
 # The GPU check's table (scripts/gpu_check.sh, run on a machine with a GPU), kept beside
 # this file so that a CPU-only `make bench` carries the last GPU numbers forward.
@@ -116,15 +96,19 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
     return data
 
 
-def run_real(out: Path, threads: list[int]) -> None:
-    """Only the real-model section: spliced into `out`, its JSON into out's .json beside it."""
-    from compiler.bench.real_suite import real_section, write_section
+def run_section(name: str, out: Path, threads: list[int]) -> None:
+    """Only one section ("real" or "compile"), rerun now: spliced into `out`, its JSON into
+    out's .json beside it."""
+    from compiler.bench.compile_time import compile_time_section
+    from compiler.bench.real_suite import real_section
+    from compiler.bench.sections import write_section
 
-    lines, rows = real_section(threads)
+    key, (lines, rows) = {"real": lambda: ("real_models", real_section(threads)),
+                          "compile": lambda: ("cli_compile_seconds", compile_time_section())}[name]()
     write_section(out, lines)
     js = out.with_suffix(".json")
     data = json.loads(js.read_text()) if js.exists() else {}
-    js.write_text(json.dumps({**data, "real_models": rows}, indent=2))
+    js.write_text(json.dumps({**data, key: rows}, indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,12 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo model names")
-    p.add_argument("--section", choices=["all", "real"], default="all",
-                   help="'real': rerun only the real-model section and splice it into --out")
+    p.add_argument("--section", choices=["all", "real", "compile"], default="all",
+                   help="'real' or 'compile': rerun only the real-model or compile-time section "
+                        "and splice it into --out")
     a = p.parse_args(argv)
     threads = [int(t) for t in a.threads.split(",")]
-    if a.section == "real":
-        run_real(a.out, threads)
+    if a.section != "all":
+        run_section(a.section, a.out, threads)
     else:
         run(a.out, threads, a.models.split(","))
     return 0

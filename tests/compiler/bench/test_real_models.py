@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from compiler.bench.real_models import FAMILIES, GPU, MODELS, REAL, REQUIRED_FEATURES, suite
-from compiler.bench.real_suite import HEADING, geomean, splice
+from compiler.bench.real_suite import HEADING, geomean
+from compiler.bench.sections import splice
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (the `bench` extra installs it)")
@@ -40,6 +41,9 @@ def test_splice_replaces_the_section_in_place_and_inserts_it_before_the_gpu_one(
     again = splice(first, ["", HEADING, "", "new table"])
     assert again == first.replace("old table", "new table")
     assert splice("# Benchmarks\n", ["", HEADING]) == "# Benchmarks\n\n" + HEADING + "\n"
+    compile_time = ["", "## Compile time (CLI, validation included)", "", "new times"]  # any section
+    doc = "# Benchmarks\n\n## Compile time (CLI, validation included)\n\nold times\n\n" + HEADING + "\n\nt\n"
+    assert splice(doc, compile_time) == doc.replace("old times", "new times")
 
 
 def test_geomean() -> None:
