@@ -36,6 +36,7 @@ from compiler.target.base import Target
 SUPPORTED_LANES = (4, 8, 16)  # float32 lanes of SSE / NEON, AVX2, AVX-512
 MIN_ROWS = 4  # smaller GEMMs waste most of a micro-kernel on padding
 PAD_TOLERANCE = 0.05  # padding rows the fullest micro-kernel may add before a shorter one is used
+VARIANT_PAD_TOLERANCE = 0.2  # ... and may add to be timed beside the shorter one (`_row_choices`)
 MAX_ROWS = {1: 8, 2: 14}  # per vectors wide: beyond, the code grows for no gain
 MIN_TILE_COLS = 256  # column blocks grow to this: A is packed once per column block
 MIN_TASKS = 4  # enough tasks to balance the cores, when the tile planned that many
@@ -140,6 +141,18 @@ def micro_kernel(c: Compute, m: Contraction, target: Target) -> MicroKernel:
     return MicroKernel(lanes, rows, vectors)
 
 
+def _row_choices(mk: MicroKernel, big_m: int, target: Target) -> list[MicroKernel]:
+    """`mk`, and where it has fewer rows than the registers hold (`micro_kernel` spared
+    M's padding), the fullest too: the model counts the padding's FMAs, not what more
+    rows save (B loaded once per more FMAs, fewer C tiles), which measuring weighs (a
+    3x3 stride-2 convolution to 64 channels on AVX-512: 8 rows 718 us, 14 rows 663),
+    where they pad M (`big_m`) by at most VARIANT_PAD_TOLERANCE."""
+    most = _most_rows(mk.vectors, target)
+    if mk.rows >= most or round_up(big_m, most) > (1 + VARIANT_PAD_TOLERANCE) * big_m:
+        return [mk]
+    return [mk, dataclasses.replace(mk, rows=most)]
+
+
 def _most_rows(vectors: int, target: Target) -> int:
     """Rows of accumulators the target's vector registers hold beside `vectors` B vectors
     and one broadcast (at most MAX_ROWS)."""
@@ -231,23 +244,26 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
     across the channels)."""
     mk = micro_kernel(c, m, target)
     k = math.prod(a.extent for a in c.reduce_axes)
-    if prepacked_sides(m, constant_inputs) != ("a",) or not isinstance(m.rhs, Load):
-        return [Orientation(0.0, m, mk, None)]
     channels, positions = side_extent(c, m.rows), side_extent(c, m.cols)
-    inner = next((c.axes[d].extent for d in reversed(m.cols) if c.axes[d].extent > 1), 1)
-    pack = PACK_COST if inner >= mk.lanes else PACK_COST_SCALAR  # the gather copies whole vectors of a row
     columns = round_up(positions, mk.cols if micro_tails(mk, channels, positions)[1] == 0 else mk.lanes)
     # Per batch index (a grouped convolution's group) the GEMM and its gather run again;
     # the copy of an input read in place is made once for all of them.
     batch = side_extent(c, m.batch)
-    options = [Orientation(batch * (round_up(channels, mk.rows) * columns * k + pack * k * positions), m, mk, None)]
+    micros = _row_choices(mk, channels, target)
+    if prepacked_sides(m, constant_inputs) != ("a",) or not isinstance(m.rhs, Load):
+        return sorted((Orientation(batch * round_up(channels, r.rows) * columns * k, m, r, None) for r in micros),
+                      key=lambda o: o.cost)
+    inner = next((c.axes[d].extent for d in reversed(m.cols) if c.axes[d].extent > 1), 1)
+    pack = PACK_COST if inner >= mk.lanes else PACK_COST_SCALAR  # the gather copies whole vectors of a row
+    options = [Orientation(batch * (round_up(channels, r.rows) * columns * k + pack * k * positions), m, r, None)
+               for r in micros]
     # Read in place, the taps that read only padding for a whole panel are skipped
     # (schedule/live_taps.py): narrower panels skip more of a dilated convolution's.
     as_b = direct_layout(c, m.rhs, "b", m.cols, mk.cols, unit_step=True)
     if as_b is not None:
         live = live_fraction(c, live_taps(c, m.rhs, as_b))
-        options.append(Orientation(batch * round_up(channels, mk.rows) * as_b.positions * k * live
-                                   + PACK_COST * as_b.copy_floats, m, mk, as_b))
+        options += [Orientation(batch * round_up(channels, r.rows) * as_b.positions * k * live
+                                + PACK_COST * as_b.copy_floats, m, r, as_b) for r in micros]
     swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
     if channels >= target.lanes:
         lanes_mk = micro_kernel(c, swapped, target)

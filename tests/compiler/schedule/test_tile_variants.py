@@ -66,3 +66,15 @@ def test_a_depthwise_convolution_has_planes_and_micro_tiles() -> None:
         assert planned.gemm is None and other.gemm is None and relative > 1.0
         assert (planned.plane is not None, other.plane is not None) == (planes, not planes)
         assert other.serial == planned.serial
+
+
+def test_the_fullest_micro_kernel_is_timed_where_the_model_spared_padding_rows() -> None:
+    spr = get_target("cpu:sapphirerapids")  # 32 registers: 14 rows of two vectors
+    c = conv3x3(64, 28)
+    rows = {(t.gemm.swapped, t.gemm.direct is not None, t.gemm.mk.rows)
+            for _, t in gemm_variants(c, default_tile(c, spr), spr, constant_inputs=(1,))}
+    # 64 channels fit 8 rows exactly (the model's choice) and 14 with 6 padding rows: both
+    assert {(False, False, 8), (False, False, 14)} <= rows
+    narrow = conv3x3(16, 28)  # 14 rows would pad 16 channels to 28: not worth timing
+    assert {t.gemm.mk.rows for _, t in gemm_variants(narrow, default_tile(narrow, spr), spr, (1,))
+            if not t.gemm.swapped} == {8}
