@@ -462,13 +462,11 @@ def _validate(reference: _Background | None, files: dict[str, bytes | memoryview
         with tempfile.TemporaryDirectory(prefix="tileforge-validate-") as tmp:
             # the weights go from memory to the executable, not through a file
             write_unpacked(Path(tmp), {n: d for n, d in files.items() if n != WEIGHTS})
-            exe = load_folder(manifest, Path(tmp), weights=files[WEIGHTS])
+            exe = load_folder(manifest, Path(tmp), opts.threads or None, weights=files[WEIGHTS])
     except ArtifactError as e:
         if not backend.load_failure_means_absent:
             raise
         return {**not_run, "skipped": f"not run: {e}"}
-    if opts.threads:
-        exe.set_threads(opts.threads)
     result = validate(reference.result().proto, exe, seed=opts.seed, tolerance=opts.tolerance,
                       reference=reference.result())
     return {**result, "validated_on": host_description()}

@@ -39,14 +39,13 @@ def load_folder(manifest: dict[str, Any], folder: Path, threads: int | None = No
     if kind == "cpu":
         from compiler.runtime.cpu import CpuExecutable
 
-        exe: Executable = CpuExecutable(manifest, folder, weights)
-    elif kind == "cuda":
+        return CpuExecutable(manifest, folder, weights, threads)  # threads: its weights pack on them too
+    if kind == "cuda":
         exe = _load_cuda(manifest, folder, weights)
-    else:
-        raise ArtifactError(f"artifact targets unknown device kind {kind!r}")
-    if threads is not None:
-        exe.set_threads(threads)
-    return exe
+        if threads is not None:
+            exe.set_threads(threads)
+        return exe
+    raise ArtifactError(f"artifact targets unknown device kind {kind!r}")
 
 
 def _load_cuda(manifest: dict[str, Any], folder: Path, weights: bytes | memoryview | None) -> Executable:

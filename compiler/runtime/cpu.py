@@ -38,7 +38,8 @@ MACHINE_KEY, FEATURES_KEY = "cpu_machine", "cpu_features"
 class CpuExecutable(LoadedArtifact):
     """A loaded CPU artifact. Keeps no files open: everything is in memory once constructed."""
 
-    def __init__(self, manifest: Mapping[str, Any], folder: Path, weights: bytes | memoryview | None = None) -> None:
+    def __init__(self, manifest: Mapping[str, Any], folder: Path, weights: bytes | memoryview | None = None,
+                 threads: int | None = None) -> None:
         self._inputs = specs_from_manifest(manifest, "inputs")
         self._outputs = specs_from_manifest(manifest, "outputs")
         check_host(manifest)  # before dlopen: code for another ISA dies of SIGILL, not an error
@@ -49,6 +50,8 @@ class CpuExecutable(LoadedArtifact):
         # Fixed for the executable's life; taken once (numpy's .ctypes costs ~1.5 us a call).
         self._weights_ptr = ctypes.c_void_p(self._weights.ctypes.data)
         self._arena_ptr = ctypes.c_void_p(self._arena.ctypes.data)
+        if threads is not None:  # before the packing, which runs on the threads runs will use
+            self.set_threads(threads)
         # Once per arena: weights that kernels read packed are packed into it here.
         rc = self._lib.tf_prepare(self._weights_ptr, self._arena_ptr)
         if rc != 0:

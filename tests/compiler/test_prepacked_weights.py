@@ -46,7 +46,8 @@ def test_weights_are_packed_at_load_and_every_run_matches_onnxruntime(tmp_path: 
             entry = t.extractfile("src/entry.c").read().decode()
         prepare = entry[entry.index("int tf_prepare("):entry.index("int tf_run(")]
         assert prepare.count("_pack") == 3  # Gemm's and MatMul's weight, the convolution's filters
-        first, second = load(r.artifact_path), load(r.artifact_path)
+        assert "#pragma omp parallel for" in prepare  # the three packers share the threads
+        first, second = load(r.artifact_path), load(r.artifact_path, threads=1)
         for exe in (first, second, first):  # each executable packs into its own arena, once
             out = exe.run(feeds)
             for name in ("y", "z"):
