@@ -28,19 +28,23 @@ STORE_ABOVE = 16 << 20  # bytes of members past which the archive is not deflate
 
 def write_artifact(
     path: str | Path, plan: ExecutionPlan, files: Mapping[str, bytes | memoryview],
-    manifest_extra: Mapping[str, Any], report: Mapping[str, Any],
+    manifest_extra: Mapping[str, Any], report: Mapping[str, Any], hashed: Mapping[str, str] | None = None,
 ) -> str:
     """Write the artifact for `plan` atomically at `path`; returns the tarball's sha256.
 
     `files` maps member names (src/*.c, model.so, weights.bin, ...) to bytes;
-    `manifest_extra` must hold REQUIRED_EXTRA and may add other JSON-able keys.
+    `manifest_extra` must hold REQUIRED_EXTRA and may add other JSON-able keys;
+    `hashed`, the sha256 hex digests of members the caller has hashed already (the
+    pipeline hashes the weights while it validates).
     """
     for name in files:
         if name in (MANIFEST, REPORT) or not MEMBER_NAME.fullmatch(name):
             raise ValueError(f"not an artifact member name: {name!r}")
     members = {**files, REPORT: _json_bytes(report)}
     manifest = manifest_of(plan, manifest_extra)
-    manifest["files"] = {n: hashlib.sha256(d).hexdigest() for n, d in sorted(members.items())}
+    known = hashed or {}
+    manifest["files"] = {n: known[n] if n in known else hashlib.sha256(d).hexdigest()
+                         for n, d in sorted(members.items())}
     members[MANIFEST] = _json_bytes(manifest)
 
     path = Path(path)

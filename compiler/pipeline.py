@@ -13,13 +13,13 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import onnx
 
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from compiler.runtime.validate import Reference
 
 Progress = Callable[[str, float], None]
+T = TypeVar("T")
 # Plans made at most, when measured groups are split back: each round times only groups
 # it has not timed yet, and a split group's members rarely regroup more than once.
 MAX_PLANS = 3
@@ -129,7 +130,8 @@ def compile_model(
 
     with st.stage("load"):
         data = model_bytes(model)
-        model_sha = hashlib.sha256(data).hexdigest()
+        # hashed beside the lowering (hashlib lets go of the GIL: 0.2 s of a 209 MB model's)
+        model_hash = _Background(_sha256, data)
     with st.stage("lower"):
         lowered = frontend.import_model(data, input_shapes=opts.input_shapes)
     # The reference loads on a thread of its own while the compilation goes on, once the
@@ -153,8 +155,10 @@ def compile_model(
         sources = c.render_misses()
     with st.stage("build"):
         binary = c.build(sources)
+    model_sha = model_hash.result()
     report = c.report(model_sha, graph, log)
     files = c.artifact_files(graph, binary)
+    weights_hash = _Background(_sha256, files[WEIGHTS])  # for the manifest, beside the validation
     if opts.validate:
         # On the files as they are, before they are packed: the artifact is written once,
         # with its validation (packing and unpacking a 200 MB model's took 1.5 s).
@@ -169,7 +173,7 @@ def compile_model(
     try:
         with st.stage("package"):
             report["stage_seconds"] = dict(st.seconds)
-            sha = c.package(out, files, model_sha, report)
+            sha = c.package(out, files, model_sha, report, {WEIGHTS: weights_hash.result()})
     except BaseException:
         # never leave behind an artifact that did not validate (or was cut short)
         out.unlink(missing_ok=True)
@@ -408,11 +412,12 @@ class _Compilation:
 
         return manifest_of(self.plan, self._manifest_extra(model_sha))
 
-    def package(self, out: Path, files: dict[str, bytes | memoryview], model_sha: str, report: dict) -> str:
+    def package(self, out: Path, files: dict[str, bytes | memoryview], model_sha: str, report: dict,
+                hashed: Mapping[str, str]) -> str:
         from compiler.package import write_artifact
 
         return write_artifact(out, self.plan, files, self._manifest_extra(model_sha),
-                              json.loads(json.dumps(report, default=str)))
+                              json.loads(json.dumps(report, default=str)), hashed)
 
 
 def kernel_times(plan: ExecutionPlan, measured: dict[str, float] | None = None) -> list[KernelTime]:
@@ -427,15 +432,15 @@ def kernel_times(plan: ExecutionPlan, measured: dict[str, float] | None = None) 
     return out
 
 
-class _Background:
+class _Background(Generic[T]):
     """A call run on a thread of its own while the compilation goes on."""
 
-    def __init__(self, fn: Callable[[bytes], Reference], arg: bytes) -> None:
-        pool = ThreadPoolExecutor(1, thread_name_prefix="tileforge-reference")
+    def __init__(self, fn: Callable[[Any], T], arg: Any) -> None:
+        pool = ThreadPoolExecutor(1, thread_name_prefix="tileforge-background")
         self._future = pool.submit(fn, arg)
         pool.shutdown(wait=False)
 
-    def result(self) -> Reference:
+    def result(self) -> T:
         """What the call returned (its exception, raised here)."""
         return self._future.result()
 
@@ -444,7 +449,11 @@ class _Background:
         futures.wait([self._future])
 
 
-def _validate(reference: _Background | None, files: dict[str, bytes | memoryview], manifest: dict,
+def _sha256(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _validate(reference: _Background[Reference] | None, files: dict[str, bytes | memoryview], manifest: dict,
               opts: CompileOptions, target: Target, backend: Backend) -> dict:
     """Run the artifact's `files` (described by `manifest`) against onnxruntime (the
     `reference` loading) on this host, and say where. An artifact this host cannot run (a
