@@ -8,6 +8,7 @@ plan) -> codegen (cache misses only) -> build -> validate -> package.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import shutil
@@ -135,13 +136,13 @@ def compile_model(
     with st.stage("lower"):
         lowered = frontend.import_model(data, input_shapes=opts.input_shapes)
     # The reference loads on a thread of its own while the compilation goes on, once the
-    # frontend has accepted the model; nothing is timed until it has loaded.
+    # frontend has accepted the model; nothing is timed until it and the hash have ended.
     reference = None
     if opts.validate and backend.unrunnable(tgt) is None:
         from compiler.runtime.validate import reference_for  # onnxruntime: loaded when needed
 
         reference = _Background(reference_for, data)
-    c.before_timing = reference.settle if reference is not None else None
+    c.before_timing = functools.partial(_settle, model_hash, reference)
     with st.stage("partition"):
         graph, log = c.partition(lowered)
     with st.stage("schedule"):
@@ -447,6 +448,12 @@ class _Background(Generic[T]):
     def settle(self) -> None:
         """Wait until the call has ended, however it ended."""
         futures.wait([self._future])
+
+
+def _settle(*jobs: _Background | None) -> None:
+    for job in jobs:
+        if job is not None:
+            job.settle()
 
 
 def _sha256(data: bytes | memoryview) -> str:
