@@ -109,3 +109,23 @@ def test_a_chain_of_thousands_of_element_wise_nodes_compiles_in_bounded_kernels(
     r = compile_model(model, "cpu", {"measure": False}, output=tmp_path / "deep.tar.gz")
     assert r.validation["passed"] is True
     assert n // MAX_EXPR_DEPTH <= len(r.kernels) <= 2 * n // MAX_EXPR_DEPTH + 2
+
+
+def test_a_model_onnxruntime_refuses_fails_its_compile_cleanly(tmp_path: Path):
+    """The reference loads on a thread beside the compilation: its refusal (Min takes no
+    int64 before opset 12, which onnx's checker misses) is the compile's ModelError, with
+    no artifact and no cache entry left behind."""
+    from compiler.cache import FileKernelCache
+    from compiler.errors import ModelError
+
+    g = helper.make_graph([helper.make_node("Min", ["x", "x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.INT64, [3, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, [3, 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 6
+    with pytest.raises(ModelError, match="onnxruntime, the reference, cannot load the model"):
+        compile_model(m, "cpu", cache=FileKernelCache(tmp_path / "kernels"), output=tmp_path / "a.tar.gz")
+    assert not (tmp_path / "a.tar.gz").exists() and not list((tmp_path / "kernels").rglob("*.json"))
+    unvalidated = compile_model(m, "cpu", {"validate": False}, output=tmp_path / "b.tar.gz")
+    np.testing.assert_array_equal(load(unvalidated.artifact_path).run({"x": np.arange(15).reshape(3, 5)})["y"],
+                                  np.arange(15).reshape(3, 5))
