@@ -99,7 +99,7 @@ def kernel_roofline(plan: ExecutionPlan, target: Target, artifact: Path, feeds: 
     KERNEL_ROUNDS rounds, against the target's roofline; returns (the kernels' summed time
     in us, `roofline_report`'s dict)."""
     backend = backend_for(target)
-    rounds = [backend.time_plan(plan, artifact, feeds, opts) for _ in range(KERNEL_ROUNDS)]
+    rounds = [backend.time_plan(plan, artifact, feeds, opts, target) for _ in range(KERNEL_ROUNDS)]
     measured = {sym: statistics.median(r[sym] for r in rounds) for sym in rounds[0]}
     kernels = kernel_times(plan, measured)
     return sum(k.measured_us for k in kernels), roofline_report(kernels, target, model_us)
@@ -147,7 +147,7 @@ def format_profile(p: dict, top: int | None = None) -> str:
              "bounds     " + (f"{bounds['peak_gflops']:.1f} GFLOP/s, {bounds['bandwidth_gbs']:.1f} GB/s DRAM "
                              f"(measured)" if bounds else p["note"]),
              f"model      {p['model_us']:.1f} us median; kernels {p['kernels_us']:.1f} us "
-             f"({100 * p['kernel_share']:.0f}% of the model, each timed alone)",
+             f"({100 * p['kernel_share']:.0f}% of the model, each timed alone, caches as a run leaves them)",
              "", _line(COLUMNS)]
     rows = p["rows"] if top is None else p["rows"][:top]
     for r in rows:

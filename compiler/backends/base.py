@@ -60,9 +60,10 @@ class Backend(ABC):
 
     @abstractmethod
     def time_plan(self, plan: ExecutionPlan, artifact: Path, feeds: Mapping[str, np.ndarray],
-                  opts: CompileOptions) -> dict[str, float]:
+                  opts: CompileOptions, target: Target) -> dict[str, float]:
         """Median microseconds of each kernel of `plan` (symbol -> us), run from `artifact`
-        (the plan's, already validated) on this machine; `feeds` are the model's inputs."""
+        (the plan's, already validated) on this machine as `target`; `feeds` are the
+        model's inputs. As close as the backend can to the kernel's time inside a run."""
 
     def plan_tile(self, compute: Compute, tile: TileConfig, target: Target,
                   constant_inputs: Sequence[int]) -> TileConfig:

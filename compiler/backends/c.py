@@ -22,7 +22,7 @@ from compiler.runtime.cpu import FEATURES_KEY, LIBRARY, MACHINE_KEY
 from compiler.runtime.kernel_timer import KernelCall, time_kernels
 from compiler.schedule.cpu_tile import cpu_tile_variants, plan_cpu_tile
 from compiler.schedule.measure import Timing
-from compiler.schedule.partition import fuse_chains
+from compiler.schedule.partition import fuse_chains, l2_bytes
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.prepack import place_prepacked, prepacked_inputs
 from compiler.schedule.tilegraph.attention import fuse_attention
@@ -88,9 +88,10 @@ class CBackend(Backend):
         return {t.key: [times[same[s]] for s in t.symbols()] for t in timings}
 
     def time_plan(self, plan: ExecutionPlan, artifact: Path, feeds: Mapping[str, np.ndarray],
-                  opts: CompileOptions) -> dict[str, float]:
+                  opts: CompileOptions, target: Target) -> dict[str, float]:
         # Each kernel of the artifact's own library, called alone on random buffers of its
-        # shapes (and its packed regions' sizes): the model's inputs are not needed.
+        # shapes (and its packed regions' sizes): the model's inputs are not needed. The
+        # cores' L2 is emptied before each call, as the kernels before it in a run leave it.
         with tempfile.TemporaryDirectory(prefix="tileforge-profile-") as tmp:
             _, folder = read_artifact(artifact, tmp)
             library = (folder / LIBRARY).read_bytes()
@@ -98,7 +99,7 @@ class CBackend(Backend):
         for k in plan.kernels:
             packed = {p.input: p.nbytes for p in plan.prepacked if p.kernel == k.id}
             calls.setdefault(k.symbol, KernelCall(k.symbol, k.compute, packed))
-        return time_kernels(library, list(calls.values()), opts.threads)
+        return time_kernels(library, list(calls.values()), opts.threads, l2_bytes(target) * target.units)
 
     def plan_tile(self, compute: Compute, tile: TileConfig, target: Target,
                   constant_inputs: Sequence[int]) -> TileConfig:

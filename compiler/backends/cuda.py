@@ -76,7 +76,7 @@ class CudaBackend(Backend):
         return out
 
     def time_plan(self, plan: ExecutionPlan, artifact: Path, feeds: Mapping[str, np.ndarray],
-                  opts: CompileOptions) -> dict[str, float]:
+                  opts: CompileOptions, target: Target) -> dict[str, float]:
         # CUDA events around each launch of the model's own run, on its real inputs
         times = load(artifact).kernel_times(feeds)
         return {sym: statistics.median(ms) * 1e3 for sym, ms in times.items()}
