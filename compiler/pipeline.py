@@ -14,7 +14,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -39,7 +39,7 @@ from compiler.ir.graph import Graph
 from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.runtime.artifact import WEIGHTS
-from compiler.schedule.measure import fastest, measure_top_k
+from compiler.schedule.measure import Timing, fastest, measure_top_k
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
 from compiler.schedule.rtile import Candidate, construct
@@ -318,7 +318,7 @@ class _Compilation:
             todo, kernels, self.backend.measure_threshold_us,
             self._time))
 
-    def _time(self, timings: list) -> list:
+    def _time(self, timings: Sequence[Timing]) -> dict[str, list[float]]:
         """The backend's timer, once nothing else runs beside it (`before_timing`)."""
         if self.before_timing is not None:
             self.before_timing()
