@@ -51,9 +51,9 @@ def write_artifact(
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-artifact-")
     try:
         with os.fdopen(fd, "wb") as raw:
-            hashed = _HashingWriter(raw)
-            _write_tar(hashed, members)
-        digest = hashed.sha256.hexdigest()
+            sink = _HashingWriter(raw)
+            _write_tar(sink, members)
+        digest = sink.sha256.hexdigest()
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

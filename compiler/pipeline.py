@@ -483,6 +483,6 @@ def _validate(reference: _Background[Reference] | None, files: dict[str, bytes |
         if not backend.load_failure_means_absent:
             raise
         return {**not_run, "skipped": f"not run: {e}"}
-    result = validate(reference.result().proto, exe, seed=opts.seed, tolerance=opts.tolerance,
-                      reference=reference.result())
+    ref = reference.result()
+    result = validate(ref.proto, exe, seed=opts.seed, tolerance=opts.tolerance, reference=ref)
     return {**result, "validated_on": host_description()}

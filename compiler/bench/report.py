@@ -103,8 +103,10 @@ def run_section(name: str, out: Path, threads: list[int]) -> None:
     from compiler.bench.real_suite import real_section
     from compiler.bench.sections import write_section
 
-    key, (lines, rows) = {"real": lambda: ("real_models", real_section(threads)),
-                          "compile": lambda: ("cli_compile_seconds", compile_time_section())}[name]()
+    if name == "real":
+        key, (lines, rows) = "real_models", real_section(threads)
+    else:
+        key, (lines, rows) = "cli_compile_seconds", compile_time_section()
     write_section(out, lines)
     js = out.with_suffix(".json")
     data = json.loads(js.read_text()) if js.exists() else {}

@@ -50,9 +50,8 @@ def model_payload(model: ModelSource, limits: Limits) -> bytes | ModelProto:
     return bytes(model)
 
 
-def read_model(model: ModelSource, limits: Limits) -> ModelProto:
-    """Parse bytes, a file path or a ModelProto, refusing oversized or non-ONNX input."""
-    payload = model_payload(model, limits)
+def parse_payload(payload: bytes | ModelProto) -> ModelProto:
+    """`model_payload`'s result as a ModelProto, refusing what is not an ONNX model."""
     if isinstance(payload, ModelProto):
         proto = payload
     else:

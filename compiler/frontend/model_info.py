@@ -19,7 +19,7 @@ from compiler.frontend.loader import (
     check_with_onnx,
     default_opset,
     model_payload,
-    read_model,
+    parse_payload,
     topological_order,
 )
 from compiler.frontend.ops import SUPPORTED_OPS
@@ -50,7 +50,7 @@ class Screened:
 def read_and_screen(model: ModelSource, limits: Limits) -> tuple[ModelProto, Screened]:
     """Read a model (bytes, a path or a ModelProto) and screen it."""
     payload = model_payload(model, limits)
-    proto = read_model(payload, limits)
+    proto = parse_payload(payload)
     return proto, screen(proto, limits, payload if isinstance(payload, bytes) else None)
 
 
