@@ -24,7 +24,7 @@ from worker.capabilities import announced
 from worker.celery_app import COMPILE_TASK, app
 from worker.context import worker_context
 from worker.runner import run_job
-from worker.transient import TRANSIENT_ERRORS
+from worker.transient import TRANSIENT_ERRORS, retry_delay
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,11 @@ class CompileTask(Task):
             log.error("could not record the failure of job %s: %s", args[0], e)
 
 
-# Every job kind's task: late-acknowledged, retried for transient faults only, failed with
-# the reason when it gives up. All run worker.runner.run_job, which does the job's kind's work.
+# Every job kind's task: late-acknowledged, retried for transient faults only (by `_run`, on
+# worker.transient's schedule), failed with the reason when it gives up. All run
+# worker.runner.run_job, which does the job's kind's work.
 TASK_OPTIONS = {"bind": True, "base": CompileTask, "acks_late": True, "reject_on_worker_lost": True,
-                "autoretry_for": TRANSIENT_ERRORS, "retry_backoff": 2, "retry_backoff_max": 60,
-                "retry_jitter": True, "max_retries": get_settings().transient_retries, "ignore_result": True}
+                "max_retries": get_settings().transient_retries, "ignore_result": True}
 
 
 # A job task's log scope (server/core/log_context.py) opens before Celery runs it and closes
@@ -73,9 +73,13 @@ def _close_job_log_scope(task_id: str, **_: object) -> None:
 
 def _run(task: Task, job_id: str) -> str:
     """Run one job of any kind, then send the next held jobs of tenants with room again; every
-    line logged meanwhile carries the job's id and (once it is read) its tenant."""
+    line logged meanwhile carries the job's id and (once it is read) its tenant. A transient
+    fault retries the task after `retry_delay`."""
     ctx = worker_context()
-    outcome = run_job(ctx, job_id, worker=task.request.hostname or "worker", task_id=task.request.id)
+    try:
+        outcome = run_job(ctx, job_id, worker=task.request.hostname or "worker", task_id=task.request.id)
+    except TRANSIENT_ERRORS as e:  # retried later; past max_retries, `retry` raises `e` (on_failure)
+        raise task.retry(exc=e, countdown=retry_delay(task.request.retries)) from e
     log.info("job %s: %s", job_id, outcome)
     try:  # a dispatch slot came free: send the next held job of a tenant with room
         release_held(ctx.sessions, JobQueue(app, ctx.settings).enqueue, ctx.settings)

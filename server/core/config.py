@@ -47,7 +47,8 @@ class Settings(BaseSettings):
     job_max_attempts: int = Field(3, ge=1, description="times a job is started before it fails for good")
     job_soft_time_limit: int = Field(1800, gt=0, description="seconds before a compile is asked to stop")
     job_hard_time_limit: int = Field(1900, gt=0, description="seconds before a compile's process is killed")
-    transient_retries: int = Field(3, ge=0, description="retries of a job after a transient fault")
+    transient_retries: int = Field(
+        5, ge=0, description="retries of a job after a transient fault, waiting 1-2, 2-4, 4-8 ... s (60 s at most)")
     reaper_interval_seconds: float = Field(15.0, gt=0, description="how often expired leases are looked for")
     job_republish_seconds: float = Field(
         120.0, gt=0, description="a job queued this long since its task was sent is sent again (a broker may lose it)")

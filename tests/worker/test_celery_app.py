@@ -1,10 +1,15 @@
 """The Celery configuration the issue asks for: late acks, limits, retries, queues per kind."""
 
+import random
+from types import SimpleNamespace
+
+import pytest
 from kombu import Queue
+from sqlalchemy.exc import OperationalError
 
 from server.core.config import Settings
 from server.jobs.queue import COMPILE_TASK, create_celery
-from worker.transient import TRANSIENT_ERRORS
+from worker.transient import FIRST_DELAY_SECONDS, LONGEST_DELAY_SECONDS, retry_delay
 
 
 def test_reliability_settings(tmp_path):
@@ -51,13 +56,59 @@ def test_the_gpu_probe_in_a_child_process_says_what_this_process_finds():
     assert set(runnable_cuda_archs()) == {s.arch for s in SPECS if gpu_runs(s.arch)}
 
 
-def test_compile_task_retries_only_transient_faults():
-    from compiler.errors import ModelError
+def test_compile_task_is_late_acknowledged_and_retried_a_configured_number_of_times():
     from worker.tasks import compile_job
 
     assert compile_job.name == COMPILE_TASK and compile_job.acks_late and compile_job.reject_on_worker_lost
-    assert set(compile_job.autoretry_for) == set(TRANSIENT_ERRORS) and compile_job.retry_backoff
-    assert not any(issubclass(ModelError, t) for t in compile_job.autoretry_for)
+    assert compile_job.max_retries == Settings().transient_retries
+
+
+class _Retried(Exception):
+    def __init__(self, exc: BaseException, countdown: float) -> None:
+        self.exc, self.countdown = exc, countdown
+
+
+def _task(retries: int) -> SimpleNamespace:
+    def retry(exc: BaseException, countdown: float) -> _Retried:
+        return _Retried(exc, countdown)
+    return SimpleNamespace(request=SimpleNamespace(retries=retries, hostname="w", id="t"), retry=retry)
+
+
+@pytest.mark.parametrize("fault", [OperationalError("UPDATE jobs", {}, ConnectionError("shutting down")),
+                                   ConnectionError("redis went away")])
+def test_a_transient_fault_retries_the_task_after_the_schedules_delay(monkeypatch, fault):
+    import worker.tasks as tasks
+
+    def run_job(*_, **__):
+        raise fault
+    monkeypatch.setattr(tasks, "worker_context", lambda: SimpleNamespace(sessions=None, settings=None))
+    monkeypatch.setattr(tasks, "run_job", run_job)
+    with pytest.raises(_Retried) as retried:
+        tasks._run(_task(retries=2), "job")
+    assert retried.value.exc is fault and 4.0 <= retried.value.countdown <= 8.0
+
+
+def test_any_other_fault_is_not_retried(monkeypatch):
+    import worker.tasks as tasks
+
+    def run_job(*_, **__):
+        raise KeyError("ours")
+    monkeypatch.setattr(tasks, "worker_context", lambda: SimpleNamespace(sessions=None, settings=None))
+    monkeypatch.setattr(tasks, "run_job", run_job)
+    with pytest.raises(KeyError):
+        tasks._run(_task(retries=0), "job")
+
+
+def test_retry_delays_wait_their_first_half_so_retries_outlive_an_outage():
+    rng = random.Random(7)
+    for n in range(8):
+        full = min(LONGEST_DELAY_SECONDS, FIRST_DELAY_SECONDS * 2**n)
+        delays = [retry_delay(n, rng) for _ in range(200)]
+        assert full / 2 <= min(delays) and max(delays) <= full
+        assert max(delays) - min(delays) > full / 4  # still spread: tasks failing together retry apart
+    # With the default count, a task outlives a 30 s database outage whatever the draws.
+    assert sum(min(LONGEST_DELAY_SECONDS, FIRST_DELAY_SECONDS * 2**n) / 2
+               for n in range(Settings().transient_retries)) >= 30
 
 
 def test_the_embedded_broker_is_polled_at_the_configured_interval(tmp_path, monkeypatch):
