@@ -1,13 +1,15 @@
 """Rows of a feature map shared, with halos, by the members of a convolution chain.
 
 A chain group (a Compute with stages, made by compiler/schedule/partition.py) runs
-tile of output rows by tile of output rows: NCHW members of one batch, height and
-width, each reading the ones before it at rows `i2 + d` with `d` in a small window
-(a 1x1 convolution: d = 0; a 3x3 one with padding 1: -1..1). Welder's tile
+tile of output rows by tile of output rows: NCHW members of one batch, each reading
+the ones before it at rows `s * i2 + d`, with `d` in a small window (a 1x1
+convolution: d = 0; a 3x3 one with padding 1: -1..1) and `s` the read's row stride (1,
+or 2 for a stride-2 convolution: its producer has twice its rows). Welder's tile
 propagation is region inference backwards: a member computes the rows its readers'
-windows need (its halo) beyond the tile, recomputed by the neighbouring tile too.
-The partitioner, the CPU tile step and the C renderer (compiler/codegen/c/chain.py)
-all ask this module, so they agree on halos and on each task's cut of the members.
+windows need (its halo, scaled by the strides between it and the sink) beyond the
+tile, recomputed by the neighbouring tile too. The partitioner, the CPU tile step and
+the C renderer (compiler/codegen/c/chain.py) all ask this module, so they agree on
+halos and on each task's cut of the members.
 """
 
 from __future__ import annotations
@@ -39,35 +41,46 @@ class Access:
     kind: str  # "rows" | "batch" | "whole"
     lo: int = 0
     hi: int = 0
+    stride: int = 1  # "rows": the tensor's rows per row of the reader
 
 
 @dataclass(frozen=True)
 class ChainShape:
-    """A chain's batch, rows and columns; each member input's access; each member's halo
-    (rows above and below the tile it computes)."""
+    """A chain's batch and (sink's) rows; each member input's access; each member's rows,
+    scale (its rows per row of the sink: the product of the row strides between them) and
+    halo (rows above and below the scaled tile it computes)."""
 
     batch: int
     rows: int
     access: tuple[dict[int, Access], ...]  # per member: member input position -> access
     halos: tuple[tuple[int, int], ...]
+    member_rows: tuple[int, ...] = ()
+    scales: tuple[int, ...] = ()
 
 
-def _row_offsets(m: Compute, ld: Load) -> tuple[int, int] | None:
-    """(lo, hi) when `ld`'s row index is the member's row plus an offset in lo..hi (stride 1)."""
+MAX_ROW_STRIDE = 2  # a stride-2 convolution or pooling; wider strides end a chain
+
+
+def _row_offsets(m: Compute, ld: Load) -> tuple[int, int, int] | None:
+    """(lo, hi, s) when `ld`'s row index is s times the member's row plus an offset in
+    lo..hi, for a stride s of 1 to MAX_ROW_STRIDE."""
     env = {a.name: (0, a.extent - 1) for a in m.all_axes()}
     row = m.axes[ROW].name
     at0 = interval_of(ld.indices[ROW], {**env, row: (0, 0)})
     at5 = interval_of(ld.indices[ROW], {**env, row: (5, 5)})
-    if at0 is None or at5 is None or (at5[0] - at0[0], at5[1] - at0[1]) != (5, 5):
+    if at0 is None or at5 is None:
         return None
-    return at0
+    moved = (at5[0] - at0[0], at5[1] - at0[1])
+    if moved[0] != moved[1] or moved[0] % 5 or not 1 <= moved[0] // 5 <= MAX_ROW_STRIDE:
+        return None
+    return at0[0], at0[1], moved[0] // 5
 
 
-def _access(m: Compute, ld: Load, t: TensorType, batch: int, rows: int) -> Access | None:
+def _access(m: Compute, ld: Load, t: TensorType, batch: int) -> Access | None:
     """How member `m` reads input `t` through `ld` (None: not as a chain can)."""
     b, r = m.axes[BATCH].name, m.axes[ROW].name
     if any(_depends(ix, r) for ix in ld.indices):
-        if len(t.shape) != 4 or t.shape[BATCH] != batch or t.shape[ROW] != rows:
+        if len(t.shape) != 4 or t.shape[BATCH] != batch:
             return None
         if ld.indices[BATCH] != Var(b) and not (batch == 1 and ld.indices[BATCH] == Const(0, "int64")):
             return None
@@ -88,50 +101,70 @@ def _depends(e: Expr, name: str) -> bool:
 
 def chain_shape(c: Compute, padded_inputs: bool = False) -> ChainShape | None:
     """The chain `c`'s members form, or None where they do not: every member NCHW of the
-    sink's batch, rows, columns and dtype; stages read only by rows; group inputs read by rows
-    only without padding (a task points them at its member's first row, so a bounds
-    check would see the wrong rows), unless `padded_inputs` (a chain still growing
-    backwards, whose producers may yet join it)."""
+    sink's batch and dtype; stages read only by rows, each at one row stride (so each
+    member has one scale); group inputs read by rows only without padding (a task points
+    them at its member's first row, so a bounds check would see the wrong rows), unless
+    `padded_inputs` (a chain still growing backwards, whose producers may yet join it)."""
     members = c.members()
     if any(len(m.axes) != 4 for m in members):
         return None
-    batch, rows, cols = c.shape[BATCH], c.shape[ROW], c.shape[3]
-    if any((m.shape[BATCH], m.shape[ROW], m.shape[3], m.dtype) != (batch, rows, cols, c.dtype) for m in members):
+    batch = c.shape[BATCH]
+    if any((m.shape[BATCH], m.dtype) != (batch, c.dtype) for m in members):
         return None
     groups = len(c.inputs)
     access: list[dict[int, Access]] = []
     for m in members:
         seen: dict[int, Access] = {}
         for ld in loads_of(m):
-            a = _access(m, ld, m.inputs[ld.input], batch, rows)
+            a = _access(m, ld, m.inputs[ld.input], batch)
             stage = ld.input >= groups
             if a is None or (stage and a.kind != "rows") or (not stage and a.kind == "rows" and ld.pad is not None and not padded_inputs):
                 return None
             prev = seen.get(ld.input)
-            if prev is not None and prev.kind != a.kind:
+            if prev is not None and (prev.kind, prev.stride) != (a.kind, a.stride):
                 return None
-            seen[ld.input] = a if prev is None else Access(a.kind, min(a.lo, prev.lo), max(a.hi, prev.hi))
+            seen[ld.input] = a if prev is None else replace(a, lo=min(a.lo, prev.lo), hi=max(a.hi, prev.hi))
         access.append(seen)
-    return ChainShape(batch, rows, tuple(access), _halos(access, groups))
+    scales = _scales(access, groups)
+    if scales is None:
+        return None
+    return ChainShape(batch, c.shape[ROW], tuple(access), _halos(access, groups),
+                      tuple(m.shape[ROW] for m in members), scales)
+
+
+def _scales(access: list[dict[int, Access]], groups: int) -> tuple[int, ...] | None:
+    """Each member's rows per row of the sink, back from the sink through the row strides
+    of its readers' reads (None: two readers disagree)."""
+    scales: list[int | None] = [None] * (len(access) - 1) + [1]
+    for j in range(len(access) - 1, -1, -1):
+        for p, a in access[j].items():
+            if p < groups:
+                continue
+            k, scale = p - groups, (scales[j] or 1) * a.stride
+            if scales[k] not in (None, scale):
+                return None
+            scales[k] = scale
+    return tuple(s or 1 for s in scales)
 
 
 def _halos(access: list[dict[int, Access]], groups: int) -> tuple[tuple[int, int], ...]:
-    """Rows above and below the tile each member computes: its readers' windows, back
-    from the sink (which computes the tile alone)."""
+    """Rows above and below the (scaled) tile each member computes: its readers' windows,
+    back from the sink (which computes the tile alone); a reader at row stride s needs s
+    of the member's rows per row of its own halo."""
     halos = [(0, 0)] * len(access)
     for j in range(len(access) - 1, -1, -1):
         above, below = halos[j]
         for p, a in access[j].items():
             if p >= groups:
                 k = p - groups
-                halos[k] = (max(halos[k][0], above - a.lo), max(halos[k][1], below + a.hi))
+                halos[k] = (max(halos[k][0], a.stride * above - a.lo), max(halos[k][1], a.stride * below + a.hi))
     return tuple(halos)
 
 
 @dataclass(frozen=True)
 class Span:
-    """Rows one member computes in a task: from `first` (relative to the tile's first row)
-    `count` of them."""
+    """Rows one member computes in a task: from `first` (relative to the tile's first row
+    times the member's scale) `count` of them."""
 
     first: int
     count: int
@@ -142,17 +175,18 @@ def task_spans(shape: ChainShape, start: int, tile: int) -> tuple[tuple[Span, ..
     task, fewer at the bottom), clipped to the image; and the tile's own rows."""
     n = min(tile, shape.rows - start)
     spans = []
-    for above, below in shape.halos:
-        lo, hi = max(0, start - above), min(shape.rows, start + n + below)
-        spans.append(Span(lo - start, hi - lo))
+    for (above, below), rows, scale in zip(shape.halos, shape.member_rows, shape.scales, strict=True):
+        lo, hi = max(0, scale * start - above), min(rows, scale * (start + n - 1) + below + 1)
+        spans.append(Span(lo - scale * start, hi - lo))
     return tuple(spans), n
 
 
 def cut_member(c: Compute, shape: ChainShape, k: int, spans: tuple[Span, ...]) -> Compute:
     """Member `k` over one task's rows of one batch index: its rows cut to its span; a
     stage it reads declared as that stage's scratch (its span's rows) and read at rows
-    shifted by the difference of the spans; a group input declared one batch index deep
-    (the caller points it at the batch index and, read by rows, at the member's first row)."""
+    shifted by the spans' firsts; a group input declared one batch index deep (the caller
+    points it at the batch index and, read by rows, at the member's first row times the
+    read's row stride: `input_row`)."""
     m = c.members()[k]
     groups = len(c.inputs)
     row = m.axes[ROW].name
@@ -167,16 +201,32 @@ def cut_member(c: Compute, shape: ChainShape, k: int, spans: tuple[Span, ...]) -
         else:
             inputs.append(t)
 
+    def at(e: Expr, offset: int) -> Expr:
+        return substitute(e, lambda v: Var(row) + offset if v == Var(row) else None) if offset else e
+
     def fn(x: Expr) -> Expr | None:
         if isinstance(x, Load) and x.input >= groups:
-            shift = spans[k].first - spans[x.input - groups].first
+            first, stage_first = spans[k].first, spans[x.input - groups].first
             idx = tuple(substitute(i, fn) for i in x.indices)
-            moved = idx[ROW] if not shift else substitute(idx[ROW], lambda v: Var(row) + shift if v == Var(row) else None)
+            # the stage's local row read at this member's local row r: (the read at r + first)
+            # - stage_first; at stride 1, one offset on the row variable says the same
+            if shape.access[k][x.input].stride == 1:
+                moved = at(idx[ROW], first - stage_first)
+            else:
+                moved = at(idx[ROW], first)
+                moved = moved - stage_first if stage_first else moved
             return Load(x.input, (*idx[:ROW], moved, *idx[ROW + 1:]), x.dtype, x.pad)
         return None
 
     post = None if m.post is None else substitute(m.post, fn)
     return replace(m, axes=axes, inputs=tuple(inputs), body=substitute(m.body, fn), post=post)
+
+
+def input_row(shape: ChainShape, k: int, p: int, first: int) -> tuple[int, int]:
+    """Group input `p`, read by rows by member `k` whose span starts at `first`: the input's
+    first row in a task is a * start + b (start: the tile's first row); (a, b)."""
+    stride = shape.access[k][p].stride
+    return stride * shape.scales[k], stride * first
 
 
 @dataclass(frozen=True)

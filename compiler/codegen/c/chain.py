@@ -23,7 +23,7 @@ from compiler.codegen.c.gemm import SCRATCH, scratch_floats
 from compiler.codegen.c.rows import MemberWriter
 from compiler.codegen.c.team import kernel_params, mark_used, shared_tasks
 from compiler.codegen.csource import CSource
-from compiler.ir.chain import ChainShape, TaskKind, chain_shape, cut_member, task_kinds
+from compiler.ir.chain import ChainShape, TaskKind, chain_shape, cut_member, input_row, task_kinds
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
@@ -115,7 +115,8 @@ def _task(src: CSource, c: Compute, shape: ChainShape, kind: TaskKind, v: int, s
             elif a.kind == "batch":
                 args.append(f"in{p} + b * {per_batch}L")
             else:
-                args.append(f"in{p} + b * {per_batch}L + (start + {kind.spans[k].first}L) * {cols}L")
+                scale, first = input_row(shape, k, p, kind.spans[k].first)
+                args.append(f"in{p} + b * {per_batch}L + ({scale}L * start + {first}L) * {t.shape[3]}L")
         if scratches[k]:
             args.append(f"(float*)(s + {member_scratch})")
         src.line(f"{symbol}_m{k}_v{v}({', '.join(args)});")

@@ -1,5 +1,5 @@
 """GraphTurbo's partition (compiler/schedule/partition.py) and the chain analysis it stands
-on (compiler/ir/chain.py): split factors, merges that stop at down-sampling, halos, order."""
+on (compiler/ir/chain.py): split factors, merges across one down-sampling, halos, order."""
 
 from dataclasses import replace
 
@@ -42,9 +42,25 @@ def test_inverted_residual_merges_into_one_chain_with_halo() -> None:
     assert plan is not None and plan.depth_first and plan.split == 2 and plan.rows == 14
 
 
-def test_group_stops_at_down_sampling() -> None:
+def test_a_down_sampling_block_is_one_chain_whose_expand_runs_at_twice_the_rows() -> None:
     g = fuse_chains(_graph(inverted_residual_stage(24, 56, stride=2)), _cpu())
-    assert all(not n.compute.stages for n in g.nodes)  # expand alone gains nothing depth-first
+    assert len(g.nodes) == 1 and is_chain_group(g.nodes[0].compute)
+    shape = chain_shape(g.nodes[0].compute)
+    # the stride-2 depthwise reads the expanded rows 2r-1 .. 2r+1
+    assert shape is not None and shape.scales == (2, 1, 1) and shape.member_rows == (56, 28, 28)
+    assert shape.halos == ((1, 1), (0, 0), (0, 0))
+    kinds, table = task_kinds(shape, 4)
+    assert kinds[table[0]].spans[0] == Span(0, 8)  # rows 0..7 of the expand for output rows 0..3
+    assert kinds[table[1]].spans[0] == Span(-1, 9)  # rows 7..15 for output rows 4..7
+    assert kinds[table[-1]].spans[0] == Span(-1, 9)  # rows 47..55 for 24..27: the image's last
+
+
+def test_a_chain_down_samples_once_and_stops_at_the_block() -> None:
+    g = fuse_chains(_graph(inverted_residual_stage(16, 56, repeats=3, stride=2)), _cpu())
+    chains = [chain_shape(n.compute) for n in g.nodes if n.compute.stages]
+    assert all(s is not None for s in chains)
+    strided = [s for s in chains if s is not None and max(s.scales) > 1]
+    assert len(strided) == 1 and len(strided[0].scales) == 3
     g = fuse_chains(_graph(mbconv_stage(24, 56, repeats=1)), _cpu())
     chains = [n for n in g.nodes if n.compute.stages]
     # the global pool of the SE block ends the first group; its two fully connected layers
