@@ -17,7 +17,7 @@ from compiler.schedule.partition import is_chain_group, plan_chain, runs_as_chai
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.plane_conv import planned_plane
 from compiler.schedule.row_members import whole_task_tile
-from compiler.target.base import Target
+from compiler.target.base import MemoryLevel, Target
 
 # Of a core's L2, what an intermediate's share may fill and still be there when the next
 # kernel reads it (its producer's inputs and the weights share the rest).
@@ -94,9 +94,38 @@ def chain_candidate(c: Compute, target: Target) -> tuple[TileConfig, Estimate]:
 
 def _member_us(cut: Compute, tile: TileConfig, one_core: Target) -> float:
     """One task's run of a member on one core: its slowest stage inside the core (what it
-    reads and writes is the task's scratch, or group inputs the DRAM stage counts)."""
+    reads and writes is the task's scratch, or group inputs the DRAM stage counts), then
+    the packing of its operands where it runs as a GEMM."""
     e = estimate(cut, tile, one_core)
-    return max((v for k, v in e.stages.items() if k not in ("dram", "l3")), default=0.0)
+    return max((v for k, v in e.stages.items() if k not in ("dram", "l3")), default=0.0) + _packing_us(tile, one_core)
+
+
+def _packing_us(tile: TileConfig, one_core: Target) -> float:
+    """A GEMM member packs its operands in every task (a chain's weights are its group's
+    inputs, never packed at load; A once per block of `nc` columns): each read and written
+    once more, at the bandwidth of the level that holds it. Unpriced, a 1x1 projection of
+    1152 channels on a 7x7 map, its 884 KB of weights packed by each task of a row or two,
+    ran 3x slower than apart, and the model kept it."""
+    g = tile.gemm
+    if g is None:
+        return 0.0
+    direct = g.direct.side if g.direct is not None else None
+    a = 0 if direct == "a" else g.m * g.k * -(-g.n // g.nc)
+    b = 0 if direct == "b" else g.k * g.n
+    nbytes = 4 * g.batch * (a + b)
+    return 2 * nbytes / resident_level(nbytes, one_core).bandwidth * 1e6
+
+
+def resident_level(per_core_bytes: int, target: Target, total_bytes: int | None = None) -> MemoryLevel:
+    """Where `per_core_bytes` a core wrote are when it (or the next kernel) reads them
+    again: its L2 where they fill at most `L2_RESIDENT` of it, else the first shared cache
+    that holds `total_bytes` (all cores' share; default the one core's), else DRAM."""
+    l2 = target.level("l2")
+    if per_core_bytes <= L2_RESIDENT * l2.capacity:
+        return l2
+    total = per_core_bytes if total_bytes is None else total_bytes
+    fits = [lv for lv in target.levels[1:] if lv.shared and total <= lv.capacity]
+    return fits[0] if fits else target.levels[0]
 
 
 def chain_prices(c: Compute, target: Target) -> tuple[float, float]:
@@ -108,14 +137,9 @@ def chain_prices(c: Compute, target: Target) -> tuple[float, float]:
     fused = chain_candidate(c, target)[1].time_us
     one_core = target.with_units(1)
     inner = sum(_member_us(m, member_tile(m, target), one_core) for m in c.members()) / target.units
-    l2 = target.level("l2")
     spill = 0.0
     for m in c.members()[:-1]:
         nbytes = math.prod(m.shape) * dtype(m.dtype).nbytes
-        if nbytes / target.units <= L2_RESIDENT * l2.capacity:
-            level = l2  # each core's share stays in its L2 from producer to consumer
-        else:
-            fits = [lv for lv in target.levels[1:] if lv.shared and nbytes <= lv.capacity]
-            level = fits[0] if fits else target.levels[0]
+        level = resident_level(nbytes // target.units, target, nbytes)  # each core wrote its share
         spill += 2 * nbytes / level.bandwidth * 1e6
     return fused, max(group_bytes(c) / target.levels[0].bandwidth * 1e6, inner) + spill

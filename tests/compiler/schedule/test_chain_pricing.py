@@ -8,8 +8,10 @@ from dataclasses import replace
 from compiler import frontend
 from compiler.bench.cnn_blocks import inverted_residual_stage, mbconv_stage
 from compiler.ir.graph import Graph
-from compiler.schedule.chain_members import chain_prices
+from compiler.schedule.chain_members import _packing_us, chain_prices
+from compiler.schedule.cpu_gemm import with_gemm_blocking
 from compiler.schedule.partition import fuse_chains, is_chain_group
+from compiler.schedule.row_members import whole_task_tile
 from compiler.schedule.tilegraph.groups import GroupLog, Level
 from compiler.schedule.tilegraph.pricing import Pricer
 from compiler.schedule.tilegraph.registers import fuse
@@ -96,3 +98,20 @@ def test_a_chain_whose_expanded_tensor_stays_in_l2_is_refused() -> None:
     fuse_chains(g, small, log)
     assert any(n.op.startswith("Conv+Sigmoid+Mul+Conv") and n.compute.stages and n.compute.shape[2] > 1
                for n in g.nodes)
+
+
+def test_a_gemm_member_pays_for_packing_its_operands_in_every_task() -> None:
+    # MBConv 112 channels 14x14: the projection (672 -> 112 channels, 301 KB of weights) runs
+    # as a packed GEMM in the chain, where each task of a few rows packs the weights again
+    # (a kernel apart reads them packed once, at load): priced so, the chain is refused
+    g, log = _fused(mbconv_stage(112, 14, repeats=1))
+    fuse_chains(g, CPU, log)
+    refused = [r for r in log.refused.values() if r.level == Level.L2_TILES]
+    projection = [r for r in refused if r.members[0].op.startswith("Mul")]
+    assert projection and projection[0].predicted_fused_us > projection[0].predicted_unfused_us
+    assert not any(n.op.startswith("Mul+Conv") and n.compute.stages for n in g.nodes)
+    # the price that refuses it: a GEMM member's packing, which a loop nest does not pay
+    member = next(m for m in projection[0].members if m.op.startswith("Conv"))
+    gemm_tile = with_gemm_blocking(member.compute, whole_task_tile(member.compute, CPU), CPU.with_units(1))
+    assert gemm_tile.gemm is not None and _packing_us(gemm_tile, CPU.with_units(1)) > 0
+    assert _packing_us(replace(gemm_tile, gemm=None), CPU.with_units(1)) == 0
