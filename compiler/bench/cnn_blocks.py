@@ -93,6 +93,7 @@ BLOCKS = {
     "mbconv6_se_24x56x56_x2": lambda: mbconv_stage(24, 56, 2),
     "mbconv6_se_40x28x28_x2": lambda: mbconv_stage(40, 28, 2),
     "mbv2_inverted_residual_24x56x56": lambda: inverted_residual_stage(24, 56, 1),
+    "mbv2_inverted_residual_16x112x112_s2": lambda: inverted_residual_stage(16, 112, 1, stride=2),
 }
 
 
@@ -109,8 +110,9 @@ def cnn_section(threads: int = 2) -> tuple[list[str], list[dict]]:
     results = run(threads, {"measure": False})
     lines = ["", "## CNN blocks (issue 16)", "",
              "EfficientNet-B0's MBConv6 with squeeze-excitation (two blocks) and MobileNetV2's inverted",
-             "residual, built in code (compiler/bench/cnn_blocks.py); convolution chains run as",
-             "GraphTurbo's depth-first L2 tiles where the cost model prices them faster than their parts.", "",
+             "residual (one at stride 2, its expand at 112 x 112), built in code (compiler/bench/cnn_blocks.py);",
+             "convolution chains run as GraphTurbo's depth-first L2 tiles where the cost model prices them",
+             "faster than their parts. Command: `python -m compiler.bench.report --section cnn`.", "",
              *model_table(results)]
     return lines, [r.to_dict() for r in results]
 

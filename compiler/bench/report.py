@@ -1,6 +1,6 @@
 """`make bench`: run the zoo, the operator table and the real-model suite through tileforge
 and onnxruntime, write docs/BENCHMARKS.md with medians, ratios, and the command that
-produced them (`--section real` or `--section compile` reruns only that section and splices it in)."""
+produced them (`--section real`, `compile` or `cnn` reruns only that section and splices it in)."""
 
 from __future__ import annotations
 
@@ -96,17 +96,22 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
     return data
 
 
+SECTIONS = ("real", "compile", "cnn")
+
+
 def run_section(name: str, out: Path, threads: list[int]) -> None:
-    """Only one section ("real" or "compile"), rerun now: spliced into `out`, its JSON into
-    out's .json beside it."""
+    """Only one section (`SECTIONS`), rerun now: spliced into `out`, its JSON into out's
+    .json beside it."""
+    from compiler.bench.cnn_blocks import cnn_section
     from compiler.bench.compile_time import compile_time_section
     from compiler.bench.real_suite import real_section
     from compiler.bench.sections import write_section
 
-    if name == "real":
-        key, (lines, rows) = "real_models", real_section(threads)
-    else:
-        key, (lines, rows) = "cli_compile_seconds", compile_time_section()
+    sections = {"real": ("real_models", lambda: real_section(threads)),
+                "compile": ("cli_compile_seconds", compile_time_section),
+                "cnn": ("cnn_blocks", lambda: cnn_section(max(threads)))}
+    key, make = sections[name]
+    lines, rows = make()
     write_section(out, lines)
     js = out.with_suffix(".json")
     data = json.loads(js.read_text()) if js.exists() else {}
@@ -118,9 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo model names")
-    p.add_argument("--section", choices=["all", "real", "compile"], default="all",
-                   help="'real' or 'compile': rerun only the real-model or compile-time section "
-                        "and splice it into --out")
+    p.add_argument("--section", choices=["all", *SECTIONS], default="all",
+                   help="rerun only the real-model, compile-time or CNN-block section and splice it into --out")
     a = p.parse_args(argv)
     threads = [int(t) for t in a.threads.split(",")]
     if a.section != "all":
