@@ -106,13 +106,15 @@ def cnn_section(threads: int = 2) -> tuple[list[str], list[dict]]:
     """BENCHMARKS.md's CNN-block section (lines) and its rows for the JSON: planned by the
     cost model alone (no candidate or group timed at compile), a few seconds per block."""
     from compiler.bench.report import model_table
+    from compiler.bench.sections import machine_description
 
     results = run(threads, {"measure": False})
     lines = ["", "## CNN blocks (issue 16)", "",
              "EfficientNet-B0's MBConv6 with squeeze-excitation (two blocks) and MobileNetV2's inverted",
              "residual (one at stride 2, its expand at 112 x 112), built in code (compiler/bench/cnn_blocks.py);",
              "convolution chains run as GraphTurbo's depth-first L2 tiles where the cost model prices them",
-             "faster than their parts. Command: `python -m compiler.bench.report --section cnn`.", "",
+             "faster than their parts.", "",
+             f"Measured on {machine_description()} (`--section cnn` reruns this section alone).", "",
              *model_table(results)]
     return lines, [r.to_dict() for r in results]
 
