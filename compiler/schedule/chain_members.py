@@ -56,11 +56,16 @@ def member_tile(cut: Compute, target: Target) -> TileConfig:
         return replace(tile, plane=plane)
     # blocked for the one core that runs it (the chain's tasks, not its blocks, fill the cores)
     gemm = with_gemm_blocking(cut, tile, target.with_units(1)).gemm
-    scalar = bool(tile.thread) and tile.thread[-1] < tile.vector
     loops_win = gemm is None or gemm.k < MIN_KC or _accumulators(tile, target) >= gemm.mk.rows * gemm.mk.vectors
-    if gemm is None or (loops_win and not scalar):
+    if gemm is None or (loops_win and not _runs_scalar(tile)):
         return tile
     return replace(tile, gemm=gemm)
+
+
+def _runs_scalar(tile: TileConfig) -> bool:
+    """Whether a loop nest's rows are narrower than a vector: c/kernel.py then runs them
+    scalar, the register tile's accumulators an array in memory."""
+    return bool(tile.thread) and tile.thread[-1] < tile.vector
 
 
 def _accumulators(tile: TileConfig, target: Target) -> int:
@@ -95,9 +100,15 @@ def chain_candidate(c: Compute, target: Target) -> tuple[TileConfig, Estimate]:
 def _member_us(cut: Compute, tile: TileConfig, one_core: Target) -> float:
     """One task's run of a member on one core: its slowest stage inside the core (what it
     reads and writes is the task's scratch, or group inputs the DRAM stage counts), then
-    the packing of its operands where it runs as a GEMM."""
+    the packing of its operands where it runs as a GEMM; a reduction whose rows run scalar
+    (`_runs_scalar`) at no more than one lane of the core's peak."""
     e = estimate(cut, tile, one_core)
-    return max((v for k, v in e.stages.items() if k not in ("dram", "l3")), default=0.0) + _packing_us(tile, one_core)
+    inner = max((v for k, v in e.stages.items() if k not in ("dram", "l3")), default=0.0)
+    if cut.is_reduction and tile.gemm is None and tile.plane is None and _runs_scalar(tile):
+        # one lane of the core's peak: a 1152 -> 192 projection on 2 x 7 rows ran at 17 of
+        # a core's 238 GFLOP/s, where the cost model, pricing masked vectors, expected 4x that
+        inner = max(inner, cut.flops() * one_core.lanes / max(one_core.peak_flops.values()) * 1e6)
+    return inner + _packing_us(tile, one_core)
 
 
 def _packing_us(tile: TileConfig, one_core: Target) -> float:

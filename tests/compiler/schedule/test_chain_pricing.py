@@ -115,3 +115,15 @@ def test_a_gemm_member_pays_for_packing_its_operands_in_every_task() -> None:
     gemm_tile = with_gemm_blocking(member.compute, whole_task_tile(member.compute, CPU), CPU.with_units(1))
     assert gemm_tile.gemm is not None and _packing_us(gemm_tile, CPU.with_units(1)) > 0
     assert _packing_us(replace(gemm_tile, gemm=None), CPU.with_units(1)) == 0
+
+
+def test_a_member_whose_rows_run_scalar_is_priced_at_one_lane() -> None:
+    # MBConv 192 channels 7x7: the projection (1152 -> 192) over a task's 2 x 7 rows is no
+    # GEMM (14 columns fill no 16-lane panel) and its 7-wide rows run scalar (c/kernel.py):
+    # priced at one lane, the chain is refused (as masked vectors it was made, and ran 3x
+    # slower than its parts)
+    g, log = _fused(mbconv_stage(192, 7, repeats=1))
+    fuse_chains(g, CPU, log)
+    refused = [r for r in log.refused.values() if r.level == Level.L2_TILES and r.members[0].op.startswith("Mul")]
+    assert refused and refused[0].predicted_fused_us > refused[0].predicted_unfused_us
+    assert not any(n.op.startswith("Mul+Conv") and n.compute.stages for n in g.nodes)
