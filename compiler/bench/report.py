@@ -19,6 +19,8 @@ from compiler.cache import FileKernelCache
 # The GPU check's table (scripts/gpu_check.sh, run on a machine with a GPU), kept beside
 # this file so that a CPU-only `make bench` carries the last GPU numbers forward.
 GPU_CHECK_FILE = "gpu_check.md"
+# The sections `--section` reruns alone, and the key of each one's rows in the JSON.
+SECTIONS = {"real": "real_models", "compile": "cli_compile_seconds", "cnn": "cnn_blocks"}
 
 
 def gpu_section(path: Path) -> list[str]:
@@ -90,13 +92,10 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
     data = {"models": [r.to_dict() for r in results], "operators": ops_json, "attention_blocks": attention_json,
-            "cnn_blocks": cnn_json, "real_models": real_json, "fusion": fusion_json,
-            "cli_compile_seconds": compile_json}
+            SECTIONS["cnn"]: cnn_json, SECTIONS["real"]: real_json, "fusion": fusion_json,
+            SECTIONS["compile"]: compile_json}
     out.with_suffix(".json").write_text(json.dumps(data, indent=2))
     return data
-
-
-SECTIONS = ("real", "compile", "cnn")
 
 
 def run_section(name: str, out: Path, threads: list[int]) -> None:
@@ -107,15 +106,16 @@ def run_section(name: str, out: Path, threads: list[int]) -> None:
     from compiler.bench.real_suite import real_section
     from compiler.bench.sections import write_section
 
-    sections = {"real": ("real_models", lambda: real_section(threads)),
-                "compile": ("cli_compile_seconds", compile_time_section),
-                "cnn": ("cnn_blocks", lambda: cnn_section(max(threads)))}
-    key, make = sections[name]
-    lines, rows = make()
+    if name == "real":
+        lines, rows = real_section(threads)
+    elif name == "compile":
+        lines, rows = compile_time_section()
+    else:
+        lines, rows = cnn_section(max(threads))
     write_section(out, lines)
     js = out.with_suffix(".json")
     data = json.loads(js.read_text()) if js.exists() else {}
-    js.write_text(json.dumps({**data, key: rows}, indent=2))
+    js.write_text(json.dumps({**data, SECTIONS[name]: rows}, indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,8 +54,13 @@ class ChainShape:
     rows: int
     access: tuple[dict[int, Access], ...]  # per member: member input position -> access
     halos: tuple[tuple[int, int], ...]
-    member_rows: tuple[int, ...] = ()
-    scales: tuple[int, ...] = ()
+    member_rows: tuple[int, ...]
+    scales: tuple[int, ...]
+
+    @property
+    def down_samples(self) -> bool:
+        """Whether a member runs at more rows than the sink (a strided read between them)."""
+        return max(self.scales) > 1
 
 
 MAX_ROW_STRIDE = 2  # a stride-2 convolution or pooling; wider strides end a chain

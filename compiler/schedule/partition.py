@@ -154,8 +154,7 @@ def _fuse_pass(graph: Graph, target: Target, log: GroupLog | None, protected: se
         if len(members) < 2:
             continue
         node = merge_nodes(graph, members)
-        shape = chain_shape(node.compute)
-        if down_sampling and (shape is None or max(shape.scales) == 1):
+        if down_sampling and not ((shape := chain_shape(node.compute)) is not None and shape.down_samples):
             continue
         if not runs_as_chain(node.compute, target):
             continue
@@ -172,7 +171,7 @@ def _one_down_sampling(shape: ChainShape, groups: int) -> bool:
     down-sampling keeps in cache is its producer's output (the expanded tensor); past the
     block, halos compound with the stride for narrow tensors the caches hold anyway
     (MobileNetV2's first two blocks as one chain measured 752 us, as two chains 309 + 278)."""
-    if max(shape.scales) == 1:
+    if not shape.down_samples:
         return True
     return (max(shape.scales) <= MAX_ROW_STRIDE and len(shape.scales) <= _MAX_DOWN_SAMPLING_MEMBERS
             and all(scale == 1 or all(p < groups for p in access)
