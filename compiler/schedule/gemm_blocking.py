@@ -13,6 +13,7 @@ merged (compiler/schedule/merge_axes.py).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -58,13 +59,33 @@ class DirectOperand:
     batch: tuple[tuple[int, int], ...] = ()
     # whether `pad` is a copy; else the input itself (its layout, and every read inside it)
     copied: bool = True
+    # Polyphase columns (a convolution strided along its rows' axis, read as B): each line
+    # of `pad` holds the box's columns x split by phase, x at (x % phases) * phase_width
+    # + x // phases, so consecutive output positions read consecutive elements. A tap's
+    # column within the box is phase_first + sum(r * s) over the reduce indices r and
+    # `phase_steps` (their coefficients along that axis); `k_steps` then leave it out.
+    phases: int = 1
+    phase_width: int = 0
+    phase_first: int = 0
+    phase_steps: tuple[int, ...] = ()
 
     def koff(self) -> list[int]:
         """Offset in `pad` of each flat (row-major) reduce index."""
-        offsets = [0]
-        for extent, step in self.k_steps:
-            offsets = [o + r * step for o in offsets for r in range(extent)]
+        offsets = []
+        for index in itertools.product(*(range(e) for e, _ in self.k_steps)):
+            offset = sum(r * step for r, (_, step) in zip(index, self.k_steps, strict=True))
+            if self.phases > 1:
+                x = self.phase_first + sum(r * s for r, s in zip(index, self.phase_steps, strict=True))
+                offset += x % self.phases * self.phase_width + x // self.phases
+            offsets.append(offset)
         return offsets
+
+    @property
+    def stored(self) -> tuple[int, ...]:
+        """Shape of the box in `pad`: `extents`, its lines whole phases wide."""
+        if self.phases == 1:
+            return self.extents
+        return (*self.extents[:-1], self.phases * self.phase_width)
 
     @property
     def line(self) -> int:
@@ -86,7 +107,7 @@ class DirectOperand:
     @property
     def floats(self) -> int:
         """Size of `pad`: the padded input and one panel of slack (a last panel's overrun)."""
-        return math.prod(self.extents) + self.step * self.panel
+        return math.prod(self.stored) + self.step * self.panel
 
     @property
     def copy_floats(self) -> int:

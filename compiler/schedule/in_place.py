@@ -43,7 +43,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from compiler.ir.affine import form_bounds, linear_form, row_major_strides
+from compiler.ir.affine import LinearForm, form_bounds, linear_form, row_major_strides
 from compiler.ir.te import Compute, Load
 from compiler.schedule.gemm_blocking import DirectOperand
 
@@ -60,6 +60,9 @@ PACK_COST_SCALAR = 56
 # (c/gemm.py), about this much on a Sapphire Rapids core (the stem's 800k outputs, 0.2 ns
 # each); the element-by-element store it replaced cost about 5 times as much there.
 SCATTER_COST = 20
+# Strides up to this are read in place as B by splitting the copy's columns into phases
+# (`_phases`); a patchify stem's larger stride leaves each phase a few columns wide.
+MAX_PHASES = 4
 
 
 def direct_layout(c: Compute, load: Load, side: str, axes: Sequence[int], panel: int,
@@ -83,13 +86,17 @@ def direct_layout(c: Compute, load: Load, side: str, axes: Sequence[int], panel:
     extents = tuple(b - a + 1 for a, b in reach)
     if load.pad is None and any(a < 0 or a + e > n for a, e, n in zip(lo, extents, shape, strict=True)):
         return None
-    strides = row_major_strides(extents)
-
-    def offset(var: str) -> int:  # elements of `pad` one step of `var` moves the address
-        return sum(f[1].get(var, 0) * s for f, s in zip(forms, strides, strict=True))
     inner = walked[-1]
+    phases = _phases(c, forms, inner, [*walked, *others]) if unit_step else 1
+    # the box in `pad`: a polyphase box's lines hold whole phases (the last ones padded)
+    stored = (*extents[:-1], phases * -(-extents[-1] // phases))
+    strides = row_major_strides(stored)
+
+    def offset(var: str, columns: bool = True) -> int:  # elements of `pad` one step of `var` moves the address
+        moved = sum(f[1].get(var, 0) * s for f, s in zip(forms[:-1], strides, strict=False))
+        return moved + forms[-1][1].get(var, 0) // phases if columns else moved
     step, width = offset(c.axes[inner].name), c.axes[inner].extent
-    if step < 1 or (unit_step and step != 1) or math.prod(extents) + step * panel * 2 >= 1 << 31:
+    if step < 1 or (unit_step and step != 1) or math.prod(stored) + step * panel * 2 >= 1 << 31:
         return None
     fold = None
     if len(walked) > 1:
@@ -99,17 +106,37 @@ def direct_layout(c: Compute, load: Load, side: str, axes: Sequence[int], panel:
         if not rest and period >= width and (
                 -(-line // panel) * panel / c.axes[axis].extent < -(-width // panel) * panel):
             fold = (axis, c.axes[axis].extent, period)
-    base = sum((f[0] - a) * s for f, a, s in zip(forms, lo, strides, strict=True))
+    # A polyphase box's columns go to the per-tap table (the phase a tap reads depends on
+    # its column, not linearly), so the constant part and the taps' steps leave them out.
+    first = [f[0] - a for f, a in zip(forms, lo, strict=True)]
+    base = sum(v * s for v, s in zip(first[:-1], strides, strict=False)) + (first[-1] if phases == 1 else 0)
     outer = tuple((d, c.axes[d].extent, offset(c.axes[d].name)) for d in walked[:-1]
                   if fold is None or d != fold[0])
     pad = float(load.pad) if load.pad is not None else 0.0
     batch = tuple((d, offset(c.axes[d].name)) for d in others if offset(c.axes[d].name))
+    k_steps = tuple((a.extent, offset(a.name, columns=phases == 1)) for a in c.reduce_axes)
+    polyphase = {} if phases == 1 else {
+        "phases": phases, "phase_width": stored[-1] // phases, "phase_first": first[-1],
+        "phase_steps": tuple(forms[-1][1].get(a.name, 0) for a in c.reduce_axes)}
     d = DirectOperand(side, load.input, lo, extents, pad, inner, width, panel, step, fold, outer,
-                      base, tuple((a.extent, offset(a.name)) for a in c.reduce_axes), batch)
+                      base, k_steps, batch, **polyphase)
     # Where the box the windows reach is the whole input (a 1x1 convolution, or padding
     # that is never read) and no panel reads past its end, the input is read itself.
     last = (d.base + (d.line_panels * d.panel - 1) * d.step + max(d.koff())
             + sum((e - 1) * off for _, e, off in d.outer) + sum((c.axes[a].extent - 1) * off for a, off in batch))
-    if not any(lo) and extents == tuple(shape) and last < math.prod(shape):
+    if phases == 1 and not any(lo) and extents == tuple(shape) and last < math.prod(shape):
         return dataclasses.replace(d, copied=False)
     return d
+
+
+def _phases(c: Compute, forms: Sequence[LinearForm], inner: int, walked: Sequence[int]) -> int:
+    """Phases that make the walked innermost axis read consecutive elements: its stride
+    along the load's last dimension where it moves nothing else and every other walked
+    axis moves that dimension by whole strides (a strided convolution's output columns;
+    the rows and batch move only outer dimensions); 1 where no split helps."""
+    name = c.axes[inner].name
+    stride = forms[-1][1].get(name, 0)
+    if not 1 < stride <= MAX_PHASES or any(f[1].get(name, 0) for f in forms[:-1]):
+        return 1
+    others = (forms[-1][1].get(c.axes[d].name, 0) for d in walked)
+    return stride if all(k >= 0 and k % stride == 0 for k in others) else 1

@@ -103,6 +103,6 @@ def write_padded_copy(d: DirectOperand, shape: tuple[int, ...], src: CSource) ->
     them (copied on one thread, it was the serial part of a convolution on two: 12% of a
     32-channel 3x3 one on a 128 x 128 map)."""
     src.line("#pragma omp single nowait")
-    src.line(f"for (int64_t q = {math.prod(d.extents)}L; q < {d.floats}L; ++q) pad[q] = 0.0f;")
+    src.line(f"for (int64_t q = {math.prod(d.stored)}L; q < {d.floats}L; ++q) pad[q] = 0.0f;")
     write_box_copy(src, "pad", f"in{d.input}", shape, d.extents, [f"({lo}L)" for lo in d.lo],
-                   literal(d.pad_value, "float32"), "float", shared=True)
+                   literal(d.pad_value, "float32"), "float", shared=True, phases=d.phases)

@@ -63,12 +63,16 @@ def write_staging(src: CSource, s: StagedInput, c: Compute) -> None:
 
 
 def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[int], box: Sequence[int],
-                   origins: Sequence[str], pad: str, ctype: str, shared: bool = False) -> None:
+                   origins: Sequence[str], pad: str, ctype: str, shared: bool = False,
+                   phases: int = 1) -> None:
     """Fill dense row-major `dst` (shape `box`) from the box of tensor `source` whose first
     index is `origins` (C expressions): rows clipped to the tensor and copied, everything
     outside it `pad`. `shared`: the rows are shared among the OpenMP team (a work-shared
-    loop, which every thread of the team must reach; it ends on a barrier)."""
+    loop, which every thread of the team must reach; it ends on a barrier). `phases` > 1:
+    each row of `dst` holds its columns split by phase (column x at (x % phases) * width
+    + x / phases, width = ceil(box[-1] / phases), the last ones the pad value)."""
     rank, inner = len(box), box[-1]
+    width = -(-inner // phases)
     strides = row_major_strides(source_shape)
     with src.block(""):
         if shared and rank > 1:
@@ -76,7 +80,7 @@ def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[i
         for d in range(rank - 1):
             src.line(f"for (int64_t z{d} = 0; z{d} < {box[d]}L; ++z{d})")
         with src.block(""):
-            row = " + ".join(f"z{d} * {math.prod(box[d + 1:])}L" for d in range(rank - 1)) or "0"
+            row = " + ".join(f"z{d} * {math.prod(box[d + 1:-1]) * width * phases}L" for d in range(rank - 1)) or "0"
             src.line(f"{ctype}* const dst = {dst} + {row};")
             src.line(f"int64_t lo = 0, hi = {inner};")
             for d in range(rank - 1):
@@ -85,6 +89,17 @@ def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[i
             src.line("if (hi < lo) hi = lo;")
             base = " + ".join([*(f"({origins[d]} + z{d}) * {strides[d]}L" for d in range(rank - 1)),
                                origins[rank - 1]])
-            src.line(f"for (int64_t z = 0; z < lo; ++z) dst[z] = {pad};")
-            src.line(f"for (int64_t z = hi; z < {inner}L; ++z) dst[z] = {pad};")
-            src.line(f"for (int64_t z = lo; z < hi; ++z) dst[z] = {source}[{base} + z];")
+            if phases == 1:
+                src.line(f"for (int64_t z = 0; z < lo; ++z) dst[z] = {pad};")
+                src.line(f"for (int64_t z = hi; z < {inner}L; ++z) dst[z] = {pad};")
+                src.line(f"for (int64_t z = lo; z < hi; ++z) dst[z] = {source}[{base} + z];")
+                return
+            # phase f holds columns f, f + phases, ...: those inside [lo, hi) are j in [a, b)
+            src.line(f"for (int64_t f = 0; f < {phases}L; ++f)")
+            with src.block(""):
+                src.line(f"{ctype}* const dp = dst + f * {width}L;")
+                src.line(f"const int64_t at = {base} + f;")
+                src.line(f"const int64_t a = (lo - f + {phases - 1}L) / {phases}L, b = (hi - f + {phases - 1}L) / {phases}L;")
+                src.line(f"for (int64_t j = 0; j < a; ++j) dp[j] = {pad};")
+                src.line(f"for (int64_t j = b; j < {width}L; ++j) dp[j] = {pad};")
+                src.line(f"for (int64_t j = a; j < b; ++j) dp[j] = {source}[at + j * {phases}L];")

@@ -69,8 +69,21 @@ def test_prepacked_weights_let_row_blocks_fill_l2_so_patches_are_gathered_once()
     assert 4 * prepacked.mc * (prepacked.kc + prepacked.nc) <= 512 << 10  # A block and C tile still fit L2
 
 
-def test_strided_windows_are_gathered() -> None:
-    c = conv2d(2, 1, 1, 40, 41)  # stride 2: a panel's patches are not consecutive input elements
+def test_strided_windows_are_read_in_place_by_phases() -> None:
+    """Stride 2: the copy's columns split into even and odd, so consecutive output positions
+    read consecutive elements (B in place); each tap's offset names its phase."""
+    c = conv2d(2, 1, 1, 40, 41)
+    m = gemm_contraction(c, CPU)
+    assert m is not None
+    d = gemm_blocking(c, m, default_tile(c, CPU), CPU, constant_inputs=(1, 2)).direct
+    assert d is not None and d.side == "b" and (d.step, d.phases) == (1, 2)
+    assert d.stored[-1] == 2 * d.phase_width >= d.extents[-1] == 43  # 41 columns and the pads
+    # the taps of one input row: kw = 0, 1, 2 read phases 0, 1, 0, the last one column on
+    assert d.koff()[:3] == [0, d.phase_width, 1]
+
+
+def test_strides_beyond_the_phases_are_gathered() -> None:
+    c = conv2d(5, 1, 1, 40, 41)
     m = gemm_contraction(c, CPU)
     assert m is not None and gemm_blocking(c, m, default_tile(c, CPU), CPU, constant_inputs=(1, 2)).direct is None
 
