@@ -15,7 +15,9 @@ call by copying the input into a buffer extended to the window's reach (the pad
 value around it), so every read is in bounds, and the offsets koff are a static
 table; where the windows reach no padding and no panel reads past the input's end
 (a 1x1 convolution whose lines fill whole panels) the input is read without a copy. The patches can be either operand:
-- B (the SIMD lanes: output positions in vectors), where step is 1, or
+- B (the SIMD lanes: output positions in vectors), where step is 1: a stride s along
+  the rows (2 to MAX_PHASES) is made 1 by splitting the copy's columns into s phases
+  (column x at (x % s) * width + x // s), each tap's offset naming its phase, or
 - A (broadcast rows: the output channels then fill the vectors), any step: the
   stem's 7x7 stride-2 convolution, and small maps whose rows fill few lanes.
 
