@@ -11,9 +11,9 @@ coalesce), the CPU to the SIMD lanes of its micro-kernel.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from compiler.ir.te import Call, Compute, Expr, Load, Var, walk
+from compiler.ir.te import ACC, Call, Compute, Const, Expr, Load, Var, call, rename_vars, walk
 
 _GEMM_DTYPES = {"float32", "float64", "int32", "int64"}
 
@@ -69,3 +69,10 @@ def match_contraction(c: Compute) -> Contraction | None:
 def side_extent(c: Compute, axes: tuple[int, ...]) -> int:
     """Number of index points of the given spatial axes (a GEMM side's flattened length)."""
     return math.prod(c.axes[d].extent for d in axes)
+
+
+def scaled_sum(c: Compute, scale: float) -> Compute:
+    """Contraction `c` as if one of its operands were multiplied by `scale`: sum(scale * x
+    * y) = scale * sum(x * y), so its epilogue reads the sum scaled."""
+    scaled = call("mul", Var(ACC, c.acc_dtype), Const(scale, c.acc_dtype))
+    return replace(c, post=scaled if c.post is None else rename_vars(c.post, {ACC: scaled}))

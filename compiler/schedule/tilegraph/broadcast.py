@@ -7,6 +7,10 @@ look through (a view changes the index map). A consumer that takes its operand b
 index, like the attention kernel, reads the shared head instead: its loads of the view
 become loads of the copy's source at the composed index (head h reads head h // group),
 and the copy goes once nothing else reads it.
+
+A copy may also scale what it moves by a constant (the dynamo exporter's attention
+multiplies Q and K^T each by 1 / sqrt(sqrt(head size)) as it splits the heads): a
+contraction reading one is linear in it, so the scale moves into its epilogue.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+from compiler.ir.contraction import match_contraction, scaled_sum
 from compiler.ir.graph import Graph, Node
-from compiler.ir.te import Const, Expr, Load, TensorType, call, rename_vars, substitute
+from compiler.ir.te import Call, Const, Expr, Load, TensorType, call, rename_vars, substitute
 
 
 def read_through_copy(graph: Graph, node: Node, slot: int) -> Node | None:
@@ -26,10 +31,12 @@ def read_through_copy(graph: Graph, node: Node, slot: int) -> Node | None:
     t = node.inputs[slot]
     s = graph.storage_of(t)
     copy = next((n for n in graph.nodes if n.output == s), None)
-    if copy is None or not is_copy(copy):
+    moved = None if copy is None else copied_load(copy)
+    if moved is None:
         return None
-    body = copy.compute.body
-    assert isinstance(body, Load)
+    body, scale = moved
+    if scale != 1.0 and match_contraction(node.compute) is None:
+        return None
     source = copy.inputs[body.input]
     root = graph.storage_of(source)
     axes = [a.name for a in copy.compute.axes]
@@ -41,7 +48,7 @@ def read_through_copy(graph: Graph, node: Node, slot: int) -> Node | None:
         inner = tuple(rename_vars(i, dict(zip(axes, at, strict=True))) for i in body.indices)
         return Load(slot, reshaped(inner, graph.tensors[source].shape, graph.tensors[root].shape), x.dtype)
 
-    c = node.compute
+    c = node.compute if scale == 1.0 else scaled_sum(node.compute, scale)
     post = None if c.post is None else substitute(c.post, fn)
     types = list(c.inputs)
     types[slot] = TensorType(graph.tensors[root].shape, graph.tensors[root].dtype)
@@ -56,7 +63,7 @@ def drop_unread_copies(graph: Graph) -> list[Node]:
     while True:
         read = {graph.storage_of(x) for n in graph.nodes for x in n.inputs}
         read |= {graph.storage_of(o) for o in graph.outputs}
-        dead = {n.output for n in graph.nodes if is_copy(n) and n.output not in read}
+        dead = {n.output for n in graph.nodes if copied_load(n) is not None and n.output not in read}
         if not dead:
             return dropped
         dropped += [n for n in graph.nodes if n.output in dead]
@@ -67,9 +74,26 @@ def drop_unread_copies(graph: Graph) -> list[Node]:
 
 def is_copy(n: Node) -> bool:
     """Whether `n` only moves the elements of its one input (an Expand, a Transpose)."""
+    moved = copied_load(n)
+    return moved is not None and moved[1] == 1.0
+
+
+def copied_load(n: Node) -> tuple[Load, float] | None:
+    """The load by which `n` moves the elements of its one input, and the constant it
+    multiplies them by (1.0: none); None where `n` does anything else."""
     c = n.compute
-    return (len(n.inputs) == 1 and not c.is_reduction and c.post is None and isinstance(c.body, Load)
-            and c.body.pad is None and c.body.dtype == c.dtype)
+    if len(n.inputs) != 1 or c.is_reduction or c.post is not None:
+        return None
+    body, scale = c.body, 1.0
+    if isinstance(body, Call) and body.op == "mul" and len(body.args) == 2:
+        loads = [a for a in body.args if isinstance(a, Load)]
+        consts = [a for a in body.args if isinstance(a, Const)]
+        if len(loads) != 1 or len(consts) != 1 or not math.isfinite(float(consts[0].value)):
+            return None
+        body, scale = loads[0], float(consts[0].value)
+    if not isinstance(body, Load) or body.pad is not None or body.dtype != c.dtype:
+        return None
+    return body, scale
 
 
 def reshaped(idx: Sequence[Expr], shape: Sequence[int], base: Sequence[int]) -> tuple[Expr, ...]:

@@ -5,10 +5,12 @@ does, the group's parts are recognised, and its blocks fit the cache."""
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from compiler.backends import backend_for
 from compiler.bench.attention_blocks import llama_attention
@@ -17,7 +19,7 @@ from compiler.frontend import import_model
 from compiler.ir.attention import match_attention
 from compiler.ir.graph import Graph
 from compiler.ir.graph_interp import run_graph
-from compiler.ir.te import Const, Var, call
+from compiler.ir.te import Const, Var, call, walk
 from compiler.schedule.attention_tile import attention_tilings
 from compiler.schedule.cuda_attention_tile import attention_fits
 from compiler.schedule.tilegraph.attention import fuse_attention
@@ -55,6 +57,50 @@ def test_block_writes_its_output_where_the_heads_merge_back() -> None:
     (group,) = [n for n in graph.nodes if n.compute.stages]
     parts = match_attention(group.compute)
     assert parts is not None and parts.out_axes == ("b0", "i", "b1", "d")
+
+
+def split_heads_attention(batch: int = 2, seq: int = 6, heads: int = 3, d: int = 8) -> onnx.ModelProto:
+    """Attention over heads split from [batch, seq, heads * d] projections as the dynamo
+    exporter writes it: each head split a Reshape and a Transpose, K transposed again
+    through a 3-d view, and Q and K^T each scaled by d^-1/4 after their transposes."""
+    root = np.array(d ** -0.25, np.float32)
+    shapes = {"split": [batch, seq, heads, d], "flat": [batch * heads, seq, d], "kt4": [batch, heads, d, seq]}
+    nodes = [
+        helper.make_node("Reshape", ["q", "split"], ["q4"]),
+        helper.make_node("Transpose", ["q4"], ["qt"], perm=[0, 2, 1, 3]),
+        helper.make_node("Mul", ["qt", "root"], ["qs"]),
+        helper.make_node("Reshape", ["k", "split"], ["k4"]),
+        helper.make_node("Transpose", ["k4"], ["kh"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["kh", "flat"], ["k3"]),
+        helper.make_node("Transpose", ["k3"], ["k3t"], perm=[0, 2, 1]),
+        helper.make_node("Reshape", ["k3t", "kt4"], ["kt"]),
+        helper.make_node("Mul", ["kt", "root"], ["ks"]),
+        helper.make_node("Reshape", ["v", "split"], ["v4"]),
+        helper.make_node("Transpose", ["v4"], ["vt"], perm=[0, 2, 1, 3]),
+        helper.make_node("MatMul", ["qs", "ks"], ["s"]),
+        helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "vt"], ["o"]),
+    ]
+    g = helper.make_graph(nodes, "split_heads",
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [batch, seq, heads * d]) for x in "qkv"],
+                          [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(root, "root"),
+                           *(numpy_helper.from_array(np.array(v, np.int64), k) for k, v in shapes.items())])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_scaled_head_splits_are_read_through_and_their_scales_move_to_the_scores() -> None:
+    """No copy of Q, K or V is made: the group reads the projections by index, and the
+    scales Q and K^T were multiplied by as they were copied scale the scores instead."""
+    graph = fused(split_heads_attention())
+    (node,) = graph.nodes
+    parts = match_attention(node.compute)
+    assert parts is not None and parts.k_transposed is False
+    assert {graph.tensors[graph.storage_of(t)].shape for t in node.inputs} == {(2, 6, 24)}
+    consts = [e.value for e in walk(parts.score) if isinstance(e, Const)]
+    assert math.prod(consts) == pytest.approx(8 ** -0.5, rel=1e-6)
 
 
 @pytest.mark.parametrize(("mask", "keys", "offset"), [("causal_trilu", None, 0), ("causal_where", None, 0),
