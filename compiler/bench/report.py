@@ -20,7 +20,7 @@ from compiler.cache import FileKernelCache
 # this file so that a CPU-only `make bench` carries the last GPU numbers forward.
 GPU_CHECK_FILE = "gpu_check.md"
 # The sections `--section` reruns alone, and the key of each one's rows in the JSON.
-SECTIONS = {"real": "real_models", "compile": "cli_compile_seconds", "cnn": "cnn_blocks"}
+SECTIONS = {"real": "real_models", "compile": "cli_compile_seconds", "cnn": "cnn_blocks", "fusion": "fusion"}
 
 
 def gpu_section(path: Path) -> list[str]:
@@ -92,7 +92,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
     data = {"models": [r.to_dict() for r in results], "operators": ops_json, "attention_blocks": attention_json,
-            SECTIONS["cnn"]: cnn_json, SECTIONS["real"]: real_json, "fusion": fusion_json,
+            SECTIONS["cnn"]: cnn_json, SECTIONS["real"]: real_json, SECTIONS["fusion"]: fusion_json,
             SECTIONS["compile"]: compile_json}
     out.with_suffix(".json").write_text(json.dumps(data, indent=2))
     return data
@@ -103,15 +103,13 @@ def run_section(name: str, out: Path, threads: list[int]) -> None:
     .json beside it."""
     from compiler.bench.cnn_blocks import cnn_section
     from compiler.bench.compile_time import compile_time_section
+    from compiler.bench.fusion import fusion_section
     from compiler.bench.real_suite import real_section
     from compiler.bench.sections import write_section
 
-    if name == "real":
-        lines, rows = real_section(threads)
-    elif name == "compile":
-        lines, rows = compile_time_section()
-    else:
-        lines, rows = cnn_section(max(threads))
+    makers = {"real": lambda: real_section(threads), "compile": compile_time_section,
+              "cnn": lambda: cnn_section(max(threads)), "fusion": lambda: fusion_section(max(threads))}
+    lines, rows = makers[name]()
     write_section(out, lines)
     js = out.with_suffix(".json")
     data = json.loads(js.read_text()) if js.exists() else {}
@@ -124,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo model names")
     p.add_argument("--section", choices=["all", *SECTIONS], default="all",
-                   help="rerun only the real-model, compile-time or CNN-block section and splice it into --out")
+                   help="rerun only the real-model, compile-time, CNN-block or fusion section and splice it into --out")
     a = p.parse_args(argv)
     threads = [int(t) for t in a.threads.split(",")]
     if a.section != "all":
