@@ -3,7 +3,8 @@ and the per-kernel times of `tileforge profile`.
 
 The kernels are in one shared library (a kernel's candidates, or a whole model's
 model.so); each is called on random buffers of its own, after a warm-up call,
-until a small time budget is spent; the median is its measured time.
+until a small time budget is spent (a kernel's candidates in rounds, one call of
+each per round); the median is its measured time.
 """
 
 from __future__ import annotations
@@ -72,27 +73,34 @@ def time_kernels(library: bytes, calls: Sequence[KernelCall],
         _set_omp_threads(threads)
     result: dict[str, float] = {}
     evict = np.zeros(evict_bytes // 4, np.float32)
-    # A kernel's candidates come one after another and take the same buffers: drawn once
-    # (a 94 MB embedding table took 0.15 s to fill per candidate).
-    last: tuple[tuple[int, tuple[tuple[int, int], ...]], list[np.ndarray]] | None = None
+    # A kernel's candidates take the same buffers: drawn once (a 94 MB embedding table took
+    # 0.15 s to fill per candidate), and timed in rounds, one call of each per round, so
+    # that a slow spell of a shared host slows them all alike. Timed one after another, a
+    # candidate that met one ran 1.5x its time and lost to a slower one (a 3x3 convolution
+    # on a 2-core cloud VM: 933 against 1151 us for the same kernel in two compilations).
+    groups: dict[tuple[int, tuple[tuple[int, int], ...]], list[KernelCall]] = {}
     for call in calls:
-        key = (id(call.compute), tuple(sorted(call.packed.items())))
-        if last is None or last[0] != key:
-            last = key, _buffers(call.compute, call.packed)
-        bufs = last[1]
+        groups.setdefault((id(call.compute), tuple(sorted(call.packed.items()))), []).append(call)
+    for group in groups.values():
+        bufs = _buffers(group[0].compute, group[0].packed)
         ptrs = [ctypes.c_void_p(b.ctypes.data) for b in bufs]
-        fn = getattr(lib, call.symbol)
-        fn.restype = None
-        fn(*ptrs)  # warm-up: page faults, OpenMP thread start
-        times: list[float] = []
-        start = time.perf_counter()
-        while len(times) < _MAX_RUNS and (len(times) < _MIN_RUNS or time.perf_counter() - start < _BUDGET_S):
-            if evict.size:
-                evict += 1.0
-            t0 = time.perf_counter()
-            fn(*ptrs)
-            times.append(time.perf_counter() - t0)
-        result[call.symbol] = statistics.median(times) * 1e6
+        fns = []
+        for call in group:
+            fn = getattr(lib, call.symbol)
+            fn.restype = None
+            fn(*ptrs)  # warm-up: page faults, OpenMP thread start
+            fns.append(fn)
+        times: list[list[float]] = [[] for _ in group]
+        start, budget = time.perf_counter(), _BUDGET_S * len(group)
+        while len(times[0]) < _MAX_RUNS and (len(times[0]) < _MIN_RUNS or time.perf_counter() - start < budget):
+            for fn, runs in zip(fns, times, strict=True):
+                if evict.size:
+                    evict += 1.0
+                t0 = time.perf_counter()
+                fn(*ptrs)
+                runs.append(time.perf_counter() - t0)
+        for call, runs in zip(group, times, strict=True):
+            result[call.symbol] = statistics.median(runs) * 1e6
     return result
 
 

@@ -1,0 +1,64 @@
+"""The top-k's kernel timer (compiler/runtime/kernel_timer.py): a kernel's candidates are
+timed in rounds, one call of each per round, so that a slow spell of a shared host
+slows them all alike; each gets its own median."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from compiler.ir.te import Axis, Compute, Load, TensorType, Var
+from compiler.runtime.kernel_timer import KernelCall, time_kernels
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+# Each kernel appends its letter to a log file; `slow` spins first, so its median is larger.
+_SOURCE = r"""
+#include <stdio.h>
+static void note(char c) { FILE* f = fopen(LOG, "a"); fputc(c, f); fclose(f); }
+void a(float* out, const float* x) { note('a'); out[0] = x[0]; }
+void b(float* out, const float* x) { note('b'); out[0] = x[0]; }
+void slow(float* out, const float* x) {
+  note('s');
+  volatile float t = x[0];
+  for (int i = 0; i < 2000000; ++i) t = t * 0.5f + 1.0f;
+  out[0] = t;
+}
+"""
+
+
+def _library(tmp_path: Path) -> tuple[bytes, Path]:
+    log = tmp_path / "calls.log"
+    src = tmp_path / "k.c"
+    src.write_text(_SOURCE)
+    so = tmp_path / "k.so"
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", f'-DLOG="{log}"', str(src), "-o", str(so)], check=True)
+    return so.read_bytes(), log
+
+
+def _copy(n: int) -> Compute:
+    """out[i] = x[i] over `n` elements: the shapes the timer draws buffers for."""
+    return Compute((Axis("i0", n),), Load(0, (Var("i0", "int64"),), "float32"), (TensorType((n,), "float32"),),
+                   "float32")
+
+
+def test_a_kernels_candidates_are_timed_in_rounds(tmp_path: Path) -> None:
+    library, log = _library(tmp_path)
+    compute = _copy(16)
+    times = time_kernels(library, [KernelCall("a", compute), KernelCall("b", compute), KernelCall("slow", compute)])
+    calls = log.read_text()
+    assert calls[:3] == "abs"  # the warm-up calls, then rounds of all three
+    rounds = calls[3:]
+    assert len(rounds) % 3 == 0 and rounds == "abs" * (len(rounds) // 3) and len(rounds) >= 9
+    assert times["slow"] > 10 * max(times["a"], times["b"])
+
+
+def test_kernels_of_other_computes_are_timed_apart(tmp_path: Path) -> None:
+    library, log = _library(tmp_path)
+    times = time_kernels(library, [KernelCall("a", _copy(16)), KernelCall("b", _copy(32))])
+    calls = log.read_text()
+    assert calls.index("b") == calls.rindex("a") + 1  # every call of a before the first of b
+    assert set(times) == {"a", "b"}
