@@ -3,13 +3,14 @@ and the per-kernel times of `tileforge profile`.
 
 The kernels are in one shared library (a kernel's candidates, or a whole model's
 model.so); each is called on random buffers of its own, after a warm-up call,
-until a small time budget is spent (a kernel's candidates in rounds, one call of
-each per round); the median is its measured time.
+until a small time budget is spent, all of one request in rounds (one call of each
+per round); the median is its measured time.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import statistics
 import tempfile
 import time
@@ -26,6 +27,7 @@ from compiler.ir.te import Compute
 _MIN_RUNS = 3
 _MAX_RUNS = 50
 _BUDGET_S = 0.05  # per candidate, after warm-up
+_BATCH_BYTES = 256 << 20  # buffers alive at once: calls beyond are timed in a later batch
 
 
 @dataclass(frozen=True)
@@ -73,35 +75,64 @@ def time_kernels(library: bytes, calls: Sequence[KernelCall],
         _set_omp_threads(threads)
     result: dict[str, float] = {}
     evict = np.zeros(evict_bytes // 4, np.float32)
-    # A kernel's candidates take the same buffers: drawn once (a 94 MB embedding table took
-    # 0.15 s to fill per candidate), and timed in rounds, one call of each per round, so
-    # that a slow spell of a shared host slows them all alike. Timed one after another, a
-    # candidate that met one ran 1.5x its time and lost to a slower one (a 3x3 convolution
-    # on a 2-core cloud VM: 933 against 1151 us for the same kernel in two compilations).
-    groups: dict[tuple[int, tuple[tuple[int, int], ...]], list[KernelCall]] = {}
-    for call in calls:
-        groups.setdefault((id(call.compute), tuple(sorted(call.packed.items()))), []).append(call)
-    for group in groups.values():
-        bufs = _buffers(group[0].compute, group[0].packed)
-        ptrs = [ctypes.c_void_p(b.ctypes.data) for b in bufs]
+    for batch in _batches(calls):
+        # Calls of one Compute take the same buffers: drawn once (a 94 MB embedding table
+        # took 0.15 s to fill per candidate).
+        arrays: dict[tuple[int, tuple[tuple[int, int], ...]], list[np.ndarray]] = {}  # alive while timed
         fns = []
-        for call in group:
+        for call in batch:
+            key = _buffer_key(call)
+            if key not in arrays:
+                arrays[key] = _buffers(call.compute, call.packed)
+            ptrs = [ctypes.c_void_p(b.ctypes.data) for b in arrays[key]]
             fn = getattr(lib, call.symbol)
             fn.restype = None
             fn(*ptrs)  # warm-up: page faults, OpenMP thread start
-            fns.append(fn)
-        times: list[list[float]] = [[] for _ in group]
-        start, budget = time.perf_counter(), _BUDGET_S * len(group)
+            fns.append((fn, ptrs))
+        # In rounds, one call of each per round, so that a slow spell of a shared host slows
+        # them all alike: timed one after another, a candidate that met one ran 1.5x its
+        # time and lost to a slower one (a 3x3 convolution on a 2-core cloud VM: 933 and
+        # 1151 us for the same kernel in two compilations), and a fused group timed apart
+        # from its parts was split back by the spell alone.
+        times: list[list[float]] = [[] for _ in batch]
+        start, budget = time.perf_counter(), _BUDGET_S * len(batch)
         while len(times[0]) < _MAX_RUNS and (len(times[0]) < _MIN_RUNS or time.perf_counter() - start < budget):
-            for fn, runs in zip(fns, times, strict=True):
+            for (fn, ptrs), runs in zip(fns, times, strict=True):
                 if evict.size:
                     evict += 1.0
                 t0 = time.perf_counter()
                 fn(*ptrs)
                 runs.append(time.perf_counter() - t0)
-        for call, runs in zip(group, times, strict=True):
+        for call, runs in zip(batch, times, strict=True):
             result[call.symbol] = statistics.median(runs) * 1e6
+        del arrays
     return result
+
+
+def _buffer_key(call: KernelCall) -> tuple[int, tuple[tuple[int, int], ...]]:
+    return id(call.compute), tuple(sorted(call.packed.items()))
+
+
+def _buffer_bytes(call: KernelCall) -> int:
+    c = call.compute
+    return (math.prod(c.shape) * dtype(c.dtype).nbytes
+            + sum(call.packed[p] if p in call.packed else math.prod(t.shape) * dtype(t.dtype).nbytes
+                  for p, t in enumerate(c.inputs)))
+
+
+def _batches(calls: Sequence[KernelCall]) -> list[list[KernelCall]]:
+    """`calls` in order, cut where the buffers of a batch's Computes would pass
+    `_BATCH_BYTES` (all of a batch's buffers are alive while its rounds run)."""
+    batches: list[list[KernelCall]] = [[]]
+    sizes: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}
+    for call in calls:
+        key = _buffer_key(call)
+        if batches[-1] and key not in sizes and sum(sizes.values()) + _buffer_bytes(call) > _BATCH_BYTES:
+            batches.append([])
+            sizes = {}
+        sizes.setdefault(key, _buffer_bytes(call))
+        batches[-1].append(call)
+    return [b for b in batches if b]
 
 
 def _set_omp_threads(n: int) -> None:

@@ -82,8 +82,9 @@ def test_cli_prints_the_fusion_summary(tmp_path) -> None:
 
 
 class FlippingBackend(SlowFusedBackend):
-    """A noisy device: a fused kernel near its parts' time (2 µs) times 15% slower on one
-    call and `faster` on the next (5% faster: within the noise margin)."""
+    """A noisy device: a fused kernel near its parts' time (2 µs) times `faster` on one
+    call (5% faster: within the noise margin) and 15% slower on the next (the split-back
+    check, which times the fused kernel again beside its parts)."""
 
     calls = 0
     faster = 1.9
@@ -91,7 +92,7 @@ class FlippingBackend(SlowFusedBackend):
     def time_candidates(self, timings: Sequence[Timing], target: Target,
                         opts: CompileOptions) -> dict[str, list[float]]:
         FlippingBackend.calls += 1
-        fused_us = 2.3 if FlippingBackend.calls % 2 else FlippingBackend.faster
+        fused_us = FlippingBackend.faster if FlippingBackend.calls % 2 else 2.3
         return {t.key: [fused_us if "+" in t.kernel.compute.label else 1.0 for _ in t.tiles] for t in timings}
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var
+from compiler.runtime import kernel_timer
 from compiler.runtime.kernel_timer import KernelCall, time_kernels
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -45,20 +46,23 @@ def _copy(n: int) -> Compute:
                    "float32")
 
 
-def test_a_kernels_candidates_are_timed_in_rounds(tmp_path: Path) -> None:
+def test_calls_are_timed_in_rounds(tmp_path: Path) -> None:
+    """A kernel's candidates, and kernels of other Computes alike (a fused group and its
+    parts): one call of each per round."""
     library, log = _library(tmp_path)
-    compute = _copy(16)
-    times = time_kernels(library, [KernelCall("a", compute), KernelCall("b", compute), KernelCall("slow", compute)])
-    calls = log.read_text()
-    assert calls[:3] == "abs"  # the warm-up calls, then rounds of all three
-    rounds = calls[3:]
+    calls = [KernelCall("a", _copy(16)), KernelCall("b", _copy(16)), KernelCall("slow", _copy(32))]
+    times = time_kernels(library, calls)
+    logged = log.read_text()
+    assert logged[:3] == "abs"  # the warm-up calls, then rounds of all three
+    rounds = logged[3:]
     assert len(rounds) % 3 == 0 and rounds == "abs" * (len(rounds) // 3) and len(rounds) >= 9
     assert times["slow"] > 10 * max(times["a"], times["b"])
 
 
-def test_kernels_of_other_computes_are_timed_apart(tmp_path: Path) -> None:
+def test_buffers_beyond_a_batch_are_timed_in_a_later_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernel_timer, "_BATCH_BYTES", 3 * 16 * 4)  # one 16-element copy's buffers, not two
     library, log = _library(tmp_path)
-    times = time_kernels(library, [KernelCall("a", _copy(16)), KernelCall("b", _copy(32))])
-    calls = log.read_text()
-    assert calls.index("b") == calls.rindex("a") + 1  # every call of a before the first of b
+    times = time_kernels(library, [KernelCall("a", _copy(16)), KernelCall("b", _copy(16))])
+    logged = log.read_text()
+    assert logged.index("b") == logged.rindex("a") + 1  # every call of a before the first of b
     assert set(times) == {"a", "b"}
