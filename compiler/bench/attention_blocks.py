@@ -84,6 +84,8 @@ BLOCKS: dict[str, Callable[[], onnx.ModelProto]] = {
 
 def attention_section(threads: int) -> tuple[list[str], list[dict]]:
     """The report's "Attention blocks (issue 16)" section: its lines and its JSON rows."""
+    from compiler.bench.sections import machine_description
+
     results: list[BenchResult] = []
     for name, build in BLOCKS.items():
         r = bench_model(build(), name, "cpu", threads)
@@ -93,6 +95,7 @@ def attention_section(threads: int) -> tuple[list[str], list[dict]]:
     lines = ["## Attention blocks (issue 16)", "",
              "Self-attention blocks built in code (compiler/bench/attention_blocks.py): the scores, mask,",
              "softmax and product with V run as one flash-style kernel (the scores never reach memory).",
+             f"Measured on {machine_description()} (`--section attention` reruns this section alone).",
              "",
              "| block | threads | kernels | tileforge ms | onnxruntime ms | speedup | rel. L2 error |",
              "| --- | --- | --- | --- | --- | --- | --- |",

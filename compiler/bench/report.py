@@ -20,7 +20,8 @@ from compiler.cache import FileKernelCache
 # this file so that a CPU-only `make bench` carries the last GPU numbers forward.
 GPU_CHECK_FILE = "gpu_check.md"
 # The sections `--section` reruns alone, and the key of each one's rows in the JSON.
-SECTIONS = {"real": "real_models", "compile": "cli_compile_seconds", "cnn": "cnn_blocks", "fusion": "fusion"}
+SECTIONS = {"real": "real_models", "compile": "cli_compile_seconds", "cnn": "cnn_blocks", "fusion": "fusion",
+            "attention": "attention_blocks"}
 
 
 def gpu_section(path: Path) -> list[str]:
@@ -91,7 +92,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
-    data = {"models": [r.to_dict() for r in results], "operators": ops_json, "attention_blocks": attention_json,
+    data = {"models": [r.to_dict() for r in results], "operators": ops_json, SECTIONS["attention"]: attention_json,
             SECTIONS["cnn"]: cnn_json, SECTIONS["real"]: real_json, SECTIONS["fusion"]: fusion_json,
             SECTIONS["compile"]: compile_json}
     out.with_suffix(".json").write_text(json.dumps(data, indent=2))
@@ -101,6 +102,7 @@ def run(out: Path, threads: list[int], models: list[str]) -> dict:
 def run_section(name: str, out: Path, threads: list[int]) -> None:
     """Only one section (`SECTIONS`), rerun now: spliced into `out`, its JSON into out's
     .json beside it."""
+    from compiler.bench.attention_blocks import attention_section
     from compiler.bench.cnn_blocks import cnn_section
     from compiler.bench.compile_time import compile_time_section
     from compiler.bench.fusion import fusion_section
@@ -108,7 +110,8 @@ def run_section(name: str, out: Path, threads: list[int]) -> None:
     from compiler.bench.sections import write_section
 
     makers = {"real": lambda: real_section(threads), "compile": compile_time_section,
-              "cnn": lambda: cnn_section(max(threads)), "fusion": lambda: fusion_section(max(threads))}
+              "cnn": lambda: cnn_section(max(threads)), "fusion": lambda: fusion_section(max(threads)),
+              "attention": lambda: attention_section(max(threads))}
     lines, rows = makers[name]()
     write_section(out, lines)
     js = out.with_suffix(".json")
@@ -122,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo model names")
     p.add_argument("--section", choices=["all", *SECTIONS], default="all",
-                   help="rerun only the real-model, compile-time, CNN-block or fusion section and splice it into --out")
+                   help="rerun one section alone (real models, compile time, CNN blocks, fusion, attention blocks) "
+                        "and splice it into --out")
     a = p.parse_args(argv)
     threads = [int(t) for t in a.threads.split(",")]
     if a.section != "all":

@@ -14,12 +14,15 @@ def splice(text: str, lines: list[str]) -> str:
     has no such section)."""
     heading = next(x for x in lines if x.startswith("## "))
     old = text.rstrip("\n").split("\n")
-    start = old.index(heading) - 1 if heading in old else None
-    if start is None:
+    if heading not in old:
         gpu = next((i for i, x in enumerate(old) if x.startswith("## GPU")), len(old))
         start = end = gpu - 1 if gpu < len(old) else len(old)
     else:
-        end = next((i - 1 for i, x in enumerate(old) if i > start + 1 and x.startswith("## ")), len(old))
+        start = old.index(heading)
+        end = next((i - 1 for i, x in enumerate(old) if i > start and x.startswith("## ")), len(old))
+        lead = lines.index(heading)  # the blank lines `lines` puts before its heading replace those there
+        while lead and start and not old[start - 1].strip():
+            start, lead = start - 1, lead - 1
     return "\n".join(old[:start] + lines + old[end:]) + "\n"
 
 

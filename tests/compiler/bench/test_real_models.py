@@ -44,6 +44,9 @@ def test_splice_replaces_the_section_in_place_and_inserts_it_before_the_gpu_one(
     compile_time = ["", "## Compile time (CLI, validation included)", "", "new times"]  # any section
     doc = "# Benchmarks\n\n## Compile time (CLI, validation included)\n\nold times\n\n" + HEADING + "\n\nt\n"
     assert splice(doc, compile_time) == doc.replace("old times", "new times")
+    # a section whose lines start at its heading keeps the line above it, blank or not
+    doc = "# Benchmarks\n\nops table\nmedian line\n## Attention\n\nold\n\n## GPU\n\ng\n"
+    assert splice(doc, ["## Attention", "", "new"]) == doc.replace("old", "new")
 
 
 def test_geomean() -> None:
