@@ -140,5 +140,5 @@ def _phases(c: Compute, forms: Sequence[LinearForm], inner: int, walked: Sequenc
     stride = forms[-1][1].get(name, 0)
     if not 1 < stride <= MAX_PHASES or any(f[1].get(name, 0) for f in forms[:-1]):
         return 1
-    others = (forms[-1][1].get(c.axes[d].name, 0) for d in walked)
-    return stride if all(k >= 0 and k % stride == 0 for k in others) else 1
+    moves = (forms[-1][1].get(c.axes[d].name, 0) for d in walked)
+    return stride if all(k >= 0 and k % stride == 0 for k in moves) else 1
