@@ -243,10 +243,6 @@ class _Compilation:
         if not (self.opts.measure and self.backend.device_present(self.target)):
             return []
         heavy = [g for g in log.groups.values() if self.pricer.heavy([m.compute for m in g.members])]
-        for key, times in self.measured.items():
-            done = [t for t in times if t is not None]
-            if done:
-                self.timed.setdefault(key, min(done))
         slower = time_groups(heavy, {k.args[0]: k for k in self.plan.kernels}, self._part, self.timed,
                              self._time,
                              lambda key: key in self.entries)

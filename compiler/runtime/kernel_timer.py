@@ -127,10 +127,12 @@ def _batches(calls: Sequence[KernelCall]) -> list[list[KernelCall]]:
     sizes: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}
     for call in calls:
         key = _buffer_key(call)
-        if batches[-1] and key not in sizes and sum(sizes.values()) + _buffer_bytes(call) > _BATCH_BYTES:
-            batches.append([])
-            sizes = {}
-        sizes.setdefault(key, _buffer_bytes(call))
+        if key not in sizes:
+            size = _buffer_bytes(call)
+            if batches[-1] and sum(sizes.values()) + size > _BATCH_BYTES:
+                batches.append([])
+                sizes = {}
+            sizes[key] = size
         batches[-1].append(call)
     return [b for b in batches if b]
 

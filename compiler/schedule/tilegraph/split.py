@@ -25,11 +25,12 @@ def time_groups(groups: Sequence[Group], fused: Mapping[int, Kernel], part: Call
     kernels (`part`), fill in the groups' measured times and mark those slower than their
     parts as not kept; returns those.
 
-    A group's fused kernel and its parts are timed together, in one request (the timer
-    runs it in rounds), even where `known` (microseconds by kernel cache key) holds an
-    earlier time: timed apart, a slow spell of a shared host that met only one side
-    decided the verdict (BERT-base's attention at seq 512 split back in one run of two).
-    What is timed here goes into `known`.
+    `known` holds microseconds by kernel cache key of the groups checked in earlier rounds;
+    what is timed here is added to it, and a group whose kernels it holds is not timed
+    again. Otherwise the fused kernel and its parts are all timed now, together, in
+    one request (the timer runs it in rounds): timed apart (the fused kernel's top-k time
+    against its parts'), a slow spell of a shared host that met only one side decided the
+    verdict (BERT-base's attention at seq 512 split back in one run of two).
 
     `cached` says whether the kernel cache holds a key: it holds an earlier compile's
     decision, and that decision stands, untimed. A group whose fused kernel it holds was
@@ -47,8 +48,10 @@ def time_groups(groups: Sequence[Group], fused: Mapping[int, Kernel], part: Call
     groups = [g for g in groups if g.kept]
     todo: dict[str, Kernel] = {}
     for g in groups:
-        for k in (fused[g.output], *parts[g.output]):
-            todo.setdefault(k.key, k)
+        kernels = (fused[g.output], *parts[g.output])
+        if any(k.key not in known for k in kernels):
+            for k in kernels:
+                todo.setdefault(k.key, k)
     if todo:
         measured = time([Timing(key, k, [k.tile]) for key, k in todo.items()])
         known.update({key: times[0] for key, times in measured.items()})
