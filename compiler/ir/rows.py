@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import Axis, Compute, TensorType, Var, loads_of
+from compiler.ir.te import Axis, Compute, Const, Expr, TensorType, Var, loads_of
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,20 @@ def _by_rows(c: Compute, g: int) -> tuple[bool, ...] | None:
         row_vars = {m.axes[d].name for d in range(g)}
         for ld in loads_of(m):
             by_rows = (len(ld.indices) >= g and tensors[ld.input].shape[:g] == rows
-                       and all(ix == Var(m.axes[d].name) for d, ix in enumerate(ld.indices[:g]))
+                       and all(_at_row(ix, m.axes[d]) for d, ix in enumerate(ld.indices[:g]))
                        and not any(expr_vars(ix) & row_vars for ix in ld.indices[g:]))
             whole = not any(expr_vars(ix) & row_vars for ix in ld.indices)
             stage_output = ld.input >= len(c.inputs)
             if not (by_rows or (whole and not stage_output)) or seen.setdefault(ld.input, by_rows) != by_rows:
                 return None
     return tuple(seen.get(k, False) for k in range(len(tensors)))
+
+
+def _at_row(ix: Expr, axis: Axis) -> bool:
+    """Whether index `ix` reads row axis `axis` at the reader's own row: its variable, or 0
+    on an axis of extent 1 (how a broadcast reads a dimension of 1; a [1, S, D] layer norm
+    after an Add had only its unit batch axis as rows, one row for the whole tensor)."""
+    return ix == Var(axis.name) or (axis.extent == 1 and isinstance(ix, Const) and ix.value == 0)
 
 
 def row_bytes(group: Compute, sharing: RowSharing) -> int:

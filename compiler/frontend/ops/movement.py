@@ -109,13 +109,21 @@ def transpose(cx: OpContext) -> Outputs:
     if sorted(perm) != list(range(x.rank)):
         raise cx.error(f"perm {perm} is not a permutation of {x.rank} axes")
 
+    shape = [x.shape[p] for p in perm]
+    moved = [p for p in perm if x.shape[p] != 1]
+    if moved == sorted(moved):
+        # Only unit axes move (a sequence-first [S, 1, D] made batch-first): the same
+        # elements in the same order, so a view. As a copy it was a kernel of its own, or
+        # a member that hid a fused group's rows ([S, 1, D] read as [1, S, D] shares one).
+        return [cx.view(x, shape)]
+
     def index(i: list[Expr]) -> list[Expr]:
         src: list[Expr] = [idx(0)] * x.rank
         for k, p in enumerate(perm):
             src[p] = i[k]
         return src
 
-    return [gather_copy(cx, x, [x.shape[p] for p in perm], index)]
+    return [gather_copy(cx, x, shape, index)]
 
 
 # The most parts one concatenation kernel reads. Its body is a select chain that loads

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 from test_c_kernels import CASES as C_CASES
 from test_c_kernels import Case, axes, i0, i1, i2, i3, matmul, r0, r1, r2, rand
-from test_c_rows import layer_norm, softmax
+from test_c_rows import layer_norm, residual_layer_norm, softmax
 
 from compiler.ir import te
 from compiler.ir.te import Compute, Load, TensorType, Var, call
@@ -116,6 +116,7 @@ CUDA_CASES: dict[str, Case] = {
     "row_group_softmax_middle_axis": _row_group(softmax([3, 6, 5], axis=1)),
     "row_group_layer_norm_two_row_axes": _row_group(layer_norm([3, 10, 24])),
     "row_group_layer_norm_768": _row_group(layer_norm([4, 768])),
+    "row_group_residual_layer_norm_unit_batch": _row_group(residual_layer_norm([1, 10, 24])),
 }
 
 ALL_CASES: dict[str, Case] = {**C_CASES, **CUDA_CASES}

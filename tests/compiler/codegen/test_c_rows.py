@@ -13,6 +13,7 @@ from onnx import helper
 
 from compiler.frontend import import_model
 from compiler.ir.interp import evaluate
+from compiler.ir.rows import group_sharing
 from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tilegraph.registers import fuse
@@ -41,6 +42,16 @@ def layer_norm(shape: list[int]) -> Compute:
     return group([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)], [("x", shape)], inits)
 
 
+def residual_layer_norm(shape: list[int]) -> Compute:
+    """Add then layer norm, the Add reading both its inputs through broadcast indices (0 on
+    a unit batch axis): the rows are still every axis before the normalized one."""
+    n = shape[-1]
+    inits = [("g", RNG.standard_normal(n).astype(np.float32)), ("b", RNG.standard_normal(n).astype(np.float32))]
+    return group([helper.make_node("Add", ["x", "r"], ["s"]),
+                  helper.make_node("LayerNormalization", ["s", "g", "b"], ["y"], axis=-1)],
+                 [("x", shape), ("r", shape)], inits)
+
+
 def rows_tile(c: Compute, rows: int, block: int) -> TileConfig:
     """A tile of `block` rows per task along the innermost of `rows` row axes."""
     return TileConfig((1,) * (rows - 1) + (block,) + c.shape[rows:], (1,) * len(c.axes), (1,) * len(c.reduce_axes), 8)
@@ -52,6 +63,7 @@ CASES = {
     "softmax_one_row_per_task": (softmax([5, 16]), 1, 1),
     "softmax_middle_axis": (softmax([3, 6, 5], axis=1), 1, 1),
     "layer_norm_two_row_axes": (layer_norm([3, 10, 24]), 2, 4),
+    "residual_layer_norm_unit_batch": (residual_layer_norm([1, 10, 24]), 2, 4),
 }
 
 
@@ -66,6 +78,12 @@ def test_group_kernel_matches_interpreter(library: KernelLibrary, name: str) -> 
     c = CASES[name][0]
     inputs = [RNG.standard_normal(t.shape).astype(np.float32) for t in c.inputs]
     np.testing.assert_allclose(library.run(name, inputs), evaluate(c, inputs), rtol=1e-5, atol=1e-6)
+
+
+def test_a_unit_batch_axis_read_at_zero_still_leaves_the_sequence_as_rows() -> None:
+    c = CASES["residual_layer_norm_unit_batch"][0]
+    sharing = group_sharing(c)
+    assert sharing.rows == 2 and sharing.by_rows[:2] == (True, True)  # 10 rows, not 1
 
 
 def test_members_run_on_the_block_and_stages_live_in_scratch() -> None:

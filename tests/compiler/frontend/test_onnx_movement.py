@@ -34,6 +34,22 @@ def test_view_ops_make_no_kernels():
     assert g.storage_of(g.nodes[0].inputs[0]) == g.inputs[0]
 
 
+@pytest.mark.parametrize("shape,perm", [((5, 1, 3), [1, 0, 2]), ((5, 1, 3, 1), [0, 3, 2, 1]),
+                                        ((5, 1, 3, 1), [3, 0, 1, 2])])
+def test_transpose_moving_only_unit_axes_is_a_view(shape, perm):
+    model = make_model([helper.make_node("Transpose", ["x"], ["t"], perm=perm), helper.make_node("Relu", ["t"], ["y"])],
+                       {"x": random(shape)}, ["y"])
+    g = import_model(model)
+    assert [n.op for n in g.nodes] == ["Relu"]
+    check_op("Transpose", {"x": random(shape)}, perm=perm)
+
+
+def test_transpose_moving_a_real_axis_past_a_unit_one_is_a_copy():
+    check_op("Transpose", {"x": random((5, 1, 3))}, perm=[2, 1, 0])
+    model = make_model([helper.make_node("Transpose", ["x"], ["y"], perm=[2, 1, 0])], {"x": random((5, 1, 3))}, ["y"])
+    assert [n.op for n in import_model(model).nodes] == ["Transpose"]
+
+
 @pytest.mark.parametrize("axis", [0, 1, 2, -1])
 def test_flatten(axis):
     check_op("Flatten", {"x": random((2, 3, 4))}, axis=axis)
