@@ -62,7 +62,15 @@ from compiler.codegen.c.team import (
     team_symbol,
     write_standalone,
 )
-from compiler.codegen.c.vector import VECTOR_TYPE, VectorWriter, splat, vector_typedefs, vectorizes
+from compiler.codegen.c.turn import turned_axis
+from compiler.codegen.c.vector import (
+    VECTOR_TYPE,
+    VectorWriter,
+    splat,
+    transpose_lines,
+    vector_typedefs,
+    vectorizes,
+)
 from compiler.codegen.c.vector_functions import VECTOR_FUNCTIONS
 from compiler.codegen.c.workarounds import apply_workarounds, has_padded_loads
 from compiler.codegen.cexpr import (
@@ -292,6 +300,10 @@ class _KernelWriter:
     # -- element-wise -----------------------------------------------------------------
 
     def _elementwise(self) -> None:
+        turned = turned_axis(self.c, self.s.block, self.s.vector)
+        if turned is not None:
+            self._turned(turned, self.s.vector)
+            return
         lanes = self._elementwise_lanes()
         if lanes:
             self.src.extend(vector_typedefs(self.c.dtype, lanes))
@@ -306,6 +318,57 @@ class _KernelWriter:
             with self._loop(f"u{d}", f"e{d}", "#pragma omp simd" if d == self.n - 1 else ""):
                 self.src.line(f"const int64_t i{d} = b{d} + u{d};")
                 nest(d + 1)
+        nest(0)
+
+    def _turned(self, d: int, lanes: int) -> None:
+        """The element-wise nest with axis `d` in vectors and the innermost axis `x` in
+        `lanes`-wide steps (c/turn.py): each `lanes` x `lanes` tile computed as one vector
+        along `d` per column, turned in registers, stored as rows; the edges of the tile
+        that leave a partial square run scalar."""
+        x = self.n - 1
+        self.src.extend(vector_typedefs(self.c.dtype, lanes))
+        columns = [f"col{j}" for j in range(lanes)]
+
+        def at(indices: dict[int, str]) -> str:
+            return flat_offset(self.c.shape, [indices.get(k, f"i{k}") for k in range(self.n)])
+
+        def scalar_rows(first: str, count: str) -> None:
+            with self._loop(f"v{d}", count, start=first):
+                self.src.line(f"const int64_t i{d} = b{d} + v{d};")
+                self._store(self._emit(self.c.body))
+
+        def nest(k: int) -> None:
+            if k < x and k != d:
+                with self._loop(f"u{k}", f"e{k}"):
+                    self.src.line(f"const int64_t i{k} = b{k} + u{k};")
+                    nest(k + 1)
+                return
+            if k != d:
+                nest(k + 1)
+                return
+            self.src.line(f"int64_t u{d} = 0;")
+            with self.src.block(f"for (; u{d} + {lanes}L <= e{d}; u{d} += {lanes}L)"):
+                self.src.line(f"const int64_t i{d} = b{d} + u{d};")
+                self.src.line(f"int64_t u{x} = 0;")
+                with self.src.block(f"for (; u{x} + {lanes}L <= e{x}; u{x} += {lanes}L)"):
+                    self.src.line(f"{VECTOR_TYPE} {', '.join(columns)};")
+                    for j, col in enumerate(columns):
+                        with self.src.block(""):
+                            self.src.line(f"const int64_t i{x} = b{x} + u{x} + {j}L;")
+                            w = VectorWriter(self.c.inputs, self.names, self.counter, self.c.axes[d].name, lanes)
+                            value = w.emit_vector(self.c.body)
+                            self._take(w)
+                            self.src.line(f"{col} = {value};")
+                    self.src.extend(transpose_lines(columns, lanes))
+                    for j, col in enumerate(columns):
+                        self.src.line(f"*({VECTOR_TYPE}*)(out + {at({d: f'(i{d} + {j}L)', x: f'(b{x} + u{x})'})}) "
+                                      f"= {col};")
+                with self.src.block(f"for (; u{x} < e{x}; ++u{x})"):
+                    self.src.line(f"const int64_t i{x} = b{x} + u{x};")
+                    scalar_rows(f"u{d}", f"u{d} + {lanes}L")
+            with self._loop(f"w{x}", f"e{x}"):
+                self.src.line(f"const int64_t i{x} = b{x} + w{x};")
+                scalar_rows(f"u{d}", f"e{d}")
         nest(0)
 
     def _elementwise_lanes(self) -> int:

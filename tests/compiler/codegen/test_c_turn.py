@@ -1,0 +1,87 @@
+"""Element-wise kernels that read across their innermost axis (c/turn.py): tiles computed
+along a contiguous axis and turned in registers agree with the TE interpreter, at every
+edge a tile can leave (partial squares on either axis), for 4, 8 and 16 lanes; bodies
+contiguous along the innermost axis keep the plain vector loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from c_harness import KernelLibrary
+from onnx import helper
+
+from compiler.codegen.c.kernel import render_kernel
+from compiler.codegen.c.turn import turned_axis
+from compiler.frontend import import_model
+from compiler.ir.interp import evaluate
+from compiler.ir.te import Compute
+from compiler.schedule.plan import TileConfig
+from compiler.schedule.tilegraph.registers import fuse
+from tests.compiler.schedule.test_fuse import model
+
+RNG = np.random.default_rng(5)
+
+
+def kernel(nodes, inputs) -> Compute:
+    (node,) = fuse(import_model(model(nodes, inputs, ["y"]).SerializeToString())).nodes
+    return node.compute
+
+
+def transpose(shape: list[int], perm: list[int]) -> Compute:
+    return kernel([helper.make_node("Transpose", ["x"], ["y"], perm=perm)], [("x", shape)])
+
+
+def transpose_sigmoid_add(shape: list[int], added: list[int]) -> Compute:
+    """A transpose of the last two axes, its sigmoid, plus a tensor of shape `added`."""
+    return kernel([helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1]),
+                   helper.make_node("Sigmoid", ["t"], ["s"]), helper.make_node("Add", ["s", "r"], ["y"])],
+                  [("x", shape), ("r", added)])
+
+
+def tile(c: Compute, block: list[int], lanes: int) -> TileConfig:
+    return TileConfig(tuple(block), (1,) * len(block), (), lanes)
+
+
+CASES = {
+    # name: (compute, task block, lanes)
+    "yolo_head_16": (transpose([1, 255, 1344], [0, 2, 1]), [1, 128, 255], 16),
+    "ragged_both_axes_8": (transpose([2, 37, 45], [0, 2, 1]), [1, 20, 45], 8),
+    "nchw_to_nhwc_4": (transpose([1, 6, 5, 7], [0, 2, 3, 1]), [1, 5, 7, 6], 4),
+    "rank2_16": (transpose([40, 33], [1, 0]), [33, 40], 16),
+    # a per-position bias: constant along the innermost axis, contiguous along the turned one
+    "with_math_and_a_broadcast_input_8": (transpose_sigmoid_add([1, 19, 26], [1, 26, 1]), [1, 26, 19], 8),
+}
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
+    kernels = {name: (c, tile(c, block, lanes)) for name, (c, block, lanes) in CASES.items()}
+    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("turn")), plan=False)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_turned_tiles_match_the_interpreter(library: KernelLibrary, name: str) -> None:
+    c, block, lanes = CASES[name]
+    assert turned_axis(c, block, lanes) is not None
+    assert "__builtin_shuffle" in library.sources[name]
+    inputs = [RNG.standard_normal(t.shape).astype(np.float32) for t in c.inputs]
+    np.testing.assert_allclose(library.run(name, inputs), evaluate(c, inputs), rtol=1e-6, atol=1e-7)
+
+
+def test_bodies_contiguous_along_the_innermost_axis_are_not_turned() -> None:
+    c = transpose([4, 32, 48], [1, 0, 2])  # the innermost axis stays innermost
+    assert turned_axis(c, [32, 4, 48], 16) is None
+    assert "__builtin_shuffle" not in render_kernel(c, tile(c, [32, 4, 48], 16), "k")
+
+
+def test_a_body_that_also_reads_along_the_innermost_axis_is_not_turned() -> None:
+    c = transpose_sigmoid_add([1, 19, 26], [1, 26, 19])  # the added tensor is strided along the other axis
+    assert turned_axis(c, [1, 26, 19], 8) is None
+
+
+def test_a_task_narrower_than_a_vector_is_not_turned() -> None:
+    c = transpose([1, 255, 1344], [0, 2, 1])
+    assert turned_axis(c, [1, 8, 255], 16) is None  # 8 positions per task: no square of 16
+    assert turned_axis(c, [1, 128, 8], 16) is None
