@@ -62,7 +62,7 @@ from compiler.codegen.c.team import (
     team_symbol,
     write_standalone,
 )
-from compiler.codegen.c.turn import turned_axis
+from compiler.codegen.c.turn import Turned, TurnedPiece, turned_axis
 from compiler.codegen.c.vector import (
     VECTOR_TYPE,
     VectorWriter,
@@ -320,55 +320,65 @@ class _KernelWriter:
                 nest(d + 1)
         nest(0)
 
-    def _turned(self, d: int, lanes: int) -> None:
+    def _turned(self, turned: Turned, lanes: int) -> None:
         """The element-wise nest with axis `d` in vectors and the innermost axis `x` in
-        `lanes`-wide steps (c/turn.py): each `lanes` x `lanes` tile computed as one vector
-        along `d` per column, turned in registers, stored as rows; the edges of the tile
-        that leave a partial square run scalar."""
-        x = self.n - 1
+        `lanes`-wide steps (c/turn.py), piece by piece along `d`: each `lanes` x `lanes`
+        tile computed as one vector along `d` per column, turned in registers, stored as
+        rows; the edges that leave a partial square run scalar."""
+        d, x = turned.axis, self.n - 1
         self.src.extend(vector_typedefs(self.c.dtype, lanes))
         columns = [f"col{j}" for j in range(lanes)]
 
         def at(indices: dict[int, str]) -> str:
             return flat_offset(self.c.shape, [indices.get(k, f"i{k}") for k in range(self.n)])
 
-        def scalar_rows(first: str, count: str) -> None:
-            with self._loop(f"v{d}", count, start=first):
+        def scalar_rows(body: Expr, first: str, end: str) -> None:
+            with self._loop(f"v{d}", end, start=first):
                 self.src.line(f"const int64_t i{d} = b{d} + v{d};")
-                self._store(self._emit(self.c.body))
+                self._store(self._emit(body))
+
+        def squares(body: Expr) -> None:
+            self.src.line(f"const int64_t i{d} = b{d} + u{d};")
+            self.src.line(f"int64_t u{x} = 0;")
+            with self.src.block(f"for (; u{x} + {lanes}L <= e{x}; u{x} += {lanes}L)"):
+                self.src.line(f"{VECTOR_TYPE} {', '.join(columns)};")
+                for j, col in enumerate(columns):
+                    with self.src.block(""):
+                        self.src.line(f"const int64_t i{x} = b{x} + u{x} + {j}L;")
+                        w = VectorWriter(self.c.inputs, self.names, self.counter, self.c.axes[d].name, lanes)
+                        value = w.emit_vector(body)
+                        self._take(w)
+                        self.src.line(f"{col} = {value};")
+                self.src.extend(transpose_lines(columns, lanes))
+                for j, col in enumerate(columns):
+                    self.src.line(f"*({VECTOR_TYPE}*)(out + {at({d: f'(i{d} + {j}L)', x: f'(b{x} + u{x})'})}) = {col};")
+            with self.src.block(f"for (; u{x} < e{x}; ++u{x})"):
+                self.src.line(f"const int64_t i{x} = b{x} + u{x};")
+                scalar_rows(body, f"u{d}", f"u{d} + {lanes}L")
+
+        def piece(p: TurnedPiece) -> None:
+            """The task's positions of piece `p`: [f, g) of its rows."""
+            self.src.line(f"const int64_t f{d} = {p.first}L - b{d} > 0 ? {p.first}L - b{d} : 0;")
+            self.src.line(f"const int64_t g{d} = {p.end}L - b{d} < e{d} ? {p.end}L - b{d} : e{d};")
+            self.src.line(f"int64_t u{d} = f{d};")
+            if p.end - p.first >= lanes:
+                with self.src.block(f"for (; u{d} + {lanes}L <= g{d}; u{d} += {lanes}L)"):
+                    squares(p.body)
+            with self.src.block(f"if (u{d} < g{d})"), self._loop(f"w{x}", f"e{x}"):
+                self.src.line(f"const int64_t i{x} = b{x} + w{x};")
+                scalar_rows(p.body, f"u{d}", f"g{d}")
 
         def nest(k: int) -> None:
             if k < x and k != d:
                 with self._loop(f"u{k}", f"e{k}"):
                     self.src.line(f"const int64_t i{k} = b{k} + u{k};")
                     nest(k + 1)
-                return
-            if k != d:
+            elif k != d:
                 nest(k + 1)
-                return
-            self.src.line(f"int64_t u{d} = 0;")
-            with self.src.block(f"for (; u{d} + {lanes}L <= e{d}; u{d} += {lanes}L)"):
-                self.src.line(f"const int64_t i{d} = b{d} + u{d};")
-                self.src.line(f"int64_t u{x} = 0;")
-                with self.src.block(f"for (; u{x} + {lanes}L <= e{x}; u{x} += {lanes}L)"):
-                    self.src.line(f"{VECTOR_TYPE} {', '.join(columns)};")
-                    for j, col in enumerate(columns):
-                        with self.src.block(""):
-                            self.src.line(f"const int64_t i{x} = b{x} + u{x} + {j}L;")
-                            w = VectorWriter(self.c.inputs, self.names, self.counter, self.c.axes[d].name, lanes)
-                            value = w.emit_vector(self.c.body)
-                            self._take(w)
-                            self.src.line(f"{col} = {value};")
-                    self.src.extend(transpose_lines(columns, lanes))
-                    for j, col in enumerate(columns):
-                        self.src.line(f"*({VECTOR_TYPE}*)(out + {at({d: f'(i{d} + {j}L)', x: f'(b{x} + u{x})'})}) "
-                                      f"= {col};")
-                with self.src.block(f"for (; u{x} < e{x}; ++u{x})"):
-                    self.src.line(f"const int64_t i{x} = b{x} + u{x};")
-                    scalar_rows(f"u{d}", f"u{d} + {lanes}L")
-            with self._loop(f"w{x}", f"e{x}"):
-                self.src.line(f"const int64_t i{x} = b{x} + w{x};")
-                scalar_rows(f"u{d}", f"e{d}")
+            else:
+                for p in turned.pieces:
+                    with self.src.block(""):
+                        piece(p)
         nest(0)
 
     def _elementwise_lanes(self) -> int:

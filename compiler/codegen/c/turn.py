@@ -6,35 +6,76 @@ gathers them, or loads them one by one: a [255, 1344] transpose ran at 2.5 cycle
 element, a third of onnxruntime's speed). Where the body is contiguous along another
 axis instead, the kernel computes L x L tiles as L vectors along that axis, one per
 output column, turns the tile in registers (`transpose_lines`) and stores L rows: every
-load and store a whole vector (compiler/codegen/c/kernel.py `_turned`).
+load and store a whole vector (compiler/codegen/c/kernel.py `_turned`). A body that
+selects among inputs along that axis (a Concat's parts) runs piece by piece, each piece
+specialized to its part (compiler/ir/index_split.py): YOLO's head concatenates three
+maps and turns them to [positions, channels].
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from compiler.codegen.c.vector import vectorizes
 from compiler.ir.affine import load_stride
-from compiler.ir.te import Compute, Load, walk
+from compiler.ir.index_split import specialize, split_points
+from compiler.ir.te import Compute, Expr, Load, walk
 
 TURN_LANES = (4, 8, 16)  # square tiles transpose_lines turns (float32 vectors of SSE to AVX-512)
 
 
-def turned_axis(c: Compute, block: Sequence[int], lanes: int) -> int | None:
+@dataclass(frozen=True)
+class TurnedPiece:
+    """Positions [first, end) of the turned axis and the body specialized to them
+    (compiler/ir/index_split.py: a Concat's parts, each one affine load)."""
+
+    first: int
+    end: int
+    body: Expr
+
+
+@dataclass(frozen=True)
+class Turned:
+    """The axis `axis` runs as vectors, piece by piece."""
+
+    axis: int
+    pieces: tuple[TurnedPiece, ...]
+
+
+def turned_axis(c: Compute, block: Sequence[int], lanes: int) -> Turned | None:
     """The axis along which element-wise `c` (tasks of `block`) runs as vectors turned
-    before the store, or None: where its loads are contiguous (or constant) along the
-    innermost axis already, or no other axis of at least `lanes` per task reads some
-    input contiguously and vectorizes the whole body."""
+    before the store, and its pieces; None where its loads are contiguous (or constant)
+    along the innermost axis already, or no other axis of at least `lanes` per task
+    reads some input contiguously and, piece by piece, vectorizes the whole body."""
     n = len(c.axes)
     if lanes not in TURN_LANES or n < 2 or c.dtype != "float32" or c.is_reduction or block[-1] < lanes:
         return None
-    loads = [e for e in walk(c.body) if isinstance(e, Load)]
     inner = c.axes[-1].name
-    if all(load_stride(ld, c.inputs[ld.input].shape, inner) in (0, 1) for ld in loads):
+    if all(load_stride(ld, c.inputs[ld.input].shape, inner) in (0, 1) for ld in _loads(c.body)):
         return None
     for d in range(n - 2, -1, -1):
-        var = c.axes[d].name
-        if (block[d] >= lanes and any(load_stride(ld, c.inputs[ld.input].shape, var) == 1 for ld in loads)
-                and vectorizes(c.body, var, c.inputs, c.dtype)):
-            return d
+        if block[d] >= lanes and (pieces := _pieces(c, d, lanes)) is not None:
+            return Turned(d, pieces)
     return None
+
+
+def _pieces(c: Compute, d: int, lanes: int) -> tuple[TurnedPiece, ...] | None:
+    """Axis `d`'s pieces, each vectorizing along it where it is a vector wide (narrower
+    ones run scalar), one at least reading an input contiguously; None otherwise."""
+    var, extent = c.axes[d].name, c.axes[d].extent
+    env = {a.name: (0, a.extent - 1) for a in c.axes}
+    cuts = [0, *split_points(c.body, var, extent), extent]
+    pieces = tuple(TurnedPiece(lo, hi, specialize(c.body, {**env, var: (lo, hi - 1)}))
+                   for lo, hi in itertools.pairwise(cuts))
+    wide = [p for p in pieces if p.end - p.first >= lanes]
+    if not wide or not all(vectorizes(p.body, var, c.inputs, c.dtype) for p in wide):
+        return None
+    if not any(load_stride(ld, c.inputs[ld.input].shape, var) == 1 for p in wide for ld in _loads(p.body)):
+        return None
+    return pieces
+
+
+def _loads(e: Expr) -> list[Load]:
+    return [x for x in walk(e) if isinstance(x, Load)]

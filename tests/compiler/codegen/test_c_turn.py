@@ -1,6 +1,7 @@
 """Element-wise kernels that read across their innermost axis (c/turn.py): tiles computed
 along a contiguous axis and turned in registers agree with the TE interpreter, at every
-edge a tile can leave (partial squares on either axis), for 4, 8 and 16 lanes; bodies
+edge a tile can leave (partial squares on either axis), for 4, 8 and 16 lanes, and for a
+Concat turned piece by piece (compiler/ir/index_split.py); bodies
 contiguous along the innermost axis keep the plain vector loop."""
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ def transpose_sigmoid_add(shape: list[int], added: list[int]) -> Compute:
                   [("x", shape), ("r", added)])
 
 
+def concat_transpose(widths: list[int], channels: int) -> Compute:
+    """Maps of `widths` positions concatenated, then turned to [positions, channels]
+    (YOLO's detection head): a select chain over the parts, each read at a clamped index."""
+    names = [f"x{k}" for k in range(len(widths))]
+    return kernel([helper.make_node("Concat", names, ["c"], axis=2),
+                   helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 1])],
+                  [(name, [1, channels, w]) for name, w in zip(names, widths, strict=True)])
+
+
 def tile(c: Compute, block: list[int], lanes: int) -> TileConfig:
     return TileConfig(tuple(block), (1,) * len(block), (), lanes)
 
@@ -50,6 +60,9 @@ CASES = {
     "ragged_both_axes_8": (transpose([2, 37, 45], [0, 2, 1]), [1, 20, 45], 8),
     "nchw_to_nhwc_4": (transpose([1, 6, 5, 7], [0, 2, 3, 1]), [1, 5, 7, 6], 4),
     "rank2_16": (transpose([40, 33], [1, 0]), [33, 40], 16),
+    # parts of 20, 5 and 13 positions: pieces a square wide, narrower, straddling tasks
+    "concat_parts_8": (concat_transpose([20, 5, 13], 19), [1, 12, 19], 8),
+    "yolo_head_concat_16": (concat_transpose([1024, 256, 64], 255), [1, 128, 255], 16),
     # a per-position bias: constant along the innermost axis, contiguous along the turned one
     "with_math_and_a_broadcast_input_8": (transpose_sigmoid_add([1, 19, 26], [1, 26, 1]), [1, 26, 19], 8),
 }
