@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 Progress = Callable[[str, float], None]
 T = TypeVar("T")
 # Plans made at most, when measured groups are split back: each round times only groups
-# it has not timed yet, and a split group's members rarely regroup more than once.
+# it has not timed yet; the last keeps only groups timed no slower in an earlier round.
 MAX_PLANS = 3
 
 
@@ -147,10 +147,12 @@ def compile_model(
         graph, log = c.partition(lowered)
     with st.stage("schedule"):
         c.schedule(graph)
-        for _ in range(MAX_PLANS - 1):
+        for k in range(1, MAX_PLANS):
             if not c.split_slower(log):
                 break
-            graph, log = c.partition(lowered)  # again, the slower groups' members apart
+            # again, the slower groups' members apart (the last plan is not timed: only
+            # groups confirmed already; a chain split back shrinks each round, UNet's twice)
+            graph, log = c.partition(lowered, last=k == MAX_PLANS - 1)
             c.schedule(graph)
     with st.stage("codegen"):
         sources = c.render_misses()
@@ -222,16 +224,20 @@ class _Compilation:
         self.new_entries: list[KernelEntry] = []  # built here, cached once the model validates
         self.pricer = Pricer(target, backend.measure_threshold_us)
         self.split_back: list[Group] = []  # groups timed slower than their parts
+        self.confirmed: set[frozenset[int]] = set()  # member sets of groups timed no slower
         self.timed: dict[str, float] = {}  # key -> microseconds of group checks' kernels
         self.before_timing: Callable[[], None] | None = None  # waits for work beside the compilation
 
     # -- partition ----------------------------------------------------------------------------
 
-    def partition(self, lowered: Graph) -> tuple[Graph, GroupLog]:
+    def partition(self, lowered: Graph, last: bool = False) -> tuple[Graph, GroupLog]:
         """A fused copy of the lowered graph and the log of its groups: connections the cost
-        model prices slower are refused, and those split back after measuring are left apart."""
+        model prices slower are refused, and those split back after measuring are left apart.
+        The `last` plan, which no measuring follows, makes no priced group above register
+        level that was not timed no slower than its parts before."""
         graph = lowered_copy(lowered)
-        log = GroupLog(graph, self.pricer.price, (g.ids for g in self.split_back))
+        log = GroupLog(graph, self.pricer.price, (g.ids for g in self.split_back),
+                       self.confirmed if last else None)
         if self.opts.fuse:
             fuse(graph, log)
             self.backend.partition(graph, self.target, log)
@@ -247,6 +253,7 @@ class _Compilation:
                              self._time,
                              lambda key: key in self.entries)
         self.split_back += slower
+        self.confirmed.update(g.ids for g in heavy if g.kept)
         return slower
 
     def _part(self, m: Member) -> Kernel:

@@ -52,8 +52,9 @@ class Group:
     members: tuple[Member, ...]
     parts: tuple[Member, ...] = ()
     kept: bool = True
-    split_by: str = ""  # why not kept: "model" (priced slower), "measured" (timed slower) or
+    split_by: str = ""  # why not kept: "model" (priced slower), "measured" (timed slower),
     # "cache" (split back by an earlier compile: its parts are cached, its fused kernel is not)
+    # or "untimed" (first made in the last plan, which keeps only groups measured before)
     predicted_fused_us: float | None = None
     predicted_unfused_us: float | None = None
     measured_fused_us: float | None = None
@@ -90,7 +91,10 @@ class GroupLog:
     """The groups made from one lowered graph, by the fused node's output tensor."""
 
     def __init__(self, graph: Graph, rule: ConnectRule | None = None,
-                 split: Iterable[frozenset[int]] = ()) -> None:
+                 split: Iterable[frozenset[int]] = (), confirmed: Iterable[frozenset[int]] | None = None) -> None:
+        """`split`: member sets timed slower than their parts (never made again);
+        `confirmed`, where given: the only member sets a priced group above register level
+        may have (those timed no slower than their parts in an earlier round)."""
         # tensors read from weights (fusion makes no new ones, and may drop others)
         self.weights = {t for t in graph.tensors if graph.tensors[graph.storage_of(t)].kind == TensorKind.WEIGHT}
         self.lowered: dict[int, Member] = {n.output: Member(n.id, n.op, n.compute, self._constants(n))
@@ -98,6 +102,7 @@ class GroupLog:
         self.groups: dict[int, Group] = {}
         self.rule = rule
         self.split = set(split)
+        self.confirmed = None if confirmed is None else set(confirmed)
         self.refused: dict[frozenset[int], Group] = {}  # connections the rule priced slower
         self.priced: dict[frozenset[int], tuple[float, float]] = {}  # allowed ones' prices
 
@@ -129,11 +134,14 @@ class GroupLog:
         if ids in self.split:
             return False
         price = None if self.rule is None else self.rule(fused, [p.compute for p in parts])
-        if price is None or price[0] <= price[1]:
-            if price is not None:
-                self.priced[ids] = price
+        if price is None:
             return True
-        self.refused[ids] = Group(NOT_MADE, level, members, kept=False, split_by="model",
+        untimed = self.confirmed is not None and level != Level.REGISTERS and ids not in self.confirmed
+        if price[0] <= price[1] and not untimed:
+            self.priced[ids] = price
+            return True
+        self.refused[ids] = Group(NOT_MADE, level, members, kept=False,
+                                  split_by="model" if price[0] > price[1] else "untimed",
                                   predicted_fused_us=round(price[0], 3),
                                   predicted_unfused_us=round(price[1], 3))
         return False

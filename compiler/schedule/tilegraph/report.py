@@ -40,9 +40,11 @@ def fusion_summary(fusion: dict) -> list[str]:
     """A few lines for people (`tileforge compile`): kernels and predicted DRAM bytes before
     and after fusion, and the groups not kept."""
     groups = fusion["groups"]
+    untimed = sum(g["split_by"] == "untimed" for g in groups)
     lines = [f"kernels {fusion['kernels_unfused']} -> {fusion['kernels_fused']}, predicted DRAM "
              f"{fusion['dram_bytes_unfused'] / 1e6:.1f} MB -> {fusion['dram_bytes_fused'] / 1e6:.1f} MB",
              f"groups {sum(g['kept'] for g in groups)} kept, {fusion['split_back']} split back "
-             f"(timed slower), {fusion['refused']} refused (priced slower)"]
+             f"(timed slower), {fusion['refused'] - untimed} refused (priced slower)"
+             + (f", {untimed} left apart (first made in the last plan, untimed)" if untimed else "")]
     lines += [f"  not kept ({g['split_by']}): {'+'.join(g['ops'])}" for g in groups if not g["kept"]]
     return lines

@@ -79,3 +79,23 @@ def test_the_pricer_prices_heavy_parts_with_their_best_rtiles_and_skips_light_on
     assert fused_us == pricer.best(matmul).time_us
     assert parts_us == pricer.best(matmul).time_us + pricer.best(add).time_us
     assert pricer.best(add).dram_bytes >= 2 * add.inputs[0].shape[0] * add.inputs[0].shape[1] * 4
+
+
+def test_the_last_plan_makes_only_groups_confirmed_before_above_register_level() -> None:
+    base = lowered(dense_softmax())
+    first = lowered_copy(base)
+    log = GroupLog(first, rule=lambda fused, parts: (1.0, 2.0))
+    fuse_rows(fuse(first, log), log=log)
+    rows = next(g for g in log.groups.values() if g.level == Level.ROWS)
+
+    unconfirmed = lowered_copy(base)
+    last = GroupLog(unconfirmed, rule=lambda fused, parts: (1.0, 2.0), confirmed=[])
+    fuse_rows(fuse(unconfirmed, last), log=last)
+    assert [g.level for g in last.groups.values()] == [Level.REGISTERS]  # register fusion is never held back
+    assert rows.ids in last.refused  # and the smaller row groups tried after it
+    assert all(g.split_by == "untimed" and not g.kept for g in last.refused.values())
+
+    confirmed = lowered_copy(base)
+    again = GroupLog(confirmed, rule=lambda fused, parts: (1.0, 2.0), confirmed=[rows.ids])
+    fuse_rows(fuse(confirmed, again), log=again)
+    assert rows.ids in {g.ids for g in again.groups.values()} and not again.refused
