@@ -337,8 +337,20 @@ class _KernelWriter:
                 self.src.line(f"const int64_t i{d} = b{d} + v{d};")
                 self._store(self._emit(body))
 
+        def between(inner: Callable[[], None], k: int = d + 1) -> None:
+            """`inner` inside the loops of the axes between `d` and `x`."""
+            if k == x:
+                inner()
+                return
+            with self._loop(f"u{k}", f"e{k}"):
+                self.src.line(f"const int64_t i{k} = b{k} + u{k};")
+                between(inner, k + 1)
+
         def squares(body: Expr) -> None:
             self.src.line(f"const int64_t i{d} = b{d} + u{d};")
+            between(lambda: square_row(body))
+
+        def square_row(body: Expr) -> None:
             self.src.line(f"int64_t u{x} = 0;")
             with self.src.block(f"for (; u{x} + {lanes}L <= e{x}; u{x} += {lanes}L)"):
                 self.src.line(f"{VECTOR_TYPE} {', '.join(columns)};")
@@ -364,9 +376,13 @@ class _KernelWriter:
             if p.end - p.first >= lanes:
                 with self.src.block(f"for (; u{d} + {lanes}L <= g{d}; u{d} += {lanes}L)"):
                     squares(p.body)
-            with self.src.block(f"if (u{d} < g{d})"), self._loop(f"w{x}", f"e{x}"):
+            with self.src.block(f"if (u{d} < g{d})"):
+                between(lambda: rest_rows(p.body))
+
+        def rest_rows(body: Expr) -> None:
+            with self._loop(f"w{x}", f"e{x}"):
                 self.src.line(f"const int64_t i{x} = b{x} + w{x};")
-                scalar_rows(p.body, f"u{d}", f"g{d}")
+                scalar_rows(body, f"u{d}", f"g{d}")
 
         def nest(k: int) -> None:
             if k < x and k != d:

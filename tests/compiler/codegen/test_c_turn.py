@@ -59,6 +59,8 @@ CASES = {
     "yolo_head_16": (transpose([1, 255, 1344], [0, 2, 1]), [1, 128, 255], 16),
     "ragged_both_axes_8": (transpose([2, 37, 45], [0, 2, 1]), [1, 20, 45], 8),
     "nchw_to_nhwc_4": (transpose([1, 6, 5, 7], [0, 2, 3, 1]), [1, 5, 7, 6], 4),
+    # the turned axis (width) and the innermost (channels) with an axis between them
+    "axis_between_8": (transpose([2, 11, 3, 20], [0, 3, 2, 1]), [1, 20, 3, 11], 8),
     "rank2_16": (transpose([40, 33], [1, 0]), [33, 40], 16),
     # parts of 20, 5 and 13 positions: pieces a square wide, narrower, straddling tasks
     "concat_parts_8": (concat_transpose([20, 5, 13], 19), [1, 12, 19], 8),
