@@ -62,10 +62,11 @@ from compiler.codegen.c.team import (
     team_symbol,
     write_standalone,
 )
-from compiler.codegen.c.turn import Turned, TurnedPiece, turned_axis
+from compiler.codegen.c.turn import Turned, TurnedPiece, Zipped, turned_axis, zipped_axis
 from compiler.codegen.c.vector import (
     VECTOR_TYPE,
     VectorWriter,
+    interleave_lines,
     splat,
     transpose_lines,
     vector_typedefs,
@@ -157,7 +158,7 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
         parallel = render_plane(compute, tile.plane, params, header, not tile.serial, src)
         write_standalone(src, symbol, params, parallel)
         return src.text(), False
-    parallel, checked = _write_loops(src, compute, tile, symbol, header, params, team=True)
+    parallel, checked = _write_loops(src, compute, tile, symbol, header, params, team=True, lanes=target.lanes)
     write_standalone(src, symbol, params, parallel)
     return src.text(), checked
 
@@ -179,15 +180,17 @@ def _write_member(src: CSource, compute: Compute, tile: TileConfig, name: str, p
 
 
 def _write_loops(src: CSource, compute: Compute, tile: TileConfig, symbol: str, header: str,
-                 params: Sequence[str], team: bool) -> tuple[bool, bool]:
+                 params: Sequence[str], team: bool, lanes: int = 0) -> tuple[bool, bool]:
     """Function `header` running `compute`'s loop nest, its tasks shared by the team or
-    (without `team`) all run by the caller; (tasks split, padded loads bounds-checked)."""
+    (without `team`) all run by the caller; (tasks split, padded loads bounds-checked).
+    `lanes`: the target's vector width, where a narrow innermost axis is zipped (0: the
+    tile's own)."""
     with src.block(header):
         mark_used(src, params)
         if math.prod(compute.shape) == 0:
             return False, False
         compute, tile = merge_reduce_axes(compute, tile)
-        writer = _KernelWriter(compute, _check(compute, tile, symbol), src)
+        writer = _KernelWriter(compute, _check(compute, tile, symbol), src, lanes)
         return writer.write(team), has_padded_loads(writer.c)
 
 
@@ -231,8 +234,9 @@ class _Shape:
 class _KernelWriter:
     """Writes the loop nest of one non-empty kernel into `src`."""
 
-    def __init__(self, compute: Compute, shape: _Shape, src: CSource) -> None:
+    def __init__(self, compute: Compute, shape: _Shape, src: CSource, lanes: int = 0) -> None:
         self.c = compute
+        self.lanes = lanes or shape.vector  # the target's, for axes narrower than the tile's vector
         self.s = shape
         self.src = src
         self.n = len(compute.axes)
@@ -303,6 +307,10 @@ class _KernelWriter:
         turned = turned_axis(self.c, self.s.block, self.s.vector)
         if turned is not None:
             self._turned(turned, self.s.vector)
+            return
+        zipped = zipped_axis(self.c, self.s.block, self.lanes)
+        if zipped is not None:
+            self._zipped(zipped, self.lanes)
             return
         lanes = self._elementwise_lanes()
         if lanes:
@@ -395,6 +403,43 @@ class _KernelWriter:
                 for p in turned.pieces:
                     with self.src.block(""):
                         piece(p)
+        nest(0)
+
+    def _zipped(self, zipped: Zipped, lanes: int) -> None:
+        """The element-wise nest with the innermost axis `x` (a few positions) unrolled and
+        axis `d` in vectors (c/turn.py): each position's vector computed, the vectors
+        interleaved and stored as `width` whole vectors; a last partial vector of `d` runs
+        scalar."""
+        d, x, width = zipped.axis, self.n - 1, len(zipped.bodies)
+        self.src.extend(vector_typedefs(self.c.dtype, lanes))
+        parts = [f"z{r}" for r in range(width)]
+
+        def nest(k: int) -> None:
+            if k < d:
+                with self._loop(f"u{k}", f"e{k}"):
+                    self.src.line(f"const int64_t i{k} = b{k} + u{k};")
+                    nest(k + 1)
+                return
+            self.src.line(f"int64_t u{d} = 0;")
+            with self.src.block(f"for (; u{d} + {lanes}L <= e{d}; u{d} += {lanes}L)"):
+                self.src.line(f"const int64_t i{d} = b{d} + u{d};")
+                self.src.line(f"{VECTOR_TYPE} {', '.join(parts)};")
+                for r, (part, body) in enumerate(zip(parts, zipped.bodies, strict=True)):
+                    with self.src.block(""):
+                        self.src.line(f"const int64_t i{x} = {r}L;")
+                        w = VectorWriter(self.c.inputs, self.names, self.counter, self.c.axes[d].name, lanes)
+                        value = w.emit_vector(body)
+                        self._take(w)
+                        self.src.line(f"{part} = {value};")
+                self.src.extend(interleave_lines(parts, lanes))
+                start = flat_offset(self.c.shape, [*(f"i{k}" for k in range(x)), "0"])
+                for r, part in enumerate(parts):
+                    self.src.line(f"*({VECTOR_TYPE}*)(out + {start} + {r * lanes}L) = {part};")
+            with self._loop(f"v{d}", f"e{d}", start=f"u{d}"):
+                self.src.line(f"const int64_t i{d} = b{d} + v{d};")
+                with self._loop(f"u{x}", f"e{x}"):
+                    self.src.line(f"const int64_t i{x} = b{x} + u{x};")
+                    self._store(self._emit(self.c.body))
         nest(0)
 
     def _elementwise_lanes(self) -> int:

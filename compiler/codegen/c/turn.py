@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from compiler.codegen.c.vector import vectorizes
 from compiler.ir.affine import load_stride
 from compiler.ir.index_split import specialize, split_points
-from compiler.ir.te import Compute, Expr, Load, walk
+from compiler.ir.te import Compute, Expr, Load, Var, walk
 
 TURN_LANES = (4, 8, 16)  # square tiles transpose_lines turns (float32 vectors of SSE to AVX-512)
 
@@ -79,3 +79,37 @@ def _pieces(c: Compute, d: int, lanes: int) -> tuple[TurnedPiece, ...] | None:
 
 def _loads(e: Expr) -> list[Load]:
     return [x for x in walk(e) if isinstance(x, Load)]
+
+
+@dataclass(frozen=True)
+class Zipped:
+    """An innermost axis of `len(bodies)` positions (a power of two below the lanes), the
+    body specialized to each; axis `axis`, the next outer one, runs as vectors."""
+
+    axis: int
+    bodies: tuple[Expr, ...]
+
+
+def zipped_axis(c: Compute, block: Sequence[int], lanes: int) -> Zipped | None:
+    """Where element-wise `c`'s innermost axis is a few positions (2 or 4: a stride-2
+    ConvTranspose's phases, split off its output axes) each computed as vectors along the
+    next axis and interleaved (`interleave_lines`) into whole output vectors; else None."""
+    n = len(c.axes)
+    if lanes not in TURN_LANES or n < 2 or c.dtype != "float32" or c.is_reduction:
+        return None
+    width, var = c.axes[-1].extent, c.axes[-2].name
+    if width not in (2, 4) or width >= lanes or block[-1] != width or block[-2] < lanes:
+        return None
+    if c.axes[-1].name not in {v for x in walk(c.body) for v in _names(x)}:
+        return None
+    env = {a.name: (0, a.extent - 1) for a in c.axes}
+    bodies = tuple(specialize(c.body, {**env, c.axes[-1].name: (r, r)}) for r in range(width))
+    if not all(vectorizes(b, var, c.inputs, c.dtype) for b in bodies):
+        return None
+    if not any(load_stride(ld, c.inputs[ld.input].shape, var) == 1 for b in bodies for ld in _loads(b)):
+        return None
+    return Zipped(n - 2, bodies)
+
+
+def _names(e: Expr) -> tuple[str, ...]:
+    return (e.name,) if isinstance(e, Var) else ()

@@ -69,6 +69,27 @@ def transpose_lines(rows: Sequence[str], lanes: int) -> list[str]:
     return lines
 
 
+def interleave_lines(vectors: Sequence[str], lanes: int) -> list[str]:
+    """C statements interleaving the `VECTOR_TYPE` variables `vectors` (a power of two of
+    them, at most `lanes`) in place: afterwards they hold, in order, v0[0], v1[0], ...,
+    v0[1], v1[1], ... (rounds of two-vector zips, a perfect shuffle)."""
+    lines, half = [], lanes // 2
+    lo = ", ".join(str(k // 2 + (lanes if k % 2 else 0)) for k in range(lanes))
+    hi = ", ".join(str(half + k // 2 + (lanes if k % 2 else 0)) for k in range(lanes))
+    order = list(vectors)
+    for _ in range(len(vectors).bit_length() - 1):
+        pairs = [(order[k], order[k + len(order) // 2]) for k in range(len(order) // 2)]
+        zipped: list[str] = []
+        for a, b in pairs:
+            lines.append(f"{{ const {VECTOR_TYPE} t = __builtin_shuffle({a}, {b}, ({MASK_TYPE}){{{lo}}}); "
+                         f"{b} = __builtin_shuffle({a}, {b}, ({MASK_TYPE}){{{hi}}}); {a} = t; }}")
+            zipped += [a, b]
+        order = zipped
+    lines += [f"{{ const {VECTOR_TYPE} t[{len(vectors)}] = {{{', '.join(order)}}}; "
+              + " ".join(f"{v} = t[{k}];" for k, v in enumerate(vectors)) + " }"] if order != list(vectors) else []
+    return lines
+
+
 def vectorizes(e: Expr, var: str, inputs: Sequence[TensorType], dt: str,
                vector_values: Collection[str] = ()) -> bool:
     """Whether `VectorWriter` can render `e` as vectors of `dt` along variable `var`

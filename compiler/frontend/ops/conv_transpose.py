@@ -13,6 +13,7 @@ weights packed at load). One element-wise pass interleaves the phases.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
@@ -97,6 +98,8 @@ def _interleave(cx: OpContext, phases: dict[tuple[int, ...], Value], strides: Se
                 shape: tuple[int, ...]) -> Value:
     """Output o of each spatial axis from phase o mod s at o div s."""
     nd = len(strides)
+    if len(phases) == math.prod(strides) and all(o % s == 0 for o, s in zip(shape[2:], strides, strict=True)):
+        return _interleave_split(cx, phases, strides, shape)
     i = out_index(len(shape))
     values = list(phases.values())
     at = [i[0], i[1], *(call("floordiv", i[2 + d], idx(strides[d])) for d in range(nd))]
@@ -115,3 +118,31 @@ def _interleave(cx: OpContext, phases: dict[tuple[int, ...], Value], strides: Se
         value = select(hit, element, value)
     assert value is not None
     return cx.emit(compute(shape, value, values), values)
+
+
+def _interleave_split(cx: OpContext, phases: dict[tuple[int, ...], Value], strides: Sequence[int],
+                      shape: tuple[int, ...]) -> Value:
+    """The interleave where every phase has o / s outputs per axis: computed over the
+    spatial axes split in two, (o div s, o mod s) each, and viewed as `shape`. The phase
+    is then an axis of its own and every load affine (the kernels split by phase and
+    zip the phases' vectors: compiler/codegen/c/turn.py), where o div s and o mod s of one
+    axis left a select of padded loads per element."""
+    nd = len(strides)
+    split = [*shape[:2], *(x for o, s in zip(shape[2:], strides, strict=True) for x in (o // s, s))]
+    i = out_index(len(split))
+    at = [i[0], i[1], *(i[2 + 2 * d] for d in range(nd))]
+    values = list(phases.values())
+    value: Expr | None = None
+    for pos, phase in enumerate(phases):
+        element = load(pos, values[pos], at)
+        if value is None:
+            value = element
+            continue
+        hit = None
+        for d in range(nd):
+            eq = call("eq", i[3 + 2 * d], idx(phase[d]))
+            hit = eq if hit is None else call("and", hit, eq)
+        assert hit is not None
+        value = select(hit, element, value)
+    assert value is not None
+    return cx.view(cx.emit(compute(split, value, values), values), shape)

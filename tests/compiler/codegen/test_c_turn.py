@@ -14,12 +14,13 @@ from c_harness import KernelLibrary
 from onnx import helper
 
 from compiler.codegen.c.kernel import render_kernel
-from compiler.codegen.c.turn import turned_axis
+from compiler.codegen.c.turn import turned_axis, zipped_axis
 from compiler.frontend import import_model
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tilegraph.registers import fuse
+from compiler.target import get_target
 from tests.compiler.schedule.test_fuse import model
 
 RNG = np.random.default_rng(5)
@@ -100,3 +101,40 @@ def test_a_task_narrower_than_a_vector_is_not_turned() -> None:
     c = transpose([1, 255, 1344], [0, 2, 1])
     assert turned_axis(c, [1, 8, 255], 16) is None  # 8 positions per task: no square of 16
     assert turned_axis(c, [1, 128, 8], 16) is None
+
+
+def upsampling_interleave(stride: int, channels: int, size: int) -> Compute:
+    """The interleave of a ConvTranspose whose kernel equals its stride (UNet's 2x2
+    upsampling): the phase convolutions' outputs, over the spatial axes split into
+    (position, phase): its innermost axis is the width's `stride` phases."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((channels, 3, stride, stride)).astype(np.float32)
+    m = model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[stride, stride],
+                                kernel_shape=[stride, stride])], [("x", [1, channels, size, size])], ["y"], [("w", w)])
+    (node,) = [n for n in fuse(import_model(m.SerializeToString())).nodes if not n.compute.is_reduction]
+    return node.compute
+
+
+ZIPPED = {
+    # name: (compute, target preset whose lanes the kernel is rendered for); 13 positions
+    # per row leave a partial vector at each row's end
+    "phases_2_avx2": (upsampling_interleave(2, 4, 13), "cpu:x86-64-v3"),
+    "phases_4_avx2": (upsampling_interleave(4, 2, 13), "cpu:x86-64-v3"),
+    "phases_2_sse": (upsampling_interleave(2, 4, 13), "cpu:x86-64-v2"),
+}
+
+
+@pytest.fixture(scope="module")
+def zipped_library(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
+    kernels = {name: (c, tile(c, [a.extent for a in c.axes], 1)) for name, (c, _) in ZIPPED.items()}
+    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("zip")),
+                         targets={name: get_target(preset) for name, (_, preset) in ZIPPED.items()}, plan=False)
+
+
+@pytest.mark.parametrize("name", list(ZIPPED))
+def test_zipped_phases_match_the_interpreter(zipped_library: KernelLibrary, name: str) -> None:
+    c, preset = ZIPPED[name]
+    assert zipped_axis(c, [a.extent for a in c.axes], get_target(preset).lanes) is not None
+    assert "__builtin_shuffle" in zipped_library.sources[name]
+    inputs = [RNG.standard_normal(t.shape).astype(np.float32) for t in c.inputs]
+    np.testing.assert_allclose(zipped_library.run(name, inputs), evaluate(c, inputs), rtol=0, atol=0)
