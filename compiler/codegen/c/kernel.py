@@ -361,14 +361,7 @@ class _KernelWriter:
         def square_row(body: Expr) -> None:
             self.src.line(f"int64_t u{x} = 0;")
             with self.src.block(f"for (; u{x} + {lanes}L <= e{x}; u{x} += {lanes}L)"):
-                self.src.line(f"{VECTOR_TYPE} {', '.join(columns)};")
-                for j, col in enumerate(columns):
-                    with self.src.block(""):
-                        self.src.line(f"const int64_t i{x} = b{x} + u{x} + {j}L;")
-                        w = VectorWriter(self.c.inputs, self.names, self.counter, self.c.axes[d].name, lanes)
-                        value = w.emit_vector(body)
-                        self._take(w)
-                        self.src.line(f"{col} = {value};")
+                self._vectors_at(columns, [(f"b{x} + u{x} + {j}L", body) for j in range(lanes)], d, x, lanes)
                 self.src.extend(transpose_lines(columns, lanes))
                 for j, col in enumerate(columns):
                     self.src.line(f"*({VECTOR_TYPE}*)(out + {at({d: f'(i{d} + {j}L)', x: f'(b{x} + u{x})'})}) = {col};")
@@ -405,6 +398,19 @@ class _KernelWriter:
                         piece(p)
         nest(0)
 
+    def _vectors_at(self, names: Sequence[str], columns: Sequence[tuple[str, Expr]], d: int, x: int,
+                    lanes: int) -> None:
+        """Declare vectors `names`, each the value of its column's body along axis `d` with
+        the innermost index `i{x}` at its column's C expression."""
+        self.src.line(f"{VECTOR_TYPE} {', '.join(names)};")
+        for name, (index, body) in zip(names, columns, strict=True):
+            with self.src.block(""):
+                self.src.line(f"const int64_t i{x} = {index};")
+                w = VectorWriter(self.c.inputs, self.names, self.counter, self.c.axes[d].name, lanes)
+                value = w.emit_vector(body)
+                self._take(w)
+                self.src.line(f"{name} = {value};")
+
     def _zipped(self, zipped: Zipped, lanes: int) -> None:
         """The element-wise nest with the innermost axis `x` (a few positions) unrolled and
         axis `d` in vectors (c/turn.py): each position's vector computed, the vectors
@@ -423,14 +429,7 @@ class _KernelWriter:
             self.src.line(f"int64_t u{d} = 0;")
             with self.src.block(f"for (; u{d} + {lanes}L <= e{d}; u{d} += {lanes}L)"):
                 self.src.line(f"const int64_t i{d} = b{d} + u{d};")
-                self.src.line(f"{VECTOR_TYPE} {', '.join(parts)};")
-                for r, (part, body) in enumerate(zip(parts, zipped.bodies, strict=True)):
-                    with self.src.block(""):
-                        self.src.line(f"const int64_t i{x} = {r}L;")
-                        w = VectorWriter(self.c.inputs, self.names, self.counter, self.c.axes[d].name, lanes)
-                        value = w.emit_vector(body)
-                        self._take(w)
-                        self.src.line(f"{part} = {value};")
+                self._vectors_at(parts, [(f"{r}L", body) for r, body in enumerate(zipped.bodies)], d, x, lanes)
                 self.src.extend(interleave_lines(parts, lanes))
                 start = flat_offset(self.c.shape, [*(f"i{k}" for k in range(x)), "0"])
                 for r, part in enumerate(parts):
