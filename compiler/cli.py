@@ -141,9 +141,10 @@ def cmd_targets(a: argparse.Namespace) -> int:
     from compiler.target import get_target, list_targets
 
     if a.measure:
+        from compiler.build.fma_peak import fma_peak
         from compiler.target import measure_cpu
 
-        print(json.dumps(measure_cpu(), indent=2))
+        print(json.dumps(measure_cpu(fma_peak=fma_peak()), indent=2))
         return 0
     from compiler.target.cpu import host_cannot_run
 

@@ -56,8 +56,9 @@ def model_flops(data: bytes) -> int:
 
 
 def peak_flops_per_thread() -> float:
-    """The measured single-thread FLOP/s of this CPU (`tileforge targets --measure`'s matmul rate):
-    the user's stored measurement, or measured now, at the bench's own start. It is not kept
+    """The measured single-thread FLOP/s of this CPU (`tileforge targets --measure`'s peak:
+    its FMA probe, or numpy's matmul where faster): the user's stored measurement, or
+    measured now, at the bench's own start. It is not kept
     beside the exports: one taken while the host was busy would set every later run's
     % peak (a 51 GFLOP/s reading, a third of a quiet one, once did)."""
     from compiler.target.cpu import read_cpu_facts
@@ -67,8 +68,10 @@ def peak_flops_per_thread() -> float:
     stored = load_cpu_measurements(facts.model, facts.cores)
     if stored is not None:
         return float(stored["flops_1thread"])
+    from compiler.build.fma_peak import fma_peak
+
     with tempfile.TemporaryDirectory() as folder:
-        return float(measure_cpu(Path(folder))["flops_1thread"])
+        return float(measure_cpu(Path(folder), fma_peak=fma_peak())["flops_1thread"])
 
 
 def _error(e: BaseException) -> str:
@@ -196,7 +199,7 @@ def section(rows: list[RealRow], threads: list[int] | None = None, peak: float |
         "torch.nn, or tileforge (our own nn.Modules, in compiler/bench/torch_nets.py, where torchvision and timm",
         "cannot be installed beside a CPU torch). GFLOP: the TE analyses' count (every scalar op, a",
         f"multiply-add counting 2). % peak: of {peak / 1e9:.0f} GFLOP/s per thread, the measured single-thread",
-        "matmul rate (`tileforge targets --measure`). Ratio > 1: tileforge faster than onnxruntime, which",
+        "FMA peak (`tileforge targets --measure`). Ratio > 1: tileforge faster than onnxruntime, which",
         "runs at its default graph optimizations (all: on x86 its convolutions run in the blocked NCHWc layout).",
         f"Measured on {machine_description()} (`--section real` reruns this section alone).",
         "",

@@ -72,9 +72,12 @@ def _single_thread_rate(n: int, repeats: int) -> float:
 
 
 def measure_cpu(directory: Path | None = None, copy_bytes: int = 512 << 20,
-                matmul_n: int = 1024, repeats: int = 5) -> dict:
-    """Measure this machine's DRAM bandwidth and matmul FLOP/s and store them as JSON.
+                matmul_n: int = 1024, repeats: int = 5, fma_peak: tuple[float, float] | None = None) -> dict:
+    """Measure this machine's DRAM bandwidth and peak FLOP/s and store them as JSON.
 
+    The peak is numpy's matmul rate or, where the caller measured it and it is higher,
+    `fma_peak` (one thread, all threads: compiler/build/fma_peak.py; a BLAS without
+    kernels for the host's vector width reports a fraction of the FMA units' rate).
     `directory` defaults to `$TILEFORGE_HOME/targets`. Returns what was stored.
     The copy should be several times the last-level cache so it measures DRAM.
     """
@@ -85,11 +88,14 @@ def measure_cpu(directory: Path | None = None, copy_bytes: int = 512 << 20,
         "cpu_model": facts.model,
         "cores": facts.cores,
         "dram_bandwidth": copy_bandwidth(copy_bytes, repeats),
-        "flops_1thread": _single_thread_rate(matmul_n, repeats),
-        "flops_all_threads": matmul_rate(matmul_n, repeats),
+        "matmul_1thread": _single_thread_rate(matmul_n, repeats),
+        "matmul_all_threads": matmul_rate(matmul_n, repeats),
         "numpy": np.__version__,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+    fma = fma_peak or (0.0, 0.0)
+    result["flops_1thread"] = max(result["matmul_1thread"], fma[0])
+    result["flops_all_threads"] = max(result["matmul_all_threads"], fma[1])
     folder = directory or targets_dir()
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{MEASUREMENTS_FILE}.{os.getpid()}"
