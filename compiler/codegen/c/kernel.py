@@ -183,14 +183,19 @@ def _write_loops(src: CSource, compute: Compute, tile: TileConfig, symbol: str, 
                  params: Sequence[str], team: bool, lanes: int = 0) -> tuple[bool, bool]:
     """Function `header` running `compute`'s loop nest, its tasks shared by the team or
     (without `team`) all run by the caller; (tasks split, padded loads bounds-checked).
-    `lanes`: the target's vector width, where a narrow innermost axis is zipped (0: the
-    tile's own)."""
+    `lanes`: the target's vector width, where a narrow innermost axis is zipped, or merged
+    into a wide one (0: the tile's own)."""
     with src.block(header):
         mark_used(src, params)
         if math.prod(compute.shape) == 0:
             return False, False
-        compute, tile = merge_reduce_axes(compute, tile)
-        writer = _KernelWriter(compute, _check(compute, tile, symbol), src, lanes)
+        # neighbouring axes every tensor walks as one run merge (an element-wise kernel over
+        # a 7 x 7 map then runs vectors over the whole tensor, not scalars over rows of 7:
+        # the tile's vector was chosen for the narrow axis, the target's then applies)
+        inner = compute.axes[-1].extent if compute.axes else 0
+        compute, tile = merge_reduce_axes(compute, tile) if compute.is_reduction else merge_axes(compute, tile)
+        widened = bool(compute.axes) and inner < lanes <= compute.axes[-1].extent
+        writer = _KernelWriter(compute, _check(compute, tile, symbol), src, lanes, widened)
         return writer.write(team), has_padded_loads(writer.c)
 
 
@@ -234,9 +239,12 @@ class _Shape:
 class _KernelWriter:
     """Writes the loop nest of one non-empty kernel into `src`."""
 
-    def __init__(self, compute: Compute, shape: _Shape, src: CSource, lanes: int = 0) -> None:
+    def __init__(self, compute: Compute, shape: _Shape, src: CSource, lanes: int = 0, widened: bool = False) -> None:
         self.c = compute
         self.lanes = lanes or shape.vector  # the target's, for axes narrower than the tile's vector
+        # the element-wise rows' vector: the tile's, or the target's where merging widened a row
+        # narrower than a vector (the tile's was chosen for it) to a vector or more
+        self.row_lanes = max(shape.vector, self.lanes) if widened else shape.vector
         self.s = shape
         self.src = src
         self.n = len(compute.axes)
@@ -446,7 +454,7 @@ class _KernelWriter:
         loop. Only bodies with a transcendental of c/vector_functions.py take it: gcc
         vectorizes the rest as well by itself, but calls libmvec's expf for a vector, twice
         the time of our inlined one (and its tanh, erf, log: out of line, and per ISA)."""
-        c, lanes = self.c, self.s.vector
+        c, lanes = self.c, self.row_lanes
         if lanes < 2 or not self.n or self.s.extents[-1] < lanes:
             return 0
         var = c.axes[-1].name
