@@ -11,15 +11,14 @@ width, built with the kernels' gcc flags, on one thread and on every thread.
 from __future__ import annotations
 
 import ctypes
-import os
-import subprocess
-import sys
+import functools
 import tempfile
 import time
 from pathlib import Path
 
 from compiler.build.gcc import c_flags, compile_objects, link_shared
 from compiler.target.cpu import detect_cpu
+from compiler.target.measure import child_stdout, timed
 
 CHAINS = 12  # independent accumulators: 2 pipes x 4-5 cycles of latency, with room to spare
 _SECONDS = 0.05  # per timed run
@@ -66,11 +65,7 @@ def fma_peak() -> tuple[float, float]:
     Measured in a child process: with the probe's library loaded in the caller, a bench
     that went on to time models there ran ResNet-18 at 2 threads 10% slower (9.6 against
     8.6 ms, onnxruntime unchanged) for as long as the process lived."""
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    done = subprocess.run([sys.executable, "-m", "compiler.build.fma_peak"], capture_output=True, text=True,
-                          timeout=300, env=env, check=True)
-    one, every = done.stdout.split()[-2:]
+    one, every = child_stdout("compiler.build.fma_peak").split()[-2:]
     return float(one), float(every)
 
 
@@ -86,18 +81,12 @@ def _measure() -> tuple[float, float]:
         lib.tf_fma_one.restype, lib.tf_fma_all.restype = ctypes.c_float, ctypes.c_int
         per_step = 2.0 * lanes * CHAINS
         steps = 1000
-        while _timed_one(lib, steps) < _SECONDS / 4:  # sized for ~50 ms a run
+        while timed(functools.partial(lib.tf_fma_one, steps)) < _SECONDS / 4:  # sized for ~50 ms a run
             steps *= 4
-        one = per_step * steps / min(_timed_one(lib, steps) for _ in range(3))
+        one = per_step * steps / min(timed(functools.partial(lib.tf_fma_one, steps)) for _ in range(3))
         runs = [_timed_all(lib, steps) for _ in range(3)]
         best = min(runs, key=lambda r: r[0])
         return one, per_step * steps * abs(best[1]) / best[0]
-
-
-def _timed_one(lib: ctypes.CDLL, steps: int) -> float:
-    start = time.perf_counter()
-    lib.tf_fma_one(steps)
-    return time.perf_counter() - start
 
 
 def _timed_all(lib: ctypes.CDLL, steps: int) -> tuple[float, int]:

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def matmul_rate(n: int, repeats: int) -> float:
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     a @ b  # warm-up: thread pool start, page faults
-    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    best = min(timed(lambda: a @ b) for _ in range(repeats))
     return 2.0 * n**3 / best
 
 
@@ -50,11 +51,12 @@ def copy_bandwidth(nbytes: int, repeats: int) -> float:
     src = np.ones(nbytes // 4, dtype=np.float32)
     dst = np.empty_like(src)
     np.copyto(dst, src)  # warm-up: touch every page
-    best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(repeats))
+    best = min(timed(lambda: np.copyto(dst, src)) for _ in range(repeats))
     return 2.0 * src.nbytes / best
 
 
-def _timed(fn) -> float:
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call of `fn` takes (never 0: rates divide by it)."""
     start = time.perf_counter()
     fn()
     return max(time.perf_counter() - start, 1e-9)
@@ -62,13 +64,19 @@ def _timed(fn) -> float:
 
 def _single_thread_rate(n: int, repeats: int) -> float:
     """The matmul rate measured in a child process whose BLAS uses one thread."""
-    env = dict(os.environ)
-    env.update(dict.fromkeys(_BLAS_THREAD_VARS, "1"))
+    out = child_stdout("compiler.target.measure", [str(n), str(repeats)], dict.fromkeys(_BLAS_THREAD_VARS, "1"))
+    return float(out.strip().splitlines()[-1])
+
+
+def child_stdout(module: str, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> str:
+    """What `python -m module args` prints, run in a child process (with `env` added to
+    this one's, and this checkout first on its path): a measurement whose threads or
+    loaded libraries must not stay in the caller's process."""
+    child = {**os.environ, **(env or {})}
     root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, "-m", "compiler.target.measure", str(n), str(repeats)],
-                          capture_output=True, text=True, timeout=300, env=env, check=True)
-    return float(done.stdout.strip().splitlines()[-1])
+    child["PYTHONPATH"] = os.pathsep.join(p for p in (root, child.get("PYTHONPATH")) if p)
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          timeout=300, env=child, check=True).stdout
 
 
 def measure_cpu(directory: Path | None = None, copy_bytes: int = 512 << 20,

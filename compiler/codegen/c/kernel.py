@@ -353,18 +353,9 @@ class _KernelWriter:
                 self.src.line(f"const int64_t i{d} = b{d} + v{d};")
                 self._store(self._emit(body))
 
-        def between(inner: Callable[[], None], k: int = d + 1) -> None:
-            """`inner` inside the loops of the axes between `d` and `x`."""
-            if k == x:
-                inner()
-                return
-            with self._loop(f"u{k}", f"e{k}"):
-                self.src.line(f"const int64_t i{k} = b{k} + u{k};")
-                between(inner, k + 1)
-
         def squares(body: Expr) -> None:
             self.src.line(f"const int64_t i{d} = b{d} + u{d};")
-            between(lambda: square_row(body))
+            self._task_loops(range(d + 1, x), lambda: square_row(body))  # the axes between d and x
 
         def square_row(body: Expr) -> None:
             self.src.line(f"int64_t u{x} = 0;")
@@ -386,25 +377,29 @@ class _KernelWriter:
                 with self.src.block(f"for (; u{d} + {lanes}L <= g{d}; u{d} += {lanes}L)"):
                     squares(p.body)
             with self.src.block(f"if (u{d} < g{d})"):
-                between(lambda: rest_rows(p.body))
+                self._task_loops(range(d + 1, x), lambda: rest_rows(p.body))
 
         def rest_rows(body: Expr) -> None:
             with self._loop(f"w{x}", f"e{x}"):
                 self.src.line(f"const int64_t i{x} = b{x} + w{x};")
                 scalar_rows(body, f"u{d}", f"g{d}")
 
-        def nest(k: int) -> None:
-            if k < x and k != d:
-                with self._loop(f"u{k}", f"e{k}"):
-                    self.src.line(f"const int64_t i{k} = b{k} + u{k};")
-                    nest(k + 1)
-            elif k != d:
-                nest(k + 1)
-            else:
-                for p in turned.pieces:
-                    with self.src.block(""):
-                        piece(p)
-        nest(0)
+        def pieces() -> None:
+            for p in turned.pieces:
+                with self.src.block(""):
+                    piece(p)
+        self._task_loops(range(d), pieces)
+
+    def _task_loops(self, axes: Sequence[int], inner: Callable[[], None]) -> None:
+        """`inner` inside one loop per axis of `axes` (outermost first) over the task's
+        block, each declaring its index `i<d>`."""
+        if not axes:
+            inner()
+            return
+        k = axes[0]
+        with self._loop(f"u{k}", f"e{k}"):
+            self.src.line(f"const int64_t i{k} = b{k} + u{k};")
+            self._task_loops(axes[1:], inner)
 
     def _vectors_at(self, names: Sequence[str], columns: Sequence[tuple[str, Expr]], d: int, x: int,
                     lanes: int) -> None:
@@ -428,12 +423,7 @@ class _KernelWriter:
         self.src.extend(vector_typedefs(self.c.dtype, lanes))
         parts = [f"z{r}" for r in range(width)]
 
-        def nest(k: int) -> None:
-            if k < d:
-                with self._loop(f"u{k}", f"e{k}"):
-                    self.src.line(f"const int64_t i{k} = b{k} + u{k};")
-                    nest(k + 1)
-                return
+        def rows() -> None:
             self.src.line(f"int64_t u{d} = 0;")
             with self.src.block(f"for (; u{d} + {lanes}L <= e{d}; u{d} += {lanes}L)"):
                 self.src.line(f"const int64_t i{d} = b{d} + u{d};")
@@ -447,7 +437,7 @@ class _KernelWriter:
                 with self._loop(f"u{x}", f"e{x}"):
                     self.src.line(f"const int64_t i{x} = b{x} + u{x};")
                     self._store(self._emit(self.c.body))
-        nest(0)
+        self._task_loops(range(d), rows)
 
     def _elementwise_lanes(self) -> int:
         """Lanes of the explicit-SIMD innermost loop (c/vector.py), or 0 for the `omp simd`

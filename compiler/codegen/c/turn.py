@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from compiler.codegen.c.vector import vectorizes
 from compiler.ir.affine import load_stride
+from compiler.ir.contraction import expr_vars
 from compiler.ir.index_split import specialize, split_points
-from compiler.ir.te import Compute, Expr, Load, Var, walk
+from compiler.ir.te import Compute, Expr, Load, walk
 
 TURN_LANES = (4, 8, 16)  # square tiles transpose_lines turns (float32 vectors of SSE to AVX-512)
 
@@ -100,7 +101,7 @@ def zipped_axis(c: Compute, block: Sequence[int], lanes: int) -> Zipped | None:
     width, var = c.axes[-1].extent, c.axes[-2].name
     if width not in (2, 4) or width >= lanes or block[-1] != width or block[-2] < lanes:
         return None
-    if c.axes[-1].name not in {v for x in walk(c.body) for v in _names(x)}:
+    if c.axes[-1].name not in expr_vars(c.body):
         return None
     env = {a.name: (0, a.extent - 1) for a in c.axes}
     bodies = tuple(specialize(c.body, {**env, c.axes[-1].name: (r, r)}) for r in range(width))
@@ -109,7 +110,3 @@ def zipped_axis(c: Compute, block: Sequence[int], lanes: int) -> Zipped | None:
     if not any(load_stride(ld, c.inputs[ld.input].shape, var) == 1 for b in bodies for ld in _loads(b)):
         return None
     return Zipped(n - 2, bodies)
-
-
-def _names(e: Expr) -> tuple[str, ...]:
-    return (e.name,) if isinstance(e, Var) else ()

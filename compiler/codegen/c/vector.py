@@ -72,7 +72,8 @@ def transpose_lines(rows: Sequence[str], lanes: int) -> list[str]:
 def interleave_lines(vectors: Sequence[str], lanes: int) -> list[str]:
     """C statements interleaving the `VECTOR_TYPE` variables `vectors` (a power of two of
     them, at most `lanes`) in place: afterwards they hold, in order, v0[0], v1[0], ...,
-    v0[1], v1[1], ... (rounds of two-vector zips, a perfect shuffle)."""
+    v0[1], v1[1], ... (log2 of their count rounds of two-vector zips, a perfect shuffle,
+    after which each result is back in its own variable's place)."""
     lines, half = [], lanes // 2
     lo = ", ".join(str(k // 2 + (lanes if k % 2 else 0)) for k in range(lanes))
     hi = ", ".join(str(half + k // 2 + (lanes if k % 2 else 0)) for k in range(lanes))
@@ -85,8 +86,6 @@ def interleave_lines(vectors: Sequence[str], lanes: int) -> list[str]:
                          f"{b} = __builtin_shuffle({a}, {b}, ({MASK_TYPE}){{{hi}}}); {a} = t; }}")
             zipped += [a, b]
         order = zipped
-    lines += [f"{{ const {VECTOR_TYPE} t[{len(vectors)}] = {{{', '.join(order)}}}; "
-              + " ".join(f"{v} = t[{k}];" for k, v in enumerate(vectors)) + " }"] if order != list(vectors) else []
     return lines
 
 

@@ -101,23 +101,11 @@ def _interleave(cx: OpContext, phases: dict[tuple[int, ...], Value], strides: Se
     if len(phases) == math.prod(strides) and all(o % s == 0 for o, s in zip(shape[2:], strides, strict=True)):
         return _interleave_split(cx, phases, strides, shape)
     i = out_index(len(shape))
-    values = list(phases.values())
     at = [i[0], i[1], *(call("floordiv", i[2 + d], idx(strides[d])) for d in range(nd))]
-    value: Expr | None = None
-    for pos, (phase, v) in enumerate(phases.items()):
-        # other phases' indices run past their ends: padded loads keep them in bounds
-        element = load(pos, v, at, pad=scalar(0, v.dtype).value)
-        if value is None:
-            value = element
-            continue
-        hit = None
-        for d in range(nd):
-            eq = call("eq", call("floormod", i[2 + d], idx(strides[d])), idx(phase[d]))
-            hit = eq if hit is None else call("and", hit, eq)
-        assert hit is not None
-        value = select(hit, element, value)
-    assert value is not None
-    return cx.emit(compute(shape, value, values), values)
+    position = [call("floormod", i[2 + d], idx(strides[d])) for d in range(nd)]
+    # other phases' indices run past their ends: padded loads keep them in bounds
+    value = _phase_select(phases, at, position, padded=True)
+    return cx.emit(compute(shape, value, list(phases.values())), list(phases.values()))
 
 
 def _interleave_split(cx: OpContext, phases: dict[tuple[int, ...], Value], strides: Sequence[int],
@@ -131,18 +119,27 @@ def _interleave_split(cx: OpContext, phases: dict[tuple[int, ...], Value], strid
     split = [*shape[:2], *(x for o, s in zip(shape[2:], strides, strict=True) for x in (o // s, s))]
     i = out_index(len(split))
     at = [i[0], i[1], *(i[2 + 2 * d] for d in range(nd))]
+    value = _phase_select(phases, at, [i[3 + 2 * d] for d in range(nd)], padded=False)
     values = list(phases.values())
+    return cx.view(cx.emit(compute(split, value, values), values), shape)
+
+
+def _phase_select(phases: dict[tuple[int, ...], Value], at: Sequence[Expr], position: Sequence[Expr],
+                  padded: bool) -> Expr:
+    """A select chain reading phase p's output at `at` where every spatial axis' phase
+    position (`position`) equals p's (padded loads where other phases' indices run past
+    their ends)."""
     value: Expr | None = None
-    for pos, phase in enumerate(phases):
-        element = load(pos, values[pos], at)
+    for pos, (phase, v) in enumerate(phases.items()):
+        element = load(pos, v, at, pad=scalar(0, v.dtype).value if padded else None)
         if value is None:
             value = element
             continue
         hit = None
-        for d in range(nd):
-            eq = call("eq", i[3 + 2 * d], idx(phase[d]))
+        for p, want in zip(position, phase, strict=True):
+            eq = call("eq", p, idx(want))
             hit = eq if hit is None else call("and", hit, eq)
         assert hit is not None
         value = select(hit, element, value)
     assert value is not None
-    return cx.view(cx.emit(compute(split, value, values), values), shape)
+    return value
