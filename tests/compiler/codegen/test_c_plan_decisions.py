@@ -49,7 +49,7 @@ VARIANTS = {
     "staged": (DEPTHWISE, TileConfig((1, 16, 64, 64), (1, 1, 4, 16), (3, 3), 8), {"stage": ()},
                "__attribute__((aligned(64)))"),
     "stage_of_the_plan": (DEPTHWISE, TileConfig((1, 16, 64, 64), (1, 1, 4, 16), (3, 3), 8),
-                          {"stage": (1, 1, 32, 64)}, "__attribute__((aligned(64)))"),
+                          {"stage": (1, 2, 64, 64)}, "__attribute__((aligned(64)))"),
     "plane": (depthwise_wide(20, 13), TileConfig((1, 20, 13, 13), (1, 1, 1, 13), (3, 3), 1), {"plane": None},
               "tf_pkoff"),
     "parallel": (MATMUL, TileConfig((32, 16), (4, 16), (64,), 8), {"serial": True}, "omp parallel"),
@@ -91,7 +91,7 @@ def test_the_plan_records_the_decisions_and_round_trips_them() -> None:
     assert plane.plane is not None and TileConfig.from_json(plane.to_json()) == plane
     assert (chunked.chunk, chunked.serial, chunked.row_reduction) == (70, True, False)
     assert row_sum.row_reduction and (row_sum.chunk, row_sum.stage) == (0, ())
-    assert staged.stage == (1, 2, 64, 64) and not staged.serial
+    assert staged.stage == (1, 1, 32, 64) and not staged.serial
     assert row.row_softmax
     for tile in (chunked, staged, row, row_sum):
         assert TileConfig.from_json(tile.to_json()) == tile
