@@ -5,11 +5,14 @@ reason when PostgreSQL or Redis is unreachable."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +30,14 @@ from service_kit import (
     migrated,
     reachable,
 )
+
+# The suite neither reads nor writes the user's tileforge home: a CPU measured there (`tileforge
+# targets --measure`, `make bench`) replaced the host target's derived peak, and cost-model tests
+# then saw that machine's numbers (test_cpu_bounds failed on a Xeon after a bench run). Set before
+# any test imports the compiler; worker subprocesses inherit it.
+_HOME = tempfile.mkdtemp(prefix="tileforge-test-home-")
+os.environ["TILEFORGE_HOME"] = _HOME
+atexit.register(shutil.rmtree, _HOME, True)
 
 
 @pytest.fixture(scope="session")
