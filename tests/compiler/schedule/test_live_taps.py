@@ -102,3 +102,34 @@ def test_a_dilated_convolutions_border_rows_skip_their_outer_tap_rows() -> None:
 def test_no_padding_skips_nothing() -> None:
     c, load, d = _direct(window_conv(1, 6, 8, 9, 35, 3, 3, pads=None), 8)
     assert live_taps(c, load, d) is None
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_copy_holds_every_read_of_a_live_tap(name: str) -> None:
+    """The padded copy's box (compiler/schedule/in_place.py), cut to the input along the
+    dimensions a panel reads at one index (a line's rows), holds every element any live
+    tap reads at any stored position: what it drops only skipped taps read."""
+    c, load, d = _direct(*CASES[name])
+    taps = live_taps(c, load, d)
+    full = tuple((0, a.extent - 1) for a in c.reduce_axes)
+    names = [a.name for a in c.reduce_axes]
+    for panel in range(math.prod(e for _, e, _ in d.outer) * d.line_panels):
+        ranges = full if taps is None else taps[panel]
+        for r in itertools.product(*(range(lo, hi + 1) for lo, hi in ranges)):
+            for at in _stored(c, d, panel):
+                values = {**at, **dict(zip(names, r, strict=True))}
+                for index, lo, extent in zip(load.indices, d.lo, d.extents, strict=True):
+                    form = linear_form(index)
+                    assert form is not None
+                    v = form[0] + sum(k * values.get(n, 0) for n, k in form[1].items())
+                    assert lo <= v < lo + extent, (panel, r, at)
+
+
+def test_a_dilated_convolutions_copy_has_no_padding_rows() -> None:
+    """Rate 18 on a 32 x 32 map, lines of one output row: the copy is the input's 32 rows
+    (it was 68: a tap row that leaves the input is skipped by the whole line), and its
+    columns keep their padding (a line's positions read across them)."""
+    _, _, d = _direct(window_conv(1, 64, 64, 32, 32, 3, 3, dilation=18, pads=(18, 18, 18, 18)), 16)
+    assert d.fold is None and d.copied
+    assert (d.lo[-2], d.extents[-2]) == (0, 32)
+    assert (d.lo[-1], d.extents[-1]) == (-18, 68)
