@@ -87,15 +87,17 @@ def direct_layout(c: Compute, load: Load, side: str, axes: Sequence[int], panel:
     shape = c.inputs[load.input].shape
     reach = [form_bounds(f, ranges) for f in forms]
     d = _layout(c, load, side, forms, walked, others, reach, panel, unit_step)
+    if d is None:
+        return None
     trimmed = _trimmed_reach(c, forms, reach, shape, d)
-    if d is None or trimmed == reach or live_taps(c, load, d) is None:
+    if trimmed == reach or live_taps(c, load, d) is None:
         return d
     cut = _layout(c, load, side, forms, walked, others, trimmed, panel, unit_step)
     return cut if cut is not None and cut.fold is None else d
 
 
 def _trimmed_reach(c: Compute, forms: Sequence[LinearForm], reach: Sequence[tuple[int, int]],
-                   shape: Sequence[int], d: DirectOperand | None) -> list[tuple[int, int]]:
+                   shape: Sequence[int], d: DirectOperand) -> list[tuple[int, int]]:
     """`reach` clipped to the input along each dimension whose index is the same for every
     position of a panel (moved by the line's outer axes and at most one reduce axis,
     not by the positions along the line): there a tap that leaves the input leaves it
@@ -103,7 +105,7 @@ def _trimmed_reach(c: Compute, forms: Sequence[LinearForm], reach: Sequence[tupl
     the copy needs no padding rows. Only where each line is one output row (no fold):
     a dilated convolution's copy was 68 x 68 a channel for a 32 x 32 map at rate 18,
     now 32 x 68."""
-    if d is None or d.fold is not None:
+    if d.fold is not None:
         return list(reach)
     inner = c.axes[d.inner].name
     reduce_names = {a.name for a in c.reduce_axes}

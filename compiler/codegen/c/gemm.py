@@ -210,6 +210,7 @@ class _GemmWriter:
         self.c, self.m, self.g, self.params, self.src = c, g.contraction(c), g, params, src
         self.prefix, self.taps = prefix, taps
         self.packed = {p.side: p for p in g.packed}
+        self.ldc = tile_stride(g)  # floats between rows of the C tile in scratch
         self.counter = new_counter()
         self.names = {a.name: f"i{d}" for d, a in enumerate(c.axes)}
         self.names.update({a.name: f"r{k}" for k, a in enumerate(c.reduce_axes)})
@@ -357,7 +358,7 @@ class _GemmWriter:
             if g.direct is not None:
                 self._padded_input(g.direct)
             with self._scratch(team, split):
-                src.line(f"float* const ap = ct + {g.mc * tile_stride(g)};")
+                src.line(f"float* const ap = ct + {g.mc * self.ldc};")
                 src.line(f"float* const bp = ap + {a_floats};")
                 if self.packed:
                     src.line("(void)ap; (void)bp;  /* one of them is unused: its operand comes packed */")
@@ -423,7 +424,7 @@ class _GemmWriter:
         """post(acc) for the valid part of the tile, one side of which is the panels of
         output positions read in place (c/direct.py), stored to `out`: along the
         positions (B), or for each channel along a panel's positions (A)."""
-        src, c, nc = self.src, self.c, tile_stride(self.g)
+        src, c, ldc = self.src, self.c, self.ldc
         offset = flat_offset(c.shape, [f"i{a}" for a in range(len(c.axes))])
         walked = self.m.cols if d.side == "b" else self.m.rows
         src.extend([f"const int64_t i{a} = 0;" for a in walked if c.axes[a].extent == 1])
@@ -452,7 +453,7 @@ class _GemmWriter:
                 store(at("e"))
         if d.side == "b":  # a loop gcc vectorizes, or whole vectors (a transcendental `post`)
             def run_at(e: str) -> str:
-                return f"i * {nc}L + jp * {d.panel}L + l + {e}"
+                return f"i * {ldc}L + jp * {d.panel}L + l + {e}"
             vector = self._vector_epilogue(offset, run_at, d.inner)
             with src.block("for (int64_t i = 0; i < mv; ++i)"):
                 self._decode("(m0 + i)", self.m.rows)
@@ -465,7 +466,7 @@ class _GemmWriter:
 
         def channels() -> None:  # each channel's positions in turn
             with self._walk("j", "nv", "n0", self.m.cols):
-                positions(lambda e: f"(ip * {d.panel}L + l + {e}) * {nc}L + j")
+                positions(lambda e: f"(ip * {d.panel}L + l + {e}) * {ldc}L + j")
         with src.block(f"for (int64_t ip = 0; ip < mv / {d.panel}L; ++ip)"):
             self._position_runs(d, f"m0 / {d.panel}L + ip", channels)
 
@@ -481,7 +482,7 @@ class _GemmWriter:
         (rows folded into planes or narrower than a vector, several channel axes, a
         `post` that is not vectors along the row)."""
         c, src, g = self.c, self.src, self.g
-        lanes, nc = g.mk.lanes, tile_stride(g)
+        lanes, ldc = g.mk.lanes, self.ldc
         channels = [a for a in self.m.cols if c.axes[a].extent > 1]
         var = c.axes[d.inner].name
         if (d.side != "a" or d.fold is not None or d.width < lanes or len(channels) != 1 or c.dtype != "float32"
@@ -494,7 +495,7 @@ class _GemmWriter:
             src.line(f"const int64_t line = q / {line}L, x0 = q % {line}L;")
             src.line(f"qe = (line + 1) * {line}L < m0 + mv ? (line + 1) * {line}L : m0 + mv;")
             src.line(f"const int64_t x1 = x0 + (qe - q) < {d.width}L ? x0 + (qe - q) : {d.width}L;")
-            src.line(f"const float* const cq = ct + (q - m0) * {nc}L;  /* position x0's row of the tile */")
+            src.line(f"const float* const cq = ct + (q - m0) * {ldc}L;  /* position x0's row of the tile */")
             step = 1
             for axis, extent, _ in reversed(d.outer):
                 src.line(f"const int64_t i{axis} = line / {step}L % {extent}L;")
@@ -505,7 +506,7 @@ class _GemmWriter:
                   src.block(f"for (int64_t xs = x0; xs < x1; xs += {lanes}L)")):
                 src.line(f"const int64_t x = xs + {lanes}L > x1 ? x1 - {lanes}L : xs;")
                 src.line(f"const int64_t i{d.inner} = x;")
-                src.extend([f"{VECTOR_TYPE} {r} = *(const {VECTOR_TYPE}*)(cq + (x - x0 + {e}) * {nc}L + jv);"
+                src.extend([f"{VECTOR_TYPE} {r} = *(const {VECTOR_TYPE}*)(cq + (x - x0 + {e}) * {ldc}L + jv);"
                             for e, r in enumerate(rows)])
                 src.extend(transpose_lines(rows, lanes))
                 src.line(f"const {VECTOR_TYPE} tr[{lanes}] = {{{', '.join(rows)}}};")
@@ -516,7 +517,7 @@ class _GemmWriter:
                 src.line(f"const int64_t i{chan} = n0 + j;")
                 with src.block("for (int64_t e = x0; e < x1; ++e)"):
                     src.line(f"const int64_t i{d.inner} = e;")
-                    store(f"(q - m0 + e - x0) * {nc}L + j")
+                    store(f"(q - m0 + e - x0) * {ldc}L + j")
         return True
 
     def _store_vector(self, acc: str, offset: str, var: str) -> None:
@@ -585,7 +586,7 @@ class _GemmWriter:
                 depth, pairs = live_list(g.k, g.kc, panel, src)
                 koff = f", {pairs}"
             prefetch = f", {pf}" if pf else ""
-            args = (f"({depth}, {a}, {b}{koff}, ct + ip * {g.mk.rows * tile_stride(g)}L + jp * {g.mk.cols}L, "
+            args = (f"({depth}, {a}, {b}{koff}, ct + ip * {g.mk.rows * self.ldc}L + jp * {g.mk.cols}L, "
                     f"k0 == 0{prefetch});")
 
             def call(rows: int, vectors: int) -> None:
@@ -818,10 +819,9 @@ class _GemmWriter:
         with src.block("for (int64_t i = 0; i < mv; ++i)"):
             self._decode("(m0 + i)", self.m.rows)
             cols = [a for a in self.m.cols if c.axes[a].extent > 1]
-            ldc = tile_stride(self.g)
-            vector = self._vector_epilogue(offset, lambda v: f"i * {ldc}L + {v}", cols[-1]) if cols else None
+            vector = self._vector_epilogue(offset, lambda v: f"i * {self.ldc}L + {v}", cols[-1]) if cols else None
             with self._walk("j", "nv", "n0", self.m.cols, vector=vector):
-                value = f"ct[i * {ldc}L + j]"
+                value = f"ct[i * {self.ldc}L + j]"
                 if c.post is not None:
                     value = self._emit(c.post, {**self.names, ACC: value})
                 src.line(f"out[{offset}] = {value};")
