@@ -11,7 +11,8 @@ from typing import Any
 class ChainTiling:
     """`split`: the capacity's split factor (smallest power of two fitting the group's
     peak live bytes into one core's L2); `rows`: output rows per tile (the split, made
-    finer until every core has two instances); `depth_first`: each tile runs through
+    finer until every core has two instances and an interior tile, its halos included,
+    fits that L2 too); `depth_first`: each tile runs through
     every member (else the members run whole, one after the other)."""
 
     split: int

@@ -5,10 +5,16 @@ from dataclasses import replace
 
 from compiler import frontend
 from compiler.bench.cnn_blocks import inverted_residual_stage, mbconv_stage
-from compiler.ir.chain import Span, chain_shape, task_kinds
+from compiler.ir.chain import Span, chain_shape, task_kinds, task_spans
 from compiler.ir.graph import Graph
 from compiler.schedule.parallel import runs_serially
-from compiler.schedule.partition import fuse_chains, is_chain_group, plan_chain, split_factor
+from compiler.schedule.partition import (
+    fuse_chains,
+    is_chain_group,
+    peak_live_bytes,
+    plan_chain,
+    split_factor,
+)
 from compiler.schedule.tilegraph.registers import fuse
 from compiler.target.registry import get_target
 
@@ -40,6 +46,19 @@ def test_inverted_residual_merges_into_one_chain_with_halo() -> None:
     assert shape is not None and shape.halos == ((1, 1), (0, 0), (0, 0))
     plan = plan_chain(g.nodes[0].compute, _cpu())
     assert plan is not None and plan.depth_first and plan.split == 2 and plan.rows == 14
+
+
+def test_a_tile_with_its_halos_fits_the_l2() -> None:
+    # the whole map's 3.9 MB split 4 ways gives 14-row tiles, but with the expand's halo
+    # rows a tile holds 1.05 MB: past a 1 MiB L2 (Zen 4), so tiles of 7 rows
+    l2 = 1 << 20
+    g = fuse_chains(_graph(inverted_residual_stage(24, 56)), _cpu(l2=l2))
+    c = g.nodes[0].compute
+    shape, plan = chain_shape(c), plan_chain(c, _cpu(l2=l2))
+    assert shape is not None and plan is not None and plan.depth_first
+    assert split_factor(peak_live_bytes(c, shape), l2) == plan.split == 4 and plan.rows == 7
+    spans, _ = task_spans(shape, plan.rows, plan.rows)
+    assert peak_live_bytes(c, shape, spans) <= l2 < peak_live_bytes(c, shape, task_spans(shape, 14, 14)[0])
 
 
 def test_a_down_sampling_block_is_one_chain_whose_expand_runs_at_twice_the_rows() -> None:
