@@ -112,10 +112,11 @@ def plan_chain(c: Compute, target: Target) -> ChainTiling | None:
     # block at 128 x 128 (32 channels concatenated, two 3x3 convolutions to 16) needs
     # 1.18 MB a 32-row tile, which spilled a 1 MB L2 (Zen 4) and ran slower than the
     # members apart.
-    spans, _ = task_spans(shape, min(rows, shape.rows // 2), rows)  # an interior tile's spans
-    while rows > 1 and peak_live_bytes(c, shape, spans) > l2_bytes(target):
+    def interior(rows: int) -> tuple[Span, ...]:  # the spans of a tile away from the edges
+        return task_spans(shape, min(rows, shape.rows // 2), rows)[0]
+    while rows > 1 and peak_live_bytes(c, shape, interior(rows)) > l2_bytes(target):
         rows = -(-rows // 2)
-        spans, _ = task_spans(shape, min(rows, shape.rows // 2), rows)
+    spans = interior(rows)
     concurrent = min(target.units, shape.batch * -(-shape.rows // rows))
     depth = peak_live_bytes(c, shape, spans) * concurrent
     return ChainTiling(v, rows, depth < peak_live_bytes(c, shape) * min(target.units, shape.batch))

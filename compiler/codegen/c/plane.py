@@ -143,10 +143,16 @@ def _copy(p: PlaneConv, src: CSource, plane: str, copy: str) -> None:
                 row(ys, py)
 
 
+def _held(lo: int, reach: int, size: int) -> tuple[int, int]:
+    """The input indices [first, end) the copy holds along a dimension of `size`: the
+    window's reach from `lo`, clipped to the input."""
+    return max(0, lo), min(size, lo + reach)
+
+
 def _phase_runs(lo: int, reach: int, size: int, stride: int) -> list[tuple[int, int]]:
     """Per phase, the first input index in [0, size) the copy holds at that phase, and
     how many (every `stride`-th) there are."""
-    first, end = max(0, lo), min(size, lo + reach)
+    first, end = _held(lo, reach, size)
     runs = []
     for phase in range(stride):
         start = first + (phase - (first - lo)) % stride
@@ -175,10 +181,10 @@ def _line(c: Compute, p: PlaneConv, src: CSource, post: Expr | None, koff: str, 
     src.line(f"float tk[{taps}];")
     with src.block(f"for (int64_t k = 0; k < {taps}L; ++k)"):
         src.line(f"tk[k] = tp[{toff}[k]];")
-    groups = line // (GROUP * lanes)
+    groups, per_group = line // (GROUP * lanes), 0  # cache lines prefetched a group (0: none)
     if groups and planes > 2:
         rows, cols = p.in_plane
-        first, end = max(0, p.lo[0]), min(rows, p.lo[0] + p.reach[0])
+        first, end = _held(p.lo[0], p.reach[0], rows)
         cache_lines = -(-(end - first) * cols // LINE_FLOATS)
         per_group = -(-cache_lines // groups)
         src.line(f"const char* const pf = pl + 2 < {planes}L ? "
@@ -187,7 +193,7 @@ def _line(c: Compute, p: PlaneConv, src: CSource, post: Expr | None, koff: str, 
     for group in (GROUP, 1):
         accs = [f"a{g}" for g in range(group)]
         with src.block(f"for (; j + {group * lanes}L <= {line}L; j += {group * lanes}L)"):
-            if group == GROUP and groups and planes > 2:
+            if group == GROUP and per_group:
                 with src.block(f"if (pf) for (int64_t u = 0; u < {per_group}L; ++u)"):
                     src.line(f"__builtin_prefetch(pf + (j / {GROUP * lanes}L * {per_group}L + u) * {4 * LINE_FLOATS}L, 0, 2);")
             src.line(f"{VECTOR_TYPE} {', '.join(f'{a} = ({VECTOR_TYPE}){{0}}' for a in accs)};")
