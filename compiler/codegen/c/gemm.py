@@ -453,12 +453,11 @@ class _GemmWriter:
                 store(at("e"))
         if d.side == "b":  # a loop gcc vectorizes, or whole vectors (a transcendental `post`)
             def run_at(e: str) -> str:
-                return f"i * {ldc}L + jp * {d.panel}L + l + {e}"
+                return f"i * {ldc}L + (q - n0) + {e}"
             vector = self._vector_epilogue(offset, run_at, d.inner)
-            with src.block("for (int64_t i = 0; i < mv; ++i)"):
+            with self._row_runs(d), src.block("for (int64_t i = 0; i < mv; ++i)"):
                 self._decode("(m0 + i)", self.m.rows)
-                with src.block(f"for (int64_t jp = 0; jp < nv / {d.panel}L; ++jp)"):
-                    self._position_runs(d, f"n0 / {d.panel}L + jp", lambda: positions(run_at, vector))
+                positions(run_at, vector)
             return
 
         if self._transposed_epilogue(d, offset, store):
@@ -530,6 +529,35 @@ class _GemmWriter:
             self.src.extend(w.lines)
             self.src.define(w.definitions)
         self.src.line(f"*({VECTOR_TYPE}*)(out + {offset}) = {value};")
+
+    @contextmanager
+    def _row_runs(self, d: DirectOperand) -> Iterator[None]:
+        """A loop over the task's positions (B read in place: n0 ... n0 + nv) a run inside
+        one output row at a time, its walked axes declared (q: the run's first position,
+        w its column, `valid` how many it stores), whatever panels it spans: the stores
+        then go a row at a time (56 positions on a 56 x 56 map, 7 whole AVX2 vectors)
+        instead of a panel at a time, whose 16 left scalar tails where rows end
+        mid-panel (half the epilogue, 2% of a 64-channel 3x3 convolution on 56 x 56 with AVX2)."""
+        src, span = self.src, d.line_panels * d.panel
+        with src.block("for (int64_t q = n0, qe; q < n0 + nv; q = qe)"):
+            src.line(f"const int64_t j = q % {span}L;")
+            if d.outer:
+                src.line(f"const int64_t line = q / {span}L;")
+            step = 1
+            for axis, extent, _ in reversed(d.outer):
+                src.line(f"const int64_t i{axis} = line / {step}L % {extent}L;")
+                step *= extent
+            period = span if d.fold is None else d.fold[2]  # unfolded, a line is one row
+            if d.fold is None:
+                src.line("const int64_t w = j;")
+            else:
+                src.line(f"const int64_t i{d.fold[0]} = j / {period}L, w = j % {period}L;")
+            # the run ends at its row's period, its line's end or the task's, whichever is first
+            src.line(f"qe = q + ({period}L - w < {span}L - j ? {period}L - w : {span}L - j);")
+            src.line("if (qe > n0 + nv) qe = n0 + nv;")
+            src.line(f"const int64_t valid = j >= {d.line}L || w >= {d.width}L ? 0 : "
+                     f"qe - q < {d.width}L - w ? qe - q : {d.width}L - w;")
+            yield
 
     def _position_runs(self, d: DirectOperand, panel: str, body: Callable[[], None]) -> None:
         """For global panel number `panel` of `d`: its walked axes declared, then `body` for

@@ -266,6 +266,8 @@ DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     "row_kernel_only": (window_conv(1, 3, 5, 6, 70, 1, 5, pads=(0, 2, 0, 2)), 16),
     "planes_batch2": (window_conv(2, 4, 6, 21, 13, 3, 3), 8),  # 13-wide rows walked at period 15
     "planes_dilated": (window_conv(1, 3, 8, 9, 14, 3, 3, dilation=2, pads=(1, 2, 3, 2)), 16),
+    # tasks of 256 positions: split mid-row, and one spans the end of image 0 and the start of image 1
+    "planes_batch2_tasks_split_rows": (window_conv(2, 8, 8, 30, 45, 3, 3), 8),
     "silu_row_tail": (silu_conv(window_conv(2, 5, 6, 9, 37, 3, 3)), 8),
     "silu_planes": (silu_conv(window_conv(2, 4, 6, 21, 13, 3, 3)), 8),
     "a_stride2": (window_conv(1, 5, 32, 17, 17, 3, 3, stride=2), 16),
@@ -323,6 +325,14 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
 def test_taps_that_read_only_padding_are_skipped(direct: KernelLibrary, name: str) -> None:
     """Border panels run the micro-kernel over their live taps' list (schedule/live_taps.py)."""
     assert "tf_live_class" in direct.sources[name] and "_live(nl, " in direct.sources[name]
+
+
+@pytest.mark.parametrize("name", [n for n in DIRECT_CASES if not n.startswith("a_")])
+def test_positions_read_in_place_as_b_store_a_row_at_a_time(direct: KernelLibrary, name: str) -> None:
+    """The epilogue walks the task's positions in runs inside one output row, each channel's
+    run one loop (not a panel's part of it at a time)."""
+    source = direct.sources[name]
+    assert "for (int64_t q = n0, qe; q < n0 + nv; q = qe)" in source and "jp < nv / " not in source
 
 
 @pytest.mark.parametrize("name", [n for n in DIRECT_CASES if n.endswith("_rows_transposed")])
