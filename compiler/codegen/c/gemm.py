@@ -495,10 +495,7 @@ class _GemmWriter:
             src.line(f"qe = (line + 1) * {line}L < m0 + mv ? (line + 1) * {line}L : m0 + mv;")
             src.line(f"const int64_t x1 = x0 + (qe - q) < {d.width}L ? x0 + (qe - q) : {d.width}L;")
             src.line(f"const float* const cq = ct + (q - m0) * {ldc}L;  /* position x0's row of the tile */")
-            step = 1
-            for axis, extent, _ in reversed(d.outer):
-                src.line(f"const int64_t i{axis} = line / {step}L % {extent}L;")
-                step *= extent
+            self._outer_axes(d, "line", 1)
             src.line("int64_t jv = 0;")
             with (src.block(f"if (x1 - x0 >= {lanes}L)"),
                   src.block(f"for (; jv + {lanes}L <= nv; jv += {lanes}L)"),
@@ -530,6 +527,14 @@ class _GemmWriter:
             self.src.define(w.definitions)
         self.src.line(f"*({VECTOR_TYPE}*)(out + {offset}) = {value};")
 
+    def _outer_axes(self, d: DirectOperand, index: str, per_line: int) -> None:
+        """Declare the walked axes outside a line (`d.outer`) of C index `index`, which
+        counts `per_line` a line (1: lines; `d.line_panels`: panels)."""
+        step = per_line
+        for axis, extent, _ in reversed(d.outer):
+            self.src.line(f"const int64_t i{axis} = {index} / {step}L % {extent}L;")
+            step *= extent
+
     @contextmanager
     def _row_runs(self, d: DirectOperand) -> Iterator[None]:
         """A loop over the task's positions (B read in place: n0 ... n0 + nv) a run inside
@@ -543,10 +548,7 @@ class _GemmWriter:
             src.line(f"const int64_t j = q % {span}L;")
             if d.outer:
                 src.line(f"const int64_t line = q / {span}L;")
-            step = 1
-            for axis, extent, _ in reversed(d.outer):
-                src.line(f"const int64_t i{axis} = line / {step}L % {extent}L;")
-                step *= extent
+            self._outer_axes(d, "line", 1)
             period = span if d.fold is None else d.fold[2]  # unfolded, a line is one row
             if d.fold is None:
                 src.line("const int64_t w = j;")
@@ -566,10 +568,7 @@ class _GemmWriter:
         positions between rows are skipped a run at a time."""
         src = self.src
         src.line(f"const int64_t panel = {panel};")
-        step = d.line_panels
-        for axis, extent, _ in reversed(d.outer):
-            src.line(f"const int64_t i{axis} = panel / {step}L % {extent}L;")
-            step *= extent
+        self._outer_axes(d, "panel", d.line_panels)
         src.line(f"const int64_t j0 = panel % {d.line_panels}L * {d.panel}L;")
         src.line(f"const int64_t jn = {d.line}L - j0 < {d.panel}L ? {d.line}L - j0 : {d.panel}L;")
         if d.fold is None:
