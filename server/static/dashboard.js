@@ -76,12 +76,18 @@ function showJob(root, job) {
   });
 }
 
+// Set once the user starts leaving the page (a link, a form): a job ending at that moment must not
+// reload the page over the navigation the user asked for.
+let leaving = false;
+window.addEventListener("beforeunload", () => { leaving = true; });
+
 function follow(root) {
   const source = new EventSource(root.dataset.events);
   source.addEventListener("status", (event) => showJob(root, JSON.parse(event.data)));
   source.addEventListener("end", () => {
     source.close();
     // The finished page has what only the end brings: timings, kernels, the artifact link.
+    if (leaving) return;
     if (root.hasAttribute("data-reload-on-end") || root.closest("table")) window.location.reload();
   });
   source.onerror = () => {

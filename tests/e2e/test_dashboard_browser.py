@@ -257,6 +257,29 @@ def test_script_names_render_as_text(page, service):
     assert dialogs == [], f"a model-derived string ran as script: {dialogs}"
 
 
+def test_a_job_ending_while_the_user_leaves_does_not_reload_over_the_navigation(page, service, onnx_models):
+    """The job page reloads itself when its job ends, except when the user is already on the
+    way elsewhere: a reload then would cancel the click (CI once saw a click on the model's
+    link lost to the job finishing at that moment)."""
+    import tileforge
+
+    with tileforge.Client(service.url, service.token) as client:
+        model = client.upload(onnx_models.mlp(seed=9, hidden=16))
+        (job,) = client.compile(model, ["cuda:h100"])  # no CUDA worker: it stays queued until cancelled
+        log_in(page, service)
+        page.goto(f"{service.url}/jobs/{job.id}")
+        page.evaluate("window.tfMarker = 1; window.dispatchEvent(new Event('beforeunload'))")
+        loads: list[str] = []
+        page.on("load", lambda: loads.append(page.url))
+        client.job(job.id).cancel()
+    page.wait_for_selector('h1 [data-field="status"].status-cancelled')  # the stream reported the end
+    page.wait_for_timeout(1_000)  # the end event comes right after the status; a reload follows at once
+    assert loads == [] and page.evaluate("window.tfMarker") == 1, "the page reloaded over the user's navigation"
+
+    page.reload()  # without a navigation under way, the finished page is the fresh one
+    assert page.locator('h1 [data-field="status"]').inner_text() == "cancelled"
+
+
 def test_variants_side_by_side_and_a_profile_with_its_kernel_chart(page, service, onnx_models):
     import tileforge
 
