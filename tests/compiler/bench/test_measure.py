@@ -20,3 +20,25 @@ def test_a_phase_keeps_calling_until_its_time_is_up() -> None:
                                     min_runs=1, min_seconds=0.0, phase_seconds=0.01, settle_seconds=0.0, warmup=0)
     assert len(ours) > 1 and len(theirs) > 1  # many calls of each in one phase
     assert calls == ["a"] * len(ours) + ["b"] * len(theirs)
+
+
+def test_a_phase_waits_for_the_last_ones_spinning_threads() -> None:
+    """A thread left spinning by one runtime (as onnxruntime's pool does for 50-60 ms after a
+    run) would share a core with the next phase's: the wait lasts until it stops."""
+    import threading
+    import time
+
+    from compiler.bench.measure import wait_until_idle
+
+    stop = time.perf_counter() + 0.15
+
+    def spin() -> None:
+        while time.perf_counter() < stop:
+            pass
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    waited = wait_until_idle(0.01)
+    spinner.join()
+    assert waited >= 0.14  # not before the spinning thread stopped
+    assert wait_until_idle(0.01) < 0.1  # an idle process waits one window or two
