@@ -248,8 +248,9 @@ class _Compilation:
         groups that ran slower (kept in `split_back`, for the next partition to leave apart)."""
         if not (self.opts.measure and self.backend.device_present(self.target)):
             return []
-        heavy = [g for g in log.groups.values() if self.pricer.heavy([m.compute for m in g.members])]
-        slower = time_groups(heavy, {k.args[0]: k for k in self.plan.kernels}, self._part, self.timed,
+        fused = {k.args[0]: k for k in self.plan.kernels}  # not a concatenation placed in place: it runs none
+        heavy = [g for g in log.groups.values() if g.output in fused and self.pricer.heavy([m.compute for m in g.members])]
+        slower = time_groups(heavy, fused, self._part, self.timed,
                              self._time,
                              lambda key: key in self.entries)
         self.split_back += slower

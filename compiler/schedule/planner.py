@@ -19,6 +19,7 @@ from compiler.ir.dtypes import dtype
 from compiler.ir.graph import Graph, TensorKind
 from compiler.ir.te import Compute
 from compiler.schedule.arena import Lifetime, align_up, place
+from compiler.schedule.concat_in_place import PlacedConcats, place_concats
 from compiler.schedule.plan import Buffer, BufferKind, ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.waves import wavefronts
 
@@ -42,14 +43,19 @@ def build_plan(
     key_of = keys or (lambda c, constants: signature_of(c, target_fingerprint, constant_options(constants)).key)
     plan = ExecutionPlan(target=target_fingerprint)
     _add_io_buffers(graph, plan)
+    concats = place_concats(graph)
 
-    producer = {n.output: n.id for n in graph.nodes}
+    writers: dict[int, set[int]] = {}  # storage -> the nodes that write it, or the parts placed in it
     deps: dict[int, set[int]] = {}
     for node in graph.nodes:
         if node.id in deps:
             raise ValueError(f"node id {node.id} appears twice")
         args = (graph.storage_of(node.output), *(graph.storage_of(t) for t in node.inputs))
-        deps[node.id] = {producer[s] for s in args[1:] if s in producer}
+        deps[node.id] = set().union(*(writers.get(s, set()) for s in args[1:]))
+        if node.id in concats.removed:  # its parts are written in place: it runs no kernel
+            writers[args[0]] = deps.pop(node.id)
+            continue
+        writers[args[0]] = {node.id}
         constants = tuple(pos for pos, s in enumerate(args[1:])
                           if graph.tensors[s].kind == TensorKind.WEIGHT)
         plan.kernels.append(Kernel(id=node.id, compute=node.compute, tile=tiles(node.compute, constants),
@@ -57,10 +63,14 @@ def build_plan(
                                    constant_inputs=constants, ops=tuple(node.op.split("+"))))
     plan.waves = wavefronts(deps)
     _add_weight_buffers(graph, plan)
-    layout = place(_arena_lifetimes(graph, plan))
+    layout = place(_arena_lifetimes(graph, plan, concats))
     for s, offset in layout.offsets.items():
         t = graph.tensors[s]
         plan.buffers[s] = Buffer(s, t.shape, t.dtype, BufferKind.ARENA, t.nbytes, offset)
+    for s in concats.inside:
+        root, delta = concats.root(s)
+        t = graph.tensors[s]
+        plan.buffers[s] = Buffer(s, t.shape, t.dtype, BufferKind.ARENA, t.nbytes, plan.buffers[root].offset + delta)
     plan.arena_bytes = layout.total
     return plan
 
@@ -71,19 +81,23 @@ def constant_options(constants: Constants) -> dict:
     return {"constant_inputs": list(constants)} if constants else {}
 
 
-def _arena_lifetimes(graph: Graph, plan: ExecutionPlan) -> dict[int, Lifetime]:
-    """Each intermediate storage's lifetime, in waves: from its producer's to its last reader's."""
+def _arena_lifetimes(graph: Graph, plan: ExecutionPlan, concats: PlacedConcats) -> dict[int, Lifetime]:
+    """Each intermediate storage's lifetime, in waves: from its producer's to its last reader's.
+    A part of a concatenation placed in place lives as long as the storage holding it:
+    from the first of its parts' producers to the last reader of it or of any part."""
     step = {k: w for w, wave in enumerate(plan.waves) for k in wave}
     lifetimes: dict[int, Lifetime] = {}
     for k in plan.kernels:  # kernels are in topological order: a storage's producer comes first
         for pos, s in enumerate(k.args):
             if s in plan.buffers:  # inputs, outputs and weights live outside the arena
                 continue
-            if pos == 0:
-                lifetimes[s] = Lifetime(graph.tensors[s].nbytes, step[k.id], step[k.id])
-            elif s in lifetimes:
-                lt = lifetimes[s]
-                lifetimes[s] = Lifetime(lt.nbytes, lt.first, max(lt.last, step[k.id]))
+            root, _ = concats.root(s)
+            at = step[k.id]
+            if root in lifetimes:
+                lt = lifetimes[root]
+                lifetimes[root] = Lifetime(lt.nbytes, min(lt.first, at), max(lt.last, at))
+            elif pos == 0:
+                lifetimes[root] = Lifetime(graph.tensors[root].nbytes, at, at)
             else:
                 raise ValueError(f"kernel {k.id} reads tensor {s}, which nothing writes")
     return lifetimes

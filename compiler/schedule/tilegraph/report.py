@@ -24,7 +24,8 @@ def fusion_report(log: GroupLog, plan: ExecutionPlan, target: Target, pricer: Pr
                   for k in plan.kernels]
     unfused = sum(pricer.best(m.compute).dram_bytes for m in log.lowered.values())
     for g in (g for g in log.groups.values() if g.predicted_fused_us is None):
-        g.predicted_fused_us = round(pricer.best(kernels[g.output].compute).time_us, 3)
+        # a concatenation whose parts are written in place runs no kernel (schedule/concat_in_place.py)
+        g.predicted_fused_us = round(pricer.best(kernels[g.output].compute).time_us, 3) if g.output in kernels else 0.0
         g.predicted_unfused_us = round(sum(pricer.best(m.compute).time_us for m in g.members), 3)
     groups = [*log.groups.values(), *split_back, *log.refused.values()]
     return {
