@@ -92,10 +92,15 @@ def reference_session(proto: onnx.ModelProto, data: bytes) -> ort.InferenceSessi
     version onnxruntime refuses although its operators are fine; it is retried
     stamped with the lowest IR version that its opsets need. A model onnxruntime
     still refuses (an exporter's type error, say) is a ModelError quoting it.
+
+    Its pool threads do not spin for work after a run (onnxruntime's default is 50-60 ms
+    of it): the reference runs beside the compilation, which then times kernels on the
+    cores those threads would hold.
     """
     providers = ["CPUExecutionProvider"]
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         try:
             return ort.InferenceSession(data, options, providers=providers)

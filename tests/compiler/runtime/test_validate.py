@@ -122,3 +122,14 @@ def test_index_inputs_stay_in_range_and_other_inputs_are_typed():
     exe = NumpyExecutable([TensorSpec("idx", (4,), "int64"), TensorSpec("flag", (4,), "bool")],
                           [TensorSpec("out", (4, 2), "float32")], lambda idx, flag: {"out": table[idx]})
     assert validate(model, exe)["passed"]
+
+
+def test_the_reference_leaves_no_thread_spinning_after_a_run():
+    """The reference runs beside the compilation, which times kernels right after it: a
+    thread of onnxruntime's pool spinning for work (its default, 50-60 ms after a run)
+    would hold one of the cores they run on."""
+    from compiler.runtime.validate import reference_session
+
+    proto = onnx_model()
+    session = reference_session(proto, proto.SerializeToString())
+    assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
