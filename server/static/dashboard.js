@@ -76,10 +76,21 @@ function showJob(root, job) {
   });
 }
 
-// Set once the user starts leaving the page (a link, a form): a job ending at that moment must not
-// reload the page over the navigation the user asked for.
+// Set once the user starts leaving the page (a link followed here, a form sent): a job ending at
+// that moment must not reload the page over the navigation the user asked for. Clicks and
+// submits, not "beforeunload": a listener of that keeps chromium from closing a page at once.
 let leaving = false;
-window.addEventListener("beforeunload", () => { leaving = true; });
+
+function setUpLeaving() {
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a[href]");
+    const here = event.button === 0 && !(event.metaKey || event.ctrlKey || event.shiftKey || event.altKey);
+    if (link && here && !event.defaultPrevented && !link.hasAttribute("download") && link.target !== "_blank") {
+      leaving = true;
+    }
+  });
+  document.addEventListener("submit", (event) => { if (!event.defaultPrevented) leaving = true; });
+}
 
 function follow(root) {
   const source = new EventSource(root.dataset.events);
@@ -103,5 +114,6 @@ function setUpLiveJobs() {
 document.addEventListener("DOMContentLoaded", () => {
   setUpCopyButtons();
   setUpAutoSubmit();
+  setUpLeaving();
   setUpLiveJobs();
 });
