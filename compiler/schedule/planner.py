@@ -46,15 +46,18 @@ def build_plan(
     concats = place_concats(graph)
 
     writers: dict[int, set[int]] = {}  # storage -> the nodes that write it, or the parts placed in it
-    deps: dict[int, set[int]] = {}
+    deps: dict[int, set[int]] = {}  # of the nodes that run a kernel
+    seen: set[int] = set()
     for node in graph.nodes:
-        if node.id in deps:
+        if node.id in seen:
             raise ValueError(f"node id {node.id} appears twice")
+        seen.add(node.id)
         args = (graph.storage_of(node.output), *(graph.storage_of(t) for t in node.inputs))
-        deps[node.id] = set().union(*(writers.get(s, set()) for s in args[1:]))
+        after = set().union(*(writers.get(s, set()) for s in args[1:]))
         if node.id in concats.removed:  # its parts are written in place: it runs no kernel
-            writers[args[0]] = deps.pop(node.id)
+            writers[args[0]] = after
             continue
+        deps[node.id] = after
         writers[args[0]] = {node.id}
         constants = tuple(pos for pos, s in enumerate(args[1:])
                           if graph.tensors[s].kind == TensorKind.WEIGHT)
