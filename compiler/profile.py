@@ -3,8 +3,8 @@ the target's roofline (`tileforge profile`).
 
 The compile is an ordinary one (kernel cache, validation against onnxruntime); the
 model is then timed as a whole on seeded inputs, and every kernel by the backend's
-timer (CPU: each kernel of the artifact's library called alone, as top-k
-measurement does; CUDA: events around each launch of a run).
+timer, inside the model's runs (CPU: the entry point's clock stamps after each kernel
+and each wave's barrier; CUDA: events around each launch of a run).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def format_profile(p: dict, top: int | None = None) -> str:
              "bounds     " + (f"{bounds['peak_gflops']:.1f} GFLOP/s, {bounds['bandwidth_gbs']:.1f} GB/s DRAM "
                              f"(measured)" if bounds else p["note"]),
              f"model      {p['model_us']:.1f} us median; kernels {p['kernels_us']:.1f} us "
-             f"({100 * p['kernel_share']:.0f}% of the model, each timed alone, caches as a run leaves them)",
+             f"({100 * p['kernel_share']:.0f}% of the model)",
              "", _line(COLUMNS)]
     rows = p["rows"] if top is None else p["rows"][:top]
     for r in rows:

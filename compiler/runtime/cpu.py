@@ -62,6 +62,7 @@ class CpuExecutable(LoadedArtifact):
         self._out_ptrs = (ctypes.c_void_p * max(len(self._outputs), 1))()
         self._out_buffers = OutputBuffers(self._outputs)  # taken under the lock
         self._run = self._lib.tf_run
+        self._profile = _profile_functions(self._lib)
 
     def set_threads(self, n: int) -> None:
         """Run later calls on `n` OpenMP threads (n >= 1)."""
@@ -73,16 +74,69 @@ class CpuExecutable(LoadedArtifact):
         that no earlier result still refers to (see compiler/runtime/outputs.py)."""
         arrays = check_inputs(self._inputs, inputs)
         with self._lock:
-            outputs = self._out_buffers.take()
-            for i, a in enumerate(arrays):
-                self._in_ptrs[i] = data_address(a)
-            for i, (_, address) in enumerate(outputs):
-                self._out_ptrs[i] = address
-            rc = self._run(self._in_ptrs, self._out_ptrs, self._weights_ptr, self._arena_ptr)
+            return self._run_locked(arrays)
+
+    def _run_locked(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+        """`run` on checked inputs, its caller holding the lock."""
+        outputs = self._out_buffers.take()
+        for i, a in enumerate(arrays):
+            self._in_ptrs[i] = data_address(a)
+        for i, (_, address) in enumerate(outputs):
+            self._out_ptrs[i] = address
+        rc = self._run(self._in_ptrs, self._out_ptrs, self._weights_ptr, self._arena_ptr)
         if rc != 0:
             why = "a buffer pointer was null" if rc == RUN_NULL_POINTER else "unknown error"
             raise ArtifactError(f"model entry point failed with code {rc} ({why})")
         return {s.name: a for s, (a, _) in zip(self._outputs, outputs, strict=True)}
+
+
+    @property
+    def profiles_in_run(self) -> bool:
+        """Whether the library times its kernels inside a run (`kernel_times`): artifacts
+        built before that was added do not."""
+        return self._profile is not None
+
+    def kernel_times(self, inputs: Mapping[str, Any], runs: int = 20, warmup: int = 2) -> dict[str, list[float]]:
+        """Milliseconds of each kernel inside the model's own runs on `inputs`:
+        `{symbol: [ms of each call of it in each run]}`. Every thread stamps the clock after
+        each kernel it calls and after each wave's barrier; a wave's time (thread 0's, from
+        barrier to barrier, the wait included) is shared among its kernels as the threads'
+        time in each, summed (one kernel: all of it)."""
+        if self._profile is None:
+            raise ArtifactError(f"this artifact's {LIBRARY} was built without in-run profiling; compile it again")
+        arrays = check_inputs(self._inputs, inputs)
+        switch, team, read, symbol = self._profile
+        times: dict[str, list[float]] = {}
+        with self._lock:  # no other run may stamp between a run and the reading of its stamps
+            count = switch(1)
+            try:
+                names = [(symbol(i) or b"").decode("ascii") for i in range(count)]
+                for n in range(warmup + runs):
+                    self._run_locked(arrays)
+                    if n < warmup:
+                        continue
+                    stamps = (ctypes.c_double * (count * team()))()
+                    got = read(stamps, len(stamps))
+                    rows = np.frombuffer(stamps, np.float64)[:got].reshape(-1, count)
+                    for name, ms in _wave_shares(names, rows):
+                        times.setdefault(name, []).append(ms)
+            finally:
+                switch(0)
+        return times
+
+
+def _wave_shares(names: list[str], stamps: np.ndarray) -> list[tuple[str, float]]:
+    """(symbol, ms) of each kernel call from one run's stamps, a row per thread (see
+    `kernel_times`)."""
+    out: list[tuple[str, float]] = []
+    start = 0
+    for end in (i for i, name in enumerate(names) if i and not name):  # each wave's barrier stamp
+        calls = [(names[i], float(np.sum(stamps[:, i] - stamps[:, i - 1]))) for i in range(start + 1, end)]
+        spent = sum(t for _, t in calls)
+        wave = float(stamps[0, end] - stamps[0, start])
+        out += [(name, 1e3 * wave * (t / spent if spent > 0 else 1 / len(calls))) for name, t in calls]
+        start = end
+    return out
 
 
 def _byte_count(manifest: Mapping[str, Any], key: str) -> int:
@@ -144,3 +198,18 @@ def _open_library(path: Path) -> ctypes.CDLL:
     threads.argtypes, threads.restype = [ctypes.c_int], ctypes.c_int
     prepare.argtypes, prepare.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
     return lib
+
+
+def _profile_functions(lib: ctypes.CDLL) -> tuple[Any, Any, Any, Any] | None:
+    """The in-run profiling entry points (compiler/codegen/c/entry.py), or None where the
+    library predates them."""
+    try:
+        switch, team = lib.tf_profile, lib.tf_profile_threads
+        read, symbol = lib.tf_profile_read, lib.tf_profile_symbol
+    except AttributeError:
+        return None
+    switch.argtypes, switch.restype = [ctypes.c_int], ctypes.c_int
+    team.argtypes, team.restype = [], ctypes.c_int
+    read.argtypes, read.restype = [ctypes.POINTER(ctypes.c_double), ctypes.c_int], ctypes.c_int
+    symbol.argtypes, symbol.restype = [ctypes.c_int], ctypes.c_char_p
+    return switch, team, read, symbol
