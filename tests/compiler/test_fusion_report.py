@@ -12,9 +12,13 @@ from onnx import helper
 
 import compiler.pipeline as pipeline
 from compiler.backends.c import CBackend
+from compiler.cache import MemoryKernelCache
+from compiler.frontend import import_model
 from compiler.options import CompileOptions
 from compiler.pipeline import compile_model
 from compiler.schedule.measure import Timing
+from compiler.schedule.tilegraph.groups import Member
+from compiler.target import get_target
 from compiler.target.base import Target
 from tests.compiler.schedule.test_fuse import model
 from tests.compiler.schedule.test_fusion_groups import dense_softmax
@@ -115,3 +119,38 @@ def test_the_cache_keeps_a_models_plan_however_timings_move(monkeypatch, tmp_pat
     assert second.cache_misses == 0
     (group,) = [g for g in second.report["fusion"]["groups"] if not g["kept"]]
     assert group["split_by"] == "cache" and group["measured_fused_us"] is None  # decided, not timed
+
+
+class FirstSlowBackend(CBackend):
+    """The C backend with a device timer that says a kernel's first (the model's) candidate
+    takes 1 ms and every other 1 µs, and notes what it was asked to time."""
+
+    measure_threshold_us = 0.0
+
+    def __init__(self) -> None:
+        self.asked: list[Timing] = []
+
+    def time_candidates(self, timings: Sequence[Timing], target: Target,
+                        opts: CompileOptions) -> dict[str, list[float]]:
+        self.asked += timings
+        return {t.key: [1000.0 if i == 0 else 1.0 for i in range(len(t.tiles))] for t in timings}
+
+
+def test_a_groups_parts_are_weighed_on_their_fastest_tilings() -> None:
+    """Split back, a part runs on its fastest measured tiling: a group is timed against
+    that, not against the model's first tiling (MobileNetV2's chains were kept against
+    parts timed on tilings twice their fastest)."""
+    backend = FirstSlowBackend()
+    opts = CompileOptions(threads=2, top_k=3)
+    c = pipeline._Compilation(backend.target_for(get_target("cpu"), opts), backend, opts, MemoryKernelCache())
+    graph = import_model(dense_softmax().SerializeToString())
+    matmul = next(n for n in graph.nodes if n.op == "MatMul")
+    part = Member(matmul.id, "MatMul", matmul.compute, (1,))
+    first = c._part(part)  # before timing: the model's first tiling
+    key = first.key
+    assert len(c.candidates[key]) > 1 and first.tile == c.candidates[key][0].tile
+    c._measure_parts([part, part])
+    assert [t.key for t in backend.asked] == [key]  # its candidates, once
+    assert c.measured[key][0] == 1000.0
+    fastest = c._part(part)
+    assert fastest.tile != first.tile and fastest.tile == c.candidates[key][1].tile
