@@ -250,7 +250,9 @@ class _Compilation:
             return []
         fused = {k.args[0]: k for k in self.plan.kernels}  # not a concatenation placed in place: it runs none
         heavy = [g for g in log.groups.values() if g.output in fused and self.pricer.heavy([m.compute for m in g.members])]
-        self._measure_parts([m for g in heavy if g.level != Level.REGISTERS for m in g.apart])
+        # (a group whose fused kernel the cache holds keeps that decision untimed: `time_groups`)
+        self._measure_parts([m for g in heavy if g.level != Level.REGISTERS and fused[g.output].key not in self.entries
+                             for m in g.apart])
         slower = time_groups(heavy, fused, self._part, self.timed,
                              self._time,
                              lambda key: key in self.entries)

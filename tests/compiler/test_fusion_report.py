@@ -154,3 +154,17 @@ def test_a_groups_parts_are_weighed_on_their_fastest_tilings() -> None:
     assert c.measured[key][0] == 1000.0
     fastest = c._part(part)
     assert fastest.tile != first.tile and fastest.tile == c.candidates[key][1].tile
+
+
+def test_a_warm_compile_times_nothing(monkeypatch, tmp_path) -> None:
+    """Every kernel a cache hit: neither the kernels, nor a kept group's parts, are timed."""
+    backend = FirstSlowBackend()
+    monkeypatch.setattr(pipeline, "backend_for", lambda target: backend)
+    cache = MemoryKernelCache()
+    cold = compile_model(dense_softmax(), "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "a.tar.gz")
+    assert cold.validation["passed"] is True and backend.asked
+    assert any(g["level"] == "cache rows" and g["kept"] for g in cold.report["fusion"]["groups"])
+    backend.asked.clear()
+    warm = compile_model(dense_softmax(), "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "b.tar.gz")
+    assert warm.cache_misses == 0 and warm.validation["passed"] is True
+    assert backend.asked == []
