@@ -15,7 +15,7 @@ def format_profile_result(r: dict[str, Any]) -> str:
              f"first load   {r['first_load_ms']:.2f} ms",
              f"latency      median {r['median_us']:.1f} us, p90 {r['p90_us']:.1f} us over {r['runs']} runs",
              f"peak memory  +{r['peak_memory_bytes'] / 2**20:.1f} MiB resident",
-             f"kernels      {r['kernels_us']:.1f} us in all, each timed inside the runs",
+             f"kernels      {r['kernels_us']:.1f} us in all",
              "", HEADER]
     for row in r["rows"]:
         pct = "-" if row["pct_of_bound"] is None else f"{row['pct_of_bound']:.1f}"

@@ -36,6 +36,6 @@ def profile_page(job_id: str, request: Request, session: SessionDep, tenant: Coo
     result = row.run.result if row.job.status == JobStatus.succeeded else None
     rows = (result or {}).get("rows") or []
     chart = bar_chart([(f"{r['id']} {r['op_pattern']}", r["measured_us"]) for r in rows],
-                      "Time per kernel (us), timed inside the runs")
+                      "Time per kernel (us)")
     return render(request, "profile.html", tenant=tenant, nav="models", row=row, result=result,
                   active=row.job.status not in TERMINAL, kernel_chart=chart, roofline=roofline_of(result))
