@@ -89,7 +89,6 @@ class CpuExecutable(LoadedArtifact):
             raise ArtifactError(f"model entry point failed with code {rc} ({why})")
         return {s.name: a for s, (a, _) in zip(self._outputs, outputs, strict=True)}
 
-
     @property
     def profiles_in_run(self) -> bool:
         """Whether the library times its kernels inside a run (`kernel_times`): artifacts

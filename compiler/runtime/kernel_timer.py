@@ -101,14 +101,14 @@ def time_kernels(library: bytes, calls: Sequence[KernelCall],
         # gone: a MobileNetV2 block's three kernels, timed beside their fused chain, summed
         # to 628 us, where each timed with its own candidates took 330 and the three ran
         # in 312 in the model's run (Zen 5), and the chain, 405 us, was kept.
-        warm = [not evict.size and _buffer_key(call) != _buffer_key(batch[i - 1]) for i, call in enumerate(batch)]
+        rewarm = [not evict.size and _buffer_key(call) != _buffer_key(batch[i - 1]) for i, call in enumerate(batch)]
         times: list[list[float]] = [[] for _ in batch]
         start, budget = time.perf_counter(), _BUDGET_S * len(batch)
         while len(times[0]) < _MAX_RUNS and (len(times[0]) < _MIN_RUNS or time.perf_counter() - start < budget):
-            for (fn, ptrs), runs, first in zip(fns, times, warm, strict=True):
+            for (fn, ptrs), runs, again in zip(fns, times, rewarm, strict=True):
                 if evict.size:
                     evict += 1.0
-                elif first:
+                elif again:
                     fn(*ptrs)
                 t0 = time.perf_counter()
                 fn(*ptrs)
