@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from compiler.frontend.broadcast import broadcast_index, broadcast_shape
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.windows import window_of
+from compiler.frontend.ops.winograd import winograd_conv, winograd_fits
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
 from compiler.ir.te import ACC, Expr, Var, cast
@@ -126,6 +127,10 @@ def emit_conv(cx: OpContext, shape: tuple[int, ...], body: Expr, x: Value, w: Va
 @lowering("Conv")
 def conv(cx: OpContext) -> Outputs:
     x, w, bias, _, groups = conv_operands(cx)
+    if x.rank == 4 and w.rank == 4 and tuple(cx.attr("kernel_shape", w.shape[2:])) == w.shape[2:]:
+        win = window_of(cx, x.shape[2:], w.shape[2:])
+        if winograd_fits(x, w, groups, win):
+            return [winograd_conv(cx, x, w, bias, win)]
     return [conv_values(cx, x, w, bias, groups)]
 
 

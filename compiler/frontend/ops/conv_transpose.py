@@ -18,9 +18,10 @@ from collections.abc import Sequence
 
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.contraction import conv_operands, emit_conv, widened
+from compiler.frontend.ops.phases import interleave_phases, phase_select
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
-from compiler.ir.te import Expr, call, select
+from compiler.ir.te import Expr, call
 
 
 def _transposed_geometry(cx: OpContext, spatial: tuple[int, ...], kernel: tuple[int, ...]
@@ -99,47 +100,10 @@ def _interleave(cx: OpContext, phases: dict[tuple[int, ...], Value], strides: Se
     """Output o of each spatial axis from phase o mod s at o div s."""
     nd = len(strides)
     if len(phases) == math.prod(strides) and all(o % s == 0 for o, s in zip(shape[2:], strides, strict=True)):
-        return _interleave_split(cx, phases, strides, shape)
+        return interleave_phases(cx, phases, strides, shape)
     i = out_index(len(shape))
     at = [i[0], i[1], *(call("floordiv", i[2 + d], idx(strides[d])) for d in range(nd))]
     position = [call("floormod", i[2 + d], idx(strides[d])) for d in range(nd)]
     # other phases' indices run past their ends: padded loads keep them in bounds
-    value = _phase_select(phases, at, position, padded=True)
+    value = phase_select(phases, at, position, padded=True)
     return cx.emit(compute(shape, value, list(phases.values())), list(phases.values()))
-
-
-def _interleave_split(cx: OpContext, phases: dict[tuple[int, ...], Value], strides: Sequence[int],
-                      shape: tuple[int, ...]) -> Value:
-    """The interleave where every phase has o / s outputs per axis: computed over the
-    spatial axes split in two, (o div s, o mod s) each, and viewed as `shape`. The phase
-    is then an axis of its own and every load affine (the kernels split by phase and
-    zip the phases' vectors: compiler/codegen/c/turn.py), where o div s and o mod s of one
-    axis left a select of padded loads per element."""
-    nd = len(strides)
-    split = [*shape[:2], *(x for o, s in zip(shape[2:], strides, strict=True) for x in (o // s, s))]
-    i = out_index(len(split))
-    at = [i[0], i[1], *(i[2 + 2 * d] for d in range(nd))]
-    value = _phase_select(phases, at, [i[3 + 2 * d] for d in range(nd)], padded=False)
-    values = list(phases.values())
-    return cx.view(cx.emit(compute(split, value, values), values), shape)
-
-
-def _phase_select(phases: dict[tuple[int, ...], Value], at: Sequence[Expr], position: Sequence[Expr],
-                  padded: bool) -> Expr:
-    """A select chain reading phase p's output at `at` where every spatial axis' phase
-    position (`position`) equals p's (padded loads where other phases' indices run past
-    their ends)."""
-    value: Expr | None = None
-    for pos, (phase, v) in enumerate(phases.items()):
-        element = load(pos, v, at, pad=scalar(0, v.dtype).value if padded else None)
-        if value is None:
-            value = element
-            continue
-        hit = None
-        for p, want in zip(position, phase, strict=True):
-            eq = call("eq", p, idx(want))
-            hit = eq if hit is None else call("and", hit, eq)
-        assert hit is not None
-        value = select(hit, element, value)
-    assert value is not None
-    return value

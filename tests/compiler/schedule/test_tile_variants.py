@@ -18,7 +18,8 @@ AVX2 = get_target("cpu:x86-64-v3")
 
 
 def conv3x3(channels: int, size: int, group: int = 1):
-    """The Compute of a 3x3, pad-1 convolution with constant weights (input 1 of the kernel)."""
+    """The Compute of a 3x3, pad-1 convolution with constant weights (input 1 of the kernel),
+    lowered direct (an odd size: 64 channels on 28 x 28 would take Winograd's contractions)."""
     w = np.random.default_rng(0).standard_normal((channels, channels // group, 3, 3)).astype(np.float32)
     g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=group)], "conv",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
@@ -31,7 +32,7 @@ def conv3x3(channels: int, size: int, group: int = 1):
 
 
 def test_a_convolution_has_its_orientations_ranked_by_the_model() -> None:
-    c = conv3x3(64, 28)
+    c = conv3x3(64, 27)
     tile = default_tile(c, AVX2)
     variants = gemm_variants(c, tile, AVX2, constant_inputs=(1,))
     # gathering the patches, reading them in place as B, and (swapped) in place as A
@@ -49,7 +50,7 @@ def test_a_convolution_has_its_orientations_ranked_by_the_model() -> None:
 
 
 def test_a_gemm_with_one_way_has_no_variants() -> None:
-    c = conv3x3(64, 28)
+    c = conv3x3(64, 27)
     tile = default_tile(c, AVX2)
     # weights not constant: nothing is packed at load, so nothing is read in place
     assert len(gemm_variants(c, tile, AVX2)) == 1
@@ -70,7 +71,7 @@ def test_a_depthwise_convolution_has_planes_and_micro_tiles() -> None:
 
 def test_the_fullest_micro_kernel_is_timed_where_the_model_spared_padding_rows() -> None:
     spr = get_target("cpu:sapphirerapids")  # 32 registers: 14 rows of two vectors
-    c = conv3x3(64, 28)
+    c = conv3x3(64, 27)
     rows = {(t.gemm.swapped, t.gemm.direct is not None, t.gemm.mk.rows)
             for _, t in gemm_variants(c, default_tile(c, spr), spr, constant_inputs=(1,))}
     # 64 channels fit 8 rows exactly (the model's choice) and 14 with 6 padding rows: both

@@ -1,0 +1,94 @@
+"""Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for
+Convolutional Neural Networks", 2016): a 3x3 stride-1 convolution with 2.25x fewer
+multiply-adds in the contraction that dominates.
+
+For each 2 x 2 tile of outputs and its 4 x 4 window of input, Y = A^T [(G g G^T) . (B^T d B)] A:
+- the weights' transform U = G g G^T (16 values per output and input channel) is done here,
+  on the constant weights;
+- the input's, V = B^T d B, is a contraction of each 4 x 4 window (read at stride 2 from
+  the padded input, a convolution's patches) with the 16 x 16 table B^T (x) B^T;
+- the 16 products are one batched matmul over the input channels, M = U V;
+- the output's, Y = A^T M A, is per position (i, j) of the tile a signed sum of 9 of the
+  16 products (plus the bias); the four positions are interleaved as a ConvTranspose's
+  phases are (compiler/frontend/ops/phases.py).
+The tables' entries are 0, +-1 and +-1/2: the results differ from the direct sum by rounding.
+
+The input transform's dense table is three quarters zeros and the output transform reads
+9 products per output: both are generic kernels, which is why the channel and tile counts
+below are needed (a 64-channel 56 x 56 convolution: the batched matmul 448 us where the
+direct convolution takes 901, the transforms 200 and 197). Transform kernels of their own
+would let smaller convolutions gain too. The transformed weights take 16/9 the bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
+from compiler.frontend.ops.phases import interleave_phases
+from compiler.frontend.ops.windows import Window
+from compiler.frontend.registry import OpContext
+from compiler.frontend.values import Value
+from compiler.ir.te import Expr
+
+_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
+_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
+_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
+# Where the transforms cost less than the multiply-adds they save (one 3x3 convolution with a
+# Relu on a Zen 5, against the direct one, 1 / 2 threads): 32 channels on 112 x 112 0.78x;
+# 64 on 56 x 56 1.10x / 1.09x; 128 on 28 x 28 1.25x / 1.29x; 256 on 14 x 14 1.37x / 0.95x
+# (49 tiles: the small kernels and their barriers cost more at 2 threads). YOLO's 128
+# channels on 20 x 20 lost 3% at 2 threads with 100 tiles allowed.
+MIN_CHANNELS = 64  # input and output channels
+MIN_TILES = 196  # 2 x 2 output tiles: a 28 x 28 output
+
+
+def winograd_fits(x: Value, w: Value, groups: int, win: Window) -> bool:
+    """Whether convolution (x, w) runs as F(2x2, 3x3): float32, 2-D, one group, a 3x3 kernel
+    at stride 1 without dilation, constant weights (transformed here), an even output size,
+    and enough channels and tiles to repay the transforms."""
+    return (x.rank == 4 and x.dtype == "float32" and w.dtype == "float32" and w.is_const and groups == 1
+            and win.kernel == (3, 3) and win.strides == (1, 1) and win.dilations == (1, 1)
+            and all(o % 2 == 0 for o in win.out) and min(x.shape[1], w.shape[0]) >= MIN_CHANNELS
+            and win.out[0] * win.out[1] // 4 >= MIN_TILES)
+
+
+def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Window) -> Value:
+    """Convolution (x, w, bias) as F(2x2, 3x3); `winograd_fits` must hold."""
+    assert w.array is not None
+    n, c = x.shape[:2]
+    k = w.shape[0]
+    th, tw = win.out[0] // 2, win.out[1] // 2
+    u = np.einsum("xa,kcab,yb->xykc", _G, w.array.astype(np.float64), _G).reshape(16, k, c)
+    weights = cx.constant(u.astype(np.float32))
+    in_table = cx.constant(np.einsum("xa,yb->xyab", _BT, _BT).reshape(16, 4, 4).astype(np.float32))
+
+    i, r = out_index(5), reduce_index(2)
+    at = [i[0], i[1], *(i[3 + d] * idx(2) + r[d] - idx(win.pad_begin[d]) for d in range(2))]
+    reads_outside = win.padded or any(2 * t + 2 > s for t, s in zip((th, tw), x.shape[2:], strict=True))
+    pad = scalar(0, x.dtype).value if reads_outside else None
+    body: Expr = load(0, x, at, pad=pad) * load(1, in_table, [i[2], r[0], r[1]])
+    v = cx.emit(compute((n, c, 16, th, tw), body, [x, in_table], reduce=[4, 4], reduce_op="sum"), [x, in_table])
+
+    i, (rc,) = out_index(5), reduce_index(1)
+    body = load(0, weights, [i[1], i[2], rc]) * load(1, v, [i[0], rc, i[1], i[3], i[4]])
+    m = cx.emit(compute((n, 16, k, th, tw), body, [weights, v], reduce=[c], reduce_op="sum"), [weights, v])
+
+    phases = {}
+    for pi in range(2):
+        for pj in range(2):
+            coeff = np.einsum("x,y->xy", _AT[pi], _AT[pj]).reshape(16)
+            i = out_index(4)
+            value: Expr | None = None
+            for e, cf in enumerate(coeff):
+                if not cf:
+                    continue
+                term = load(0, m, [i[0], idx(e), i[1], i[2], i[3]])
+                value = term if value is None else (value + term if cf > 0 else value - term)
+            assert value is not None and coeff[np.nonzero(coeff)[0][0]] == 1
+            inputs = [m]
+            if bias is not None:
+                value = value + load(1, bias, [i[1]])
+                inputs.append(bias)
+            phases[(pi, pj)] = cx.emit(compute((n, k, th, tw), value, inputs), inputs)
+    return interleave_phases(cx, phases, (2, 2), (n, k, *win.out))
