@@ -271,21 +271,14 @@ class _Compilation:
                       ops=(m.op,))
 
     def _measure_parts(self, parts: Sequence[Member]) -> None:
-        """Time the top-k tilings of groups' parts, as `_measure_candidates` times a plan's
-        kernels. A part split back out runs on its fastest, so the group is weighed against
-        that: against the model's first tiling, often twice the fastest (a MobileNetV2 28 x 28
-        projection: 115 us against 50), the convolution chains of MobileNetV2 were kept where
-        they ran 12-26% slower than their parts in the model's run (Zen 5). Register groups
-        (an epilogue in its producer's loop) are left to the model's tiling: they gain what
-        they save whatever the tile, and timing every part of every such group would add
-        seconds to each compile."""
-        kernels = {}
-        for m in parts:
-            k = self._part(m)
-            if k.key not in self.entries:
-                kernels.setdefault(k.key, k)
-        todo = {key: self.candidates[key] for key in kernels if key not in self.measured}
-        self.measured.update(measure_top_k(todo, kernels, self.backend.measure_threshold_us, self._time))
+        """Time the top-k tilings of groups' parts, as a plan's kernels are timed. A part split
+        back out runs on its fastest, so the group is weighed against that: against the
+        model's first tiling, often twice the fastest (a MobileNetV2 28 x 28 projection: 115 us
+        against 50), the convolution chains of MobileNetV2 were kept where they ran 12-26%
+        slower than their parts in the model's run (Zen 5). Register groups (an epilogue in
+        its producer's loop) are left to the model's tiling: they gain what they save whatever
+        the tile, and timing every part of every such group would add seconds to each compile."""
+        self._measure([self._part(m) for m in parts])
 
     # -- schedule -----------------------------------------------------------------------------
 
@@ -321,7 +314,7 @@ class _Compilation:
 
     def schedule(self, graph: Graph) -> None:
         self.plan = build_plan(graph, self.fingerprint, self.tile_of, self.key_of)
-        self._measure_candidates()
+        self._measure(self.plan.kernels)
         for k in self.plan.kernels:
             k.cache_hit = k.key in self.entries
             if k.cache_hit:
@@ -336,14 +329,12 @@ class _Compilation:
             k.measured_us = None if times is None else times[best]
         self.backend.place(self.plan, self.target)
 
-    def _measure_candidates(self) -> None:
-        """Time the top-k tilings of every heavy miss on the device (the backend's timer)."""
-        kernels = {k.key: k for k in self.plan.kernels}
-        # this plan's kernels not timed yet (a re-plan keeps the earlier timings)
-        todo = {key: c for key, c in self.candidates.items() if key in kernels and key not in self.measured}
-        self.measured.update(measure_top_k(
-            todo, kernels, self.backend.measure_threshold_us,
-            self._time))
+    def _measure(self, kernels: Sequence[Kernel]) -> None:
+        """Time the top-k tilings of every heavy miss among `kernels` on the device (the
+        backend's timer); keys timed before (an earlier plan's, or a part's) keep their times."""
+        misses = {k.key: k for k in kernels if k.key not in self.entries}
+        todo = {key: c for key, c in self.candidates.items() if key in misses and key not in self.measured}
+        self.measured.update(measure_top_k(todo, misses, self.backend.measure_threshold_us, self._time))
 
     def _time(self, timings: Sequence[Timing]) -> dict[str, list[float]]:
         """The backend's timer, once nothing else runs beside it (`before_timing`)."""

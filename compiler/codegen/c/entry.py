@@ -186,7 +186,7 @@ def _null_checks(plan: ExecutionPlan) -> str:
     return " || ".join(checks)
 
 
-def stamp_symbols(plan: ExecutionPlan, kernels: Mapping[int, Kernel]) -> list[str]:
+def _stamp_symbols(plan: ExecutionPlan, kernels: Mapping[int, Kernel]) -> list[str]:
     """What each in-run profiling stamp ends, in order: "" for the run's start and for each
     wave's barrier, else the symbol of the kernel just called."""
     out = [""]
@@ -196,7 +196,7 @@ def stamp_symbols(plan: ExecutionPlan, kernels: Mapping[int, Kernel]) -> list[st
 
 
 def _profile_table(plan: ExecutionPlan, kernels: Mapping[int, Kernel]) -> str:
-    symbols = stamp_symbols(plan, kernels)
+    symbols = _stamp_symbols(plan, kernels)
     return _PROFILE % {"n": len(symbols), "threads": PROFILE_THREADS,
                        "symbols": ", ".join(f'"{s}"' for s in symbols)}
 

@@ -127,7 +127,7 @@ def emit_conv(cx: OpContext, shape: tuple[int, ...], body: Expr, x: Value, w: Va
 @lowering("Conv")
 def conv(cx: OpContext) -> Outputs:
     x, w, bias, _, groups = conv_operands(cx)
-    if x.rank == 4 and w.rank == 4 and tuple(cx.attr("kernel_shape", w.shape[2:])) == w.shape[2:]:
+    if tuple(cx.attr("kernel_shape", w.shape[2:])) == w.shape[2:]:  # else conv_values names the mismatch
         win = window_of(cx, x.shape[2:], w.shape[2:])
         if winograd_fits(x, w, groups, win):
             return [winograd_conv(cx, x, w, bias, win)]
