@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,14 +32,18 @@ from compiler.cache import (
     KernelEntry,
     KernelSignature,
     MemoryKernelCache,
+    compiler_fingerprint,
+    exact_hit,
     signature_of,
 )
 from compiler.cost.roofline import KernelTime, roofline_report
 from compiler.errors import ModelError, ValidationError
+from compiler.frontend.choices import Choice, Chooser
 from compiler.ir.graph import Graph
 from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.runtime.artifact import WEIGHTS
+from compiler.runtime.interleaved import time_interleaved
 from compiler.schedule.measure import Timing, fastest, measure_top_k
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
@@ -61,6 +66,10 @@ T = TypeVar("T")
 # Plans made at most, when measured groups are split back: each round times only groups
 # it has not timed yet; the last keeps only groups timed no slower in an earlier round.
 MAX_PLANS = 3
+# Timing an op's two lowerings (`_Compilation.choose`): alternating runs of each, at least
+# this many and this long in all (a 3x3 convolution on 56 x 56 takes 1-3 ms a run).
+CHOICE_RUNS = 10
+CHOICE_SECONDS = 0.3
 
 
 @dataclass
@@ -116,9 +125,12 @@ def compile_model(
     cache: KernelCache | None = None,
     progress: Progress | None = None,
     output: Path | str | None = None,
+    choose: Chooser | None = None,
 ) -> CompileResult:
     """Compile an ONNX model for `target` into an artifact that runs and matches onnxruntime.
 
+    Where an op has two lowerings (compiler/frontend/choices.py), `choose` picks one;
+    by default both are timed on the op alone where the target is this machine.
     Raises ModelError (and subclasses) for problems with the model or options,
     BuildError / ValidationError for problems of ours.
     """
@@ -133,8 +145,9 @@ def compile_model(
         data = model_bytes(model)
         # hashed beside the lowering (hashlib lets go of the GIL: 0.2 s of a 209 MB model's)
         model_hash = _Background(_sha256, data)
+    c.before_timing = functools.partial(_settle, model_hash)
     with st.stage("lower"):
-        lowered = frontend.import_model(data, input_shapes=opts.input_shapes)
+        lowered = frontend.import_model(data, input_shapes=opts.input_shapes, choose=choose or c.choose)
     # The reference loads on a thread of its own while the compilation goes on, once the
     # frontend has accepted the model; nothing is timed until it and the hash have ended.
     reference = None
@@ -227,6 +240,54 @@ class _Compilation:
         self.confirmed: set[frozenset[int]] = set()  # member sets of groups timed no slower
         self.timed: dict[str, float] = {}  # key -> microseconds of group checks' kernels
         self.before_timing: Callable[[], None] | None = None  # waits for work beside the compilation
+        self.choices: dict[str, dict] = {}  # choice key -> what was timed and taken (`choose`)
+
+    # -- lower --------------------------------------------------------------------------------
+
+    def choose(self, choice: Choice) -> bool:
+        """Whether to take `choice`'s alternative lowering: both lowerings of the op alone are
+        compiled (with this compilation's options and kernel cache) and run in alternation,
+        as cuDNN's "find" times convolution algorithms; the faster is taken, and the answer
+        kept in the kernel cache beside the kernels (keyed like them by target, compiler and
+        options). Where nothing can run (another machine's target, measuring off) the
+        frontend's guess stands."""
+        if not self.opts.measure or self.backend.unrunnable(self.target) is not None:
+            return choice.default
+        if choice.key not in self.choices:
+            sig = KernelSignature(op_pattern=f"choice:{choice.kind}", shapes=choice.key, dtypes="",
+                                  te_hash=hashlib.sha256(choice.key.encode()).hexdigest(),
+                                  target_fingerprint=self.fingerprint, compiler_fingerprint=compiler_fingerprint(),
+                                  options=json.dumps(self.opts.codegen_key(), sort_keys=True, separators=(",", ":")))
+            entry = exact_hit(self.cache.get(sig), sig)
+            if entry is None:
+                without, with_ = self._time_choice(choice)
+                record = {"kind": choice.kind, "key": choice.key, "taken": with_ < without,
+                          "ms_without": round(without, 4), "ms_with": round(with_, 4)}
+                entry = KernelEntry(sig, {}, f"/* lowering choice {json.dumps(record)} */\n", b"",
+                                    measured_us=min(without, with_) * 1e3, extras={"choice": record})
+                self.cache.put(entry)
+            self.choices[choice.key] = entry.extras["choice"]
+        return bool(self.choices[choice.key]["taken"])
+
+    def _time_choice(self, choice: Choice) -> tuple[float, float]:
+        """Median milliseconds a run of `choice`'s model takes without and with its alternative."""
+        from compiler.runtime import load
+        from compiler.runtime.validate import random_inputs  # onnxruntime: loaded when needed
+
+        model, opts = choice.model(), dataclasses.replace(self.opts, input_shapes={}, top_k=1)
+        with tempfile.TemporaryDirectory(prefix="tileforge-choice-") as tmp:
+            exes = []
+            for taken in (False, True):
+                out = Path(tmp) / f"{int(taken)}.tar.gz"
+                compile_model(model, self.target, opts, self.cache, output=out, choose=lambda _, t=taken: t)
+                exes.append(load(out, threads=opts.threads))
+            feeds = random_inputs(exes[0].input_specs, onnx.load_from_string(model), opts.seed)
+            if self.before_timing is not None:
+                self.before_timing()
+            runs = time_interleaved([functools.partial(e.run, feeds) for e in exes],
+                                    min_runs=CHOICE_RUNS, min_seconds=CHOICE_SECONDS)
+        without, with_ = (statistics.median(r) * 1e3 for r in runs)
+        return without, with_
 
     # -- partition ----------------------------------------------------------------------------
 
@@ -408,6 +469,7 @@ class _Compilation:
             "options": self.opts.to_dict(),
             "roofline": roofline_report(kernel_times(self.plan), self.target),
             "fusion": fusion_report(log, self.plan, self.target, self.pricer, self.split_back),
+            "choices": list(self.choices.values()),
             "inputs": [graph.tensors[t].name for t in graph.inputs],
             "outputs": [graph.tensors[t].name for t in graph.outputs],
         }

@@ -20,7 +20,6 @@ import numpy as np
 import onnx
 
 from compiler.backends import backend_for
-from compiler.bench.measure import time_interleaved
 from compiler.bench.memory import resident_bytes
 from compiler.cache import KernelCache
 from compiler.cost.roofline import roofline_report
@@ -28,6 +27,7 @@ from compiler.errors import TargetError
 from compiler.options import CompileOptions
 from compiler.pipeline import CompileResult, compile_model, kernel_times, model_bytes
 from compiler.runtime import load
+from compiler.runtime.interleaved import time_interleaved
 from compiler.runtime.validate import random_inputs
 from compiler.schedule.plan import ExecutionPlan
 from compiler.target.base import Target

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from compiler.errors import ModelError
+from compiler.frontend.choices import Chooser, by_default
 from compiler.frontend.limits import Limits
 from compiler.frontend.scalars import inline_scalar_constants
 from compiler.frontend.values import Value
@@ -47,9 +48,10 @@ def read_once(compute: Compute, tids: tuple[int, ...]) -> tuple[Compute, tuple[i
 class Builder:
     """The graph under construction, the limits it must respect and the node being lowered."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, choose: Chooser = by_default) -> None:
         self.graph = Graph()
         self.limits = limits
+        self.choose = choose  # which of an op's two lowerings to take (compiler/frontend/choices.py)
         self.op = ""
         self.node_name = ""
         self.folded_work = 0

@@ -13,6 +13,7 @@ from onnx import NodeProto, TensorProto, numpy_helper
 from compiler.errors import ModelError, TileforgeError, UnsupportedOpError
 from compiler.frontend.binding import bind_inputs
 from compiler.frontend.builder import Builder
+from compiler.frontend.choices import Chooser, by_default
 from compiler.frontend.dtypes import ir_dtype
 from compiler.frontend.exprs import elementwise
 from compiler.frontend.functions import expand
@@ -159,14 +160,16 @@ def import_model(
     model: ModelSource,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     limits: Limits | None = None,
+    choose: Chooser = by_default,
 ) -> Graph:
     """Check, bind and lower an ONNX model to a Graph of Computes (ModelError when refused).
 
-    `input_shapes` gives the full shape of inputs with symbolic dims.
+    `input_shapes` gives the full shape of inputs with symbolic dims; `choose` picks
+    between an op's two lowerings where it has two (compiler/frontend/choices.py).
     """
     limits = limits or Limits()
     proto, screened = read_and_screen(model, limits)
-    return _lower(proto, screened, input_shapes or {}, limits)
+    return _lower(proto, screened, input_shapes or {}, limits, choose)
 
 
 def check_model(model: ModelSource, limits: Limits | None = None) -> ModelInfo:
@@ -183,12 +186,12 @@ def check_model(model: ModelSource, limits: Limits | None = None) -> ModelInfo:
 
 
 def _lower(proto: onnx.ModelProto, screened: Screened, input_shapes: Mapping[str, Sequence[int]],
-           limits: Limits) -> Graph:
+           limits: Limits, choose: Chooser = by_default) -> Graph:
     """Bind and lower a screened model to a Graph of Computes."""
     g = proto.graph
     if g.sparse_initializer:
         raise ModelError("sparse initializers are not supported")
-    b = Builder(limits)
+    b = Builder(limits, choose)
     values: dict[str, AnyValue] = {}
     for bound in bind_inputs(g, input_shapes):
         b.check_shape(bound.shape, f"input {shown(bound.name)}")

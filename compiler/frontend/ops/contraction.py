@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from compiler.frontend.broadcast import broadcast_index, broadcast_shape
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.windows import window_of
-from compiler.frontend.ops.winograd import winograd_conv, winograd_fits
+from compiler.frontend.ops.winograd import winograd_choice, winograd_conv, winograd_fits
 from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
 from compiler.ir.te import ACC, Expr, Var, cast
@@ -129,7 +129,7 @@ def conv(cx: OpContext) -> Outputs:
     x, w, bias, _, groups = conv_operands(cx)
     if tuple(cx.attr("kernel_shape", w.shape[2:])) == w.shape[2:]:  # else conv_values names the mismatch
         win = window_of(cx, x.shape[2:], w.shape[2:])
-        if winograd_fits(x, w, groups, win):
+        if winograd_fits(x, w, groups, win) and cx.builder.choose(winograd_choice(x, w, bias, win)):
             return [winograd_conv(cx, x, w, bias, win)]
     return [conv_values(cx, x, w, bias, groups)]
 

@@ -13,6 +13,11 @@ For each 2 x 2 tile of outputs and its 4 x 4 window of input, Y = A^T [(G g G^T)
   phases are (compiler/frontend/ops/phases.py).
 The tables' entries are 0, +-1 and +-1/2: the results differ from the direct sum by rounding.
 
+Which lowering is faster depends on the machine (compiler/frontend/choices.py): the
+convolution asks its `Choice` (`winograd_choice`), which the pipeline answers by timing
+both on the convolution alone; the thresholds below are where it is worth asking, and the
+answer where nothing is timed.
+
 The input transform's dense table is three quarters zeros and the output transform reads
 9 products per output: both are generic kernels, which is why the channel and tile counts
 below are needed (a 64-channel 56 x 56 convolution: the batched matmul 448 us where the
@@ -23,7 +28,9 @@ would let smaller convolutions gain too. The transformed weights take 16/9 the b
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 
+from compiler.frontend.choices import Choice
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
 from compiler.frontend.ops.phases import interleave_phases
 from compiler.frontend.ops.windows import Window
@@ -51,6 +58,26 @@ def winograd_fits(x: Value, w: Value, groups: int, win: Window) -> bool:
             and win.kernel == (3, 3) and win.strides == (1, 1) and win.dilations == (1, 1)
             and all(o % 2 == 0 for o in win.out) and min(x.shape[1], w.shape[0]) >= MIN_CHANNELS
             and win.out[0] * win.out[1] // 4 >= MIN_TILES)
+
+
+def winograd_choice(x: Value, w: Value, bias: Value | None, win: Window) -> Choice:
+    """The choice between Winograd and the direct convolution for convolution (x, w, bias)
+    with window `win` (`winograd_fits` holds), and the convolution alone to time them on."""
+    pads = [*win.pad_begin, *win.pad_end]
+    key = f"winograd x{list(x.shape)} w{list(w.shape)} pads{pads} bias{int(bias is not None)}"
+
+    def model() -> bytes:
+        rng = np.random.default_rng(0)
+        consts = [numpy_helper.from_array((rng.standard_normal(w.shape) * 0.05).astype(np.float32), "w")]
+        if bias is not None:
+            consts.append(numpy_helper.from_array(rng.standard_normal(bias.shape).astype(np.float32), "b"))
+        node = helper.make_node("Conv", ["x", *(t.name for t in consts)], ["y"], kernel_shape=[3, 3], pads=pads)
+        out = [x.shape[0], w.shape[0], *win.out]
+        graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], consts)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+    return Choice("winograd", key, default=True, model=model)
 
 
 def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Window) -> Value:

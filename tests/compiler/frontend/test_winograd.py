@@ -1,19 +1,24 @@
-"""3x3 stride-1 convolutions lowered as Winograd F(2x2, 3x3): which ones take it, and that
-they match onnxruntime through the frontend's interpreter and through compiled kernels."""
+"""3x3 stride-1 convolutions lowered as Winograd F(2x2, 3x3): which ones may take it, that
+the frontend asks its chooser (compiler/frontend/choices.py) and describes the convolution
+for timing, and that both lowerings match onnxruntime through the frontend's interpreter
+and through compiled kernels."""
 
+import onnx
 import pytest
 from frontend_kit import check_op, make_model, random
 from onnx import helper
 
 from compiler.frontend import import_model
+from compiler.frontend.choices import Choice, by_default
 from compiler.pipeline import compile_model
 
 C = 64  # the fewest channels that take the Winograd path (winograd.MIN_CHANNELS)
 
 
-def _uses_winograd(x_shape, w_shape, **attrs) -> bool:
+def _uses_winograd(x_shape, w_shape, choose=by_default, **attrs) -> bool:
     node = helper.make_node("Conv", ["x", "w"], ["y"], **attrs)
-    graph = import_model(make_model([node], {"x": random(x_shape)}, ["y"], {"w": random(w_shape, seed=1)}))
+    model = make_model([node], {"x": random(x_shape)}, ["y"], {"w": random(w_shape, seed=1)})
+    graph = import_model(model, choose=choose)
     n, k = x_shape[0], w_shape[0]
     return any(nd.compute.shape[:3] == (n, 16, k) for nd in graph.nodes)  # the batched matmul of 16
 
@@ -46,9 +51,36 @@ def test_other_convolutions_run_direct(x_shape, w_shape, attrs):
     assert not _uses_winograd(x_shape, w_shape, **attrs)
 
 
-def test_compiled_winograd_convolution_with_relu_validates(tmp_path):
+def test_the_chooser_is_asked_once_per_convolution_with_the_convolution_alone():
+    asked: list[Choice] = []
+
+    def decline(choice: Choice) -> bool:
+        asked.append(choice)
+        return False
+
+    attrs = {"pads": [1, 0, 0, 1]}
+    assert not _uses_winograd((2, C, 29, 29), (C, C, 3, 3), choose=decline, **attrs)
+    assert [c.kind for c in asked] == ["winograd"] and asked[0].default is True
+    alone = onnx.load_from_string(asked[0].model())
+    onnx.checker.check_model(alone, full_check=True)
+    (conv,) = alone.graph.node
+    assert conv.op_type == "Conv" and {a.name: list(a.ints) for a in conv.attribute}["pads"] == [1, 0, 0, 1]
+    shape = [d.dim_value for d in alone.graph.output[0].type.tensor_type.shape.dim]
+    assert shape == [2, C, 28, 28]
+    # the same convolution is the same question; the direct lowering is what a "no" gets
+    _uses_winograd((2, C, 29, 29), (C, C, 3, 3), choose=decline, **attrs)
+    assert asked[1].key == asked[0].key
+    assert not _uses_winograd((1, 32, 56, 56), (32, 32, 3, 3), choose=decline, pads=[1, 1, 1, 1])
+    assert len(asked) == 2  # a convolution Winograd does not fit is not asked about
+
+
+@pytest.mark.parametrize("winograd", [True, False])
+def test_both_compiled_lowerings_with_relu_validate(tmp_path, winograd):
     w = random((C, C, 3, 3), seed=1, low=-0.2, high=0.2)
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
     model = make_model(nodes, {"x": random((1, C, 28, 28))}, ["y"], {"w": w, "b": random((C,), seed=2)})
-    result = compile_model(model.SerializeToString(), "cpu", {"threads": 2}, output=tmp_path / "m.tar.gz")
+    result = compile_model(model.SerializeToString(), "cpu", {"threads": 2}, output=tmp_path / "m.tar.gz",
+                           choose=lambda _: winograd)
     assert result.validation["passed"] is True and result.validation["rel_l2_error"] < 1e-5
+    assert any(k["ops"] == ["Conv", "Relu"] for k in result.kernels) is not winograd  # direct: Relu fused
+    assert result.report["choices"] == []  # told, not timed

@@ -1,6 +1,6 @@
-"""The benchmark's timing: the runtimes are timed in alternating phases."""
+"""The interleaved timer: callables are timed in alternating phases."""
 
-from compiler.bench.measure import time_interleaved
+from compiler.runtime.interleaved import time_interleaved
 
 
 def test_calls_alternate_in_phases_until_both_have_enough_runs() -> None:
@@ -28,7 +28,7 @@ def test_a_phase_waits_for_the_last_ones_spinning_threads() -> None:
     import threading
     import time
 
-    from compiler.bench.measure import wait_until_idle
+    from compiler.runtime.interleaved import wait_until_idle
 
     stop = time.perf_counter() + 0.15
 

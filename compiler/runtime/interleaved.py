@@ -1,0 +1,56 @@
+"""Wall-clock times of several callables taken in alternating phases, so that a change in
+the machine's load lands on all of them alike: the bench's runtimes against each other,
+a profile's model runs, and the compiler's choice between two lowerings of one op
+(compiler/pipeline.py `choose`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+
+def time_interleaved(fns: Sequence[Callable[[], object]], min_runs: int = 20, min_seconds: float = 1.0,
+                     phase_seconds: float = 0.1, settle_seconds: float = 0.01, warmup: int = 2,
+                     max_runs: int = 5000) -> list[list[float]]:
+    """Wall-clock seconds of repeated calls of each of `fns` (after warm-up), taken in
+    alternating phases of about `phase_seconds` so that a change in the machine's load
+    (another process, a frequency step) lands on all of them alike: at least
+    `min_runs` calls each and `min_seconds` in all. Before each phase the process
+    waits until it is idle (`wait_until_idle`, windows of `settle_seconds`): a runtime's
+    pool threads spin after its last call, and would take the cores from the next
+    phase's."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    start = time.perf_counter()
+    while len(times[0]) < max_runs and (len(times[0]) < min_runs or time.perf_counter() - start < min_seconds):
+        for fn, out in zip(fns, times, strict=True):
+            wait_until_idle(settle_seconds)
+            phase_end = time.perf_counter() + phase_seconds
+            while True:
+                t0 = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - t0)
+                if t0 >= phase_end:
+                    break
+    return times
+
+
+def wait_until_idle(window: float, at_most: float = 1.0) -> float:
+    """Sleep until no thread of this process used the CPU for a whole `window` (seconds),
+    or `at_most` seconds passed; returns the seconds waited. onnxruntime's pool threads
+    spin 50-60 ms after each run, libgomp's about 10-20 ms: on 2 cores, a 2-thread run
+    started in that time shares a core with the spinning thread. It took the first 4-5
+    calls of each of our phases after onnxruntime's twice as long (dilated segmenter, a
+    fixed 20 ms pause: 7.4 against 3.3 ms; per-call medians of a 6 s series 5.4 against
+    3.4 ms alone)."""
+    start = time.perf_counter()
+    while window > 0:
+        cpu = time.process_time()
+        time.sleep(window)
+        waited = time.perf_counter() - start
+        # under 10% of one core over the window: the sleeping thread's own wake-up, nothing spinning
+        if time.process_time() - cpu < 0.1 * window or waited >= at_most:
+            return waited
+    return 0.0

@@ -1,0 +1,54 @@
+"""An op with two lowerings (Winograd or the direct convolution) gets the one that ran
+faster on this machine: timed on the op alone when first met, then kept in the kernel cache
+(compiler/pipeline.py `_Compilation.choose`)."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.cache import MemoryKernelCache
+from compiler.pipeline import _Compilation, compile_model
+
+C = 64
+
+
+def _model() -> bytes:
+    """A 3x3 convolution Winograd fits, with a Relu."""
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array((rng.standard_normal((C, C, 3, 3)) * 0.05).astype(np.float32), "w"),
+               numpy_helper.from_array(rng.standard_normal(C).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 28, 28])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C, 28, 28])], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+
+def _winograd_kernels(result) -> bool:
+    return not any(k["ops"] == ["Conv", "Relu"] for k in result.kernels)  # the direct one fuses its Relu
+
+
+def test_the_faster_lowering_is_timed_once_and_then_taken_from_the_cache(tmp_path, monkeypatch):
+    cache = MemoryKernelCache()
+    first = compile_model(_model(), "cpu", {"threads": 1}, cache=cache, output=tmp_path / "a.tar.gz")
+    (record,) = first.report["choices"]
+    assert record["kind"] == "winograd" and record["ms_with"] > 0 and record["ms_without"] > 0
+    assert record["taken"] == (record["ms_with"] < record["ms_without"])
+    assert _winograd_kernels(first) == record["taken"]
+    assert first.validation["passed"] is True
+    stored = [e for e in cache.entries().values() if e.signature.op_pattern == "choice:winograd"]
+    assert len(stored) == 1 and stored[0].extras["choice"] == record
+
+    def untimed(self, choice):
+        raise AssertionError("a choice in the cache is not timed again")
+
+    monkeypatch.setattr(_Compilation, "_time_choice", untimed)
+    again = compile_model(_model(), "cpu", {"threads": 1}, cache=cache, output=tmp_path / "b.tar.gz")
+    assert again.report["choices"] == [record] and _winograd_kernels(again) == record["taken"]
+    assert again.cache_misses == 0
+
+
+@pytest.mark.parametrize("options", [{"measure": False}, {"threads": 1, "measure": False}])
+def test_without_measuring_the_frontend_guess_stands(tmp_path, monkeypatch, options):
+    monkeypatch.setattr(_Compilation, "_time_choice", lambda self, choice: pytest.fail("timed"))
+    result = compile_model(_model(), "cpu", options, output=tmp_path / "m.tar.gz")
+    assert result.report["choices"] == [] and _winograd_kernels(result)
