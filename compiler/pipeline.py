@@ -246,10 +246,9 @@ class _Compilation:
 
     def choose(self, choice: Choice) -> bool:
         """Whether to take `choice`'s alternative lowering: both lowerings of the op alone are
-        compiled (with this compilation's options and kernel cache) and run in alternation,
-        as cuDNN's "find" times convolution algorithms; the faster is taken, and the answer
-        kept in the kernel cache beside the kernels (keyed like them by target, compiler and
-        options). Where nothing can run (another machine's target, measuring off) the
+        compiled (with this compilation's options) and run in alternation, as cuDNN's "find"
+        times convolution algorithms; the faster is taken, and the answer kept in the kernel
+        cache beside the kernels (keyed like them by target, compiler and options). Where nothing can run (another machine's target, measuring off) the
         frontend's guess stands."""
         if not self.opts.measure or self.backend.unrunnable(self.target) is not None:
             return choice.default
@@ -279,7 +278,9 @@ class _Compilation:
             exes = []
             for taken in (False, True):
                 out = Path(tmp) / f"{int(taken)}.tar.gz"
-                compile_model(model, self.target, opts, self.cache, output=out, choose=lambda _, t=taken: t)
+                # a cache of their own: their kernels, built untuned (one candidate each), must
+                # not stand in for the tuned ones the model's own compilation builds
+                compile_model(model, self.target, opts, MemoryKernelCache(), output=out, choose=lambda _, t=taken: t)
                 exes.append(load(out, threads=opts.threads))
             feeds = random_inputs(exes[0].input_specs, onnx.load_from_string(model), opts.seed)
             if self.before_timing is not None:

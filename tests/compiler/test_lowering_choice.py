@@ -37,6 +37,9 @@ def test_the_faster_lowering_is_timed_once_and_then_taken_from_the_cache(tmp_pat
     assert first.validation["passed"] is True
     stored = [e for e in cache.entries().values() if e.signature.op_pattern == "choice:winograd"]
     assert len(stored) == 1 and stored[0].extras["choice"] == record
+    # the convolution alone was compiled untuned on a cache of its own: only the model's kernels are kept
+    kernels = {e.key for e in cache.entries().values() if e not in stored}
+    assert kernels == {k["key"] for k in first.kernels}
 
     def untimed(self, choice):
         raise AssertionError("a choice in the cache is not timed again")

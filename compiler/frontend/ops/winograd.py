@@ -41,11 +41,13 @@ from compiler.ir.te import Expr
 _BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
 _AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
-# Where the transforms cost less than the multiply-adds they save (one 3x3 convolution with a
-# Relu on a Zen 5, against the direct one, 1 / 2 threads): 32 channels on 112 x 112 0.78x;
-# 64 on 56 x 56 1.10x / 1.09x; 128 on 28 x 28 1.25x / 1.29x; 256 on 14 x 14 1.37x / 0.95x
-# (49 tiles: the small kernels and their barriers cost more at 2 threads). YOLO's 128
-# channels on 20 x 20 lost 3% at 2 threads with 100 tiles allowed.
+# Where the machine is asked (one 3x3 convolution with a Relu, Winograd against the direct
+# one, 1 / 2 threads). On a Zen 5: 32 channels on 112 x 112 0.78x; 64 on 56 x 56 1.10x /
+# 1.09x; 128 on 28 x 28 1.25x / 1.29x; 256 on 14 x 14 1.37x / 0.95x (49 tiles: the small
+# kernels and their barriers cost more at 2 threads). On an Emerald Rapids Xeon 64 on 56 x 56
+# and 128 on 28 x 28 lost at both, 256 on 14 x 14 gained alone (1.78 against 2.10 ms) but
+# not in resnet18, where the direct one fuses the residual Add and Relu (docs/PROFILE.md,
+# stop 36). Above these the timing decides.
 MIN_CHANNELS = 64  # input and output channels
 MIN_TILES = 196  # 2 x 2 output tiles: a 28 x 28 output
 
