@@ -95,9 +95,23 @@ def cmd_compile(a: argparse.Namespace) -> int:
               + (f" on {v['validated_on']}" if v.get("validated_on") else ""))
     for i, line in enumerate(fusion_summary(r.report["fusion"])):
         print(f"{'fusion' if i == 0 else '':<10} {line}")
+    for i, line in enumerate(choice_lines(r.report.get("choices", []))):
+        print(f"{'choices' if i == 0 else '':<10} {line}")
     print("stages     " + ", ".join(f"{k} {s:.2f}s" for k, s in r.stage_seconds.items())
           + f"; total {total:.2f}s")
     return 0
+
+
+def choice_lines(choices: list[dict]) -> list[str]:
+    """One line per lowering choice the compile timed (report.json's "choices"): the op, what
+    was taken, and both times (or why a lowering could not be timed)."""
+    def line(c: dict) -> str:
+        taken = c["kind"] if c["taken"] else f"not {c['kind']}"
+        if c.get("failed"):
+            return f"{c['key']}: {taken} (" + "; ".join(f"{k} failed: {v}" for k, v in c["failed"].items()) + ")"
+        return f"{c['key']}: {taken} ({c['ms_with']:.3g} ms with, {c['ms_without']:.3g} ms without)"
+
+    return [line(c) for c in choices]
 
 
 def cmd_run(a: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ from compiler.cache import (
     signature_of,
 )
 from compiler.cost.roofline import KernelTime, roofline_report
-from compiler.errors import ModelError, ValidationError
+from compiler.errors import ModelError, TileforgeError, ValidationError
 from compiler.frontend.choices import Choice, Chooser
 from compiler.ir.graph import Graph
 from compiler.ir.te import Compute
@@ -248,8 +248,8 @@ class _Compilation:
         """Whether to take `choice`'s alternative lowering: both lowerings of the op alone are
         compiled (with this compilation's options) and run in alternation, as cuDNN's "find"
         times convolution algorithms; the faster is taken, and the answer kept in the kernel
-        cache beside the kernels (keyed like them by target, compiler and options). Where nothing can run (another machine's target, measuring off) the
-        frontend's guess stands."""
+        cache beside the kernels (keyed like them by target, compiler and options). Where
+        nothing can run (another machine's target, measuring off) the frontend's guess stands."""
         if not self.opts.measure or self.backend.unrunnable(self.target) is not None:
             return choice.default
         if choice.key not in self.choices:
@@ -258,37 +258,51 @@ class _Compilation:
                                   target_fingerprint=self.fingerprint, compiler_fingerprint=compiler_fingerprint(),
                                   options=json.dumps(self.opts.codegen_key(), sort_keys=True, separators=(",", ":")))
             entry = exact_hit(self.cache.get(sig), sig)
-            if entry is None:
-                without, with_ = self._time_choice(choice)
-                record = {"kind": choice.kind, "key": choice.key, "taken": with_ < without,
-                          "ms_without": round(without, 4), "ms_with": round(with_, 4)}
-                entry = KernelEntry(sig, {}, f"/* lowering choice {json.dumps(record)} */\n", b"",
-                                    measured_us=min(without, with_) * 1e3, extras={"choice": record})
-                self.cache.put(entry)
-            self.choices[choice.key] = entry.extras["choice"]
+            if entry is not None:
+                self.choices[choice.key] = entry.extras["choice"]
+            else:
+                record = self._time_choice(choice)
+                self.choices[choice.key] = record
+                if not record["failed"]:  # a failure may be the toolchain's of the moment: not kept
+                    self.cache.put(KernelEntry(sig, {}, f"/* lowering choice {json.dumps(record)} */\n", b"",
+                                               measured_us=min(record["ms_with"], record["ms_without"]) * 1e3,
+                                               extras={"choice": record}))
         return bool(self.choices[choice.key]["taken"])
 
-    def _time_choice(self, choice: Choice) -> tuple[float, float]:
-        """Median milliseconds a run of `choice`'s model takes without and with its alternative."""
+    def _time_choice(self, choice: Choice) -> dict:
+        """`choice`'s record: the median milliseconds a run of the op alone takes without and
+        with the alternative lowering, which is taken, and why a lowering failed to build or
+        validate (the other is then taken untimed; the guess, where both failed)."""
         from compiler.runtime import load
         from compiler.runtime.validate import random_inputs  # onnxruntime: loaded when needed
 
         model, opts = choice.model(), dataclasses.replace(self.opts, input_shapes={}, top_k=1)
+        ms: dict[bool, float] = {}
+        failed: dict[str, str] = {}
         with tempfile.TemporaryDirectory(prefix="tileforge-choice-") as tmp:
-            exes = []
+            exes = {}
             for taken in (False, True):
                 out = Path(tmp) / f"{int(taken)}.tar.gz"
-                # a cache of their own: their kernels, built untuned (one candidate each), must
-                # not stand in for the tuned ones the model's own compilation builds
-                compile_model(model, self.target, opts, MemoryKernelCache(), output=out, choose=lambda _, t=taken: t)
-                exes.append(load(out, threads=opts.threads))
-            feeds = random_inputs(exes[0].input_specs, onnx.load_from_string(model), opts.seed)
-            if self.before_timing is not None:
-                self.before_timing()
-            runs = time_interleaved([functools.partial(e.run, feeds) for e in exes],
-                                    min_runs=CHOICE_RUNS, min_seconds=CHOICE_SECONDS)
-        without, with_ = (statistics.median(r) * 1e3 for r in runs)
-        return without, with_
+                try:
+                    # a cache of their own: their kernels, built untuned (one candidate each),
+                    # must not stand in for the tuned ones the model's own compilation builds
+                    compile_model(model, self.target, opts, MemoryKernelCache(), output=out,
+                                  choose=lambda _, t=taken: t)
+                except TileforgeError as e:
+                    failed["with" if taken else "without"] = f"{type(e).__name__}: {e}"
+                    continue
+                exes[taken] = load(out, threads=opts.threads)
+            if len(exes) == 2:
+                feeds = random_inputs(exes[False].input_specs, onnx.load_from_string(model), opts.seed)
+                if self.before_timing is not None:
+                    self.before_timing()
+                runs = time_interleaved([functools.partial(e.run, feeds) for e in exes.values()],
+                                        min_runs=CHOICE_RUNS, min_seconds=CHOICE_SECONDS)
+                ms = {t: statistics.median(r) * 1e3 for t, r in zip(exes, runs, strict=True)}
+        taken = min(ms, key=ms.__getitem__) if ms else next(iter(exes), choice.default)
+        return {"kind": choice.kind, "key": choice.key, "taken": taken,
+                "ms_without": round(ms[False], 4) if ms else None,
+                "ms_with": round(ms[True], 4) if ms else None, "failed": failed}
 
     # -- partition ----------------------------------------------------------------------------
 

@@ -74,3 +74,19 @@ def test_a_model_over_the_node_cap_is_one_clear_line_and_exit_2(tmp_path: Path):
                   env={"TILEFORGE_MAX_MODEL_NODES": "50"})
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "the model has 51 nodes, over the limit of 50 (TILEFORGE_MAX_MODEL_NODES)" in r.stderr
+
+
+def test_compile_names_each_timed_lowering_choice():
+    from compiler.cli import choice_lines
+
+    choices = [{"kind": "winograd", "key": "winograd x[1, 64, 56, 56] w[64, 64, 3, 3] pads[1, 1, 1, 1] bias0",
+                "taken": False, "ms_with": 2.1691, "ms_without": 1.5431},
+               {"kind": "winograd", "key": "winograd x[1, 256, 14, 14] w[256, 256, 3, 3] pads[1, 1, 1, 1] bias0",
+                "taken": True, "ms_with": 1.7842, "ms_without": 2.0971}]
+    assert choice_lines(choices) == [
+        "winograd x[1, 64, 56, 56] w[64, 64, 3, 3] pads[1, 1, 1, 1] bias0: not winograd (2.17 ms with, 1.54 ms without)",
+        "winograd x[1, 256, 14, 14] w[256, 256, 3, 3] pads[1, 1, 1, 1] bias0: winograd (1.78 ms with, 2.1 ms without)",
+    ]
+    assert choice_lines([]) == []
+    failed = {**choices[0], "ms_with": None, "ms_without": None, "failed": {"with": "BuildError: gcc failed"}}
+    assert choice_lines([failed]) == [f"{choices[0]['key']}: not winograd (with failed: BuildError: gcc failed)"]

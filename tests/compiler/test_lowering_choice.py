@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import compiler.pipeline
 from compiler.cache import MemoryKernelCache
+from compiler.errors import BuildError
 from compiler.pipeline import _Compilation, compile_model
 
 C = 64
@@ -36,7 +38,7 @@ def test_the_faster_lowering_is_timed_once_and_then_taken_from_the_cache(tmp_pat
     assert _winograd_kernels(first) == record["taken"]
     assert first.validation["passed"] is True
     stored = [e for e in cache.entries().values() if e.signature.op_pattern == "choice:winograd"]
-    assert len(stored) == 1 and stored[0].extras["choice"] == record
+    assert len(stored) == 1 and stored[0].extras["choice"] == record and record["failed"] == {}
     # the convolution alone was compiled untuned on a cache of its own: only the model's kernels are kept
     kernels = {e.key for e in cache.entries().values() if e not in stored}
     assert kernels == {k["key"] for k in first.kernels}
@@ -55,3 +57,24 @@ def test_without_measuring_the_frontend_guess_stands(tmp_path, monkeypatch, opti
     monkeypatch.setattr(_Compilation, "_time_choice", lambda self, choice: pytest.fail("timed"))
     result = compile_model(_model(), "cpu", options, output=tmp_path / "m.tar.gz")
     assert result.report["choices"] == [] and _winograd_kernels(result)
+
+
+def test_a_lowering_that_fails_to_build_leaves_the_other_untimed_and_uncached(tmp_path, monkeypatch):
+    """The op alone failing one way (here: the Winograd build) is no error of the user's
+    model: the other lowering is taken, the failure said, and the answer not kept (the
+    failure may be the toolchain's of the moment)."""
+    real = compiler.pipeline.compile_model
+
+    def winograd_fails(model, target, options, cache, output=None, choose=None, **kw):
+        if choose is not None and choose(None):
+            raise BuildError("gcc: out of memory")
+        return real(model, target, options, cache, output=output, choose=choose, **kw)
+
+    monkeypatch.setattr(compiler.pipeline, "compile_model", winograd_fails)
+    cache = MemoryKernelCache()
+    result = compile_model(_model(), "cpu", {"threads": 1}, cache=cache, output=tmp_path / "m.tar.gz")
+    (record,) = result.report["choices"]
+    assert record["taken"] is False and record["ms_with"] is None
+    assert record["failed"] == {"with": "BuildError: gcc: out of memory"}
+    assert not _winograd_kernels(result) and result.validation["passed"] is True
+    assert not any(e.signature.op_pattern.startswith("choice:") for e in cache.entries().values())
