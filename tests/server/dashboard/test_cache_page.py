@@ -77,3 +77,22 @@ def test_unknown_kernel_is_a_404_page(alice):
 def test_pages_carry_a_strict_content_security_policy(alice):
     csp = alice.get("/").headers["content-security-policy"]
     assert "script-src 'self'" in csp and "default-src 'self'" in csp and "unsafe-inline" not in csp
+
+
+def test_a_lowering_choice_shows_as_a_row_and_a_page(alice, dashboard_app):
+    """The pipeline's answer to a lowering choice (compiler/pipeline.py `choose`) sits in the
+    kernel cache: listed under its op pattern, its page shows what was timed."""
+    from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
+    from server.db.kernel_cache import insert_kernel
+    from server.db.session import transaction
+
+    record = {"kind": "winograd", "key": "winograd x[1, 64, 56, 56] w[64, 64, 3, 3] pads[1, 1, 1, 1] bias0",
+              "taken": False, "ms_without": 1.5431, "ms_with": 2.1691, "failed": {}}
+    sig = KernelSignature(op_pattern="choice:winograd", shapes=record["key"], dtypes="", te_hash="cd" * 32,
+                          target_fingerprint=CPU, compiler_fingerprint=compiler_fingerprint(), options="{}")
+    entry = KernelEntry(sig, {}, "/* lowering choice */\n", b"", measured_us=1543.1, extras={"choice": record})
+    with transaction(dashboard_app.state.sessions) as s:
+        insert_kernel(s, entry)
+    assert keys_on(alice.get("/", params={"op": "choice"}).text) == [entry.key]
+    page = alice.get(f"/kernels/{entry.key}")
+    assert page.status_code == 200 and "choice:winograd" in page.text and "lowering choice" in page.text

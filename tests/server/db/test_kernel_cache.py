@@ -3,6 +3,7 @@
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from sqlalchemy import func, select
 
 from compiler.cache import KernelEntry, KernelSignature, compiler_fingerprint
@@ -109,3 +110,29 @@ def test_put_records_the_rows_size(db_sessions):
     DatabaseKernelCache(db_sessions).put(e)
     with db_sessions() as s:
         assert s.get(Kernel, e.key).size_bytes == len(e.source) + len(e.binary) + len(e.te_json) > 0
+
+
+def test_a_lowering_choice_is_kept_and_read_back_like_a_kernel(db_sessions, tmp_path, monkeypatch):
+    """The pipeline's answer to a lowering choice (op pattern choice:*, no binary) goes into
+    the database cache a worker compiles against, and the next compile reads it back instead
+    of timing again."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from compiler.pipeline import _Compilation, compile_model
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((64, 64, 3, 3)) * 0.05).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 28, 28])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 28, 28])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    cache = DatabaseKernelCache(db_sessions)
+    first = compile_model(model, "cpu", {"threads": 1}, cache=cache, output=tmp_path / "a.tar.gz")
+    (record,) = first.report["choices"]
+    with db_sessions() as s:
+        (row,) = s.scalars(select(Kernel).where(Kernel.op_pattern == "choice:winograd")).all()
+        assert row.binary == b"" and row.extras["choice"] == record and not row.stale
+    monkeypatch.setattr(_Compilation, "_time_choice", lambda self, choice: pytest.fail("timed again"))
+    again = compile_model(model, "cpu", {"threads": 1}, cache=cache, output=tmp_path / "b.tar.gz")
+    assert again.report["choices"] == [record] and again.cache_misses == 0
