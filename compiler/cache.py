@@ -62,8 +62,27 @@ def signature_of(compute: Compute, target_fingerprint: str, options: dict | None
         te_hash=hashlib.sha256(canonical.encode()).hexdigest(),
         target_fingerprint=target_fingerprint,
         compiler_fingerprint=compiler_fingerprint(),
-        options=json.dumps(options or {}, sort_keys=True, separators=(",", ":")),
+        options=_options_key(options),
     )
+
+
+def choice_signature(kind: str, key: str, target_fingerprint: str, options: dict | None = None) -> KernelSignature:
+    """The signature under which the answer to a lowering choice is kept beside the kernels
+    (compiler/pipeline.py `choose`): the op's signature `key` (shapes and attributes, never
+    weight values) in place of a TE, keyed like a kernel by target, compiler and options."""
+    return KernelSignature(
+        op_pattern=f"choice:{kind}",
+        shapes=key,
+        dtypes="",
+        te_hash=hashlib.sha256(key.encode()).hexdigest(),
+        target_fingerprint=target_fingerprint,
+        compiler_fingerprint=compiler_fingerprint(),
+        options=_options_key(options),
+    )
+
+
+def _options_key(options: dict | None) -> str:
+    return json.dumps(options or {}, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass

@@ -32,7 +32,7 @@ from compiler.cache import (
     KernelEntry,
     KernelSignature,
     MemoryKernelCache,
-    compiler_fingerprint,
+    choice_signature,
     exact_hit,
     signature_of,
 )
@@ -249,14 +249,12 @@ class _Compilation:
         compiled (with this compilation's options) and run in alternation, as cuDNN's "find"
         times convolution algorithms; the faster is taken, and the answer kept in the kernel
         cache beside the kernels (keyed like them by target, compiler and options). Where
-        nothing can run (another machine's target, measuring off) the frontend's guess stands."""
-        if not self.opts.measure or self.backend.unrunnable(self.target) is not None:
+        nothing is timed (`_measures`: measuring off, or no device here for the target) the
+        frontend's guess stands."""
+        if not self._measures():
             return choice.default
         if choice.key not in self.choices:
-            sig = KernelSignature(op_pattern=f"choice:{choice.kind}", shapes=choice.key, dtypes="",
-                                  te_hash=hashlib.sha256(choice.key.encode()).hexdigest(),
-                                  target_fingerprint=self.fingerprint, compiler_fingerprint=compiler_fingerprint(),
-                                  options=json.dumps(self.opts.codegen_key(), sort_keys=True, separators=(",", ":")))
+            sig = choice_signature(choice.kind, choice.key, self.fingerprint, self.opts.codegen_key())
             entry = exact_hit(self.cache.get(sig), sig)
             if entry is not None:
                 self.choices[choice.key] = entry.extras["choice"]
@@ -386,7 +384,12 @@ class _Compilation:
         return self.candidates[key][0].tile
 
     def _top_k(self) -> int:
-        return self.opts.top_k if self.opts.measure and self.backend.device_present(self.target) else 1
+        return self.opts.top_k if self._measures() else 1
+
+    def _measures(self) -> bool:
+        """Whether this compilation times things (kernels' candidates, lowering choices): asked
+        to, and this machine runs the target's code."""
+        return self.opts.measure and self.backend.device_present(self.target)
 
     def schedule(self, graph: Graph) -> None:
         self.plan = build_plan(graph, self.fingerprint, self.tile_of, self.key_of)

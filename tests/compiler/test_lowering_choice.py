@@ -10,6 +10,9 @@ import compiler.pipeline
 from compiler.cache import MemoryKernelCache
 from compiler.errors import BuildError
 from compiler.pipeline import _Compilation, compile_model
+from compiler.runtime.cuda import gpu_runs
+from compiler.target.registry import get_target
+from compiler.target.toolchain import find_tool
 
 C = 64
 
@@ -78,3 +81,15 @@ def test_a_lowering_that_fails_to_build_leaves_the_other_untimed_and_uncached(tm
     assert record["failed"] == {"with": "BuildError: gcc: out of memory"}
     assert not _winograd_kernels(result) and result.validation["passed"] is True
     assert not any(e.signature.op_pattern.startswith("choice:") for e in cache.entries().values())
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc not installed")
+def test_a_target_this_machine_cannot_run_keeps_the_guess(tmp_path, monkeypatch):
+    """Choices are timed where kernels' candidates are (a device here for the target): a CUDA
+    compile on a machine without a GPU still builds, with the frontend's guess."""
+    if gpu_runs(get_target("cuda:a100").arch):
+        pytest.skip("a GPU that runs sm_80 is present: the choice would be timed on it")
+    monkeypatch.setattr(_Compilation, "_time_choice", lambda self, choice: pytest.fail("timed"))
+    result = compile_model(_model(), "cuda:a100", {}, output=tmp_path / "m.tar.gz")
+    assert result.report["choices"] == [] and _winograd_kernels(result)
