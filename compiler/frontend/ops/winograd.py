@@ -46,8 +46,10 @@ _AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
 # 1.09x; 128 on 28 x 28 1.25x / 1.29x; 256 on 14 x 14 1.37x / 0.95x (49 tiles: the small
 # kernels and their barriers cost more at 2 threads). On an Emerald Rapids Xeon 64 on 56 x 56
 # and 128 on 28 x 28 lost at both, 256 on 14 x 14 gained alone (1.78 against 2.10 ms) but
-# not in resnet18, where the direct one fuses the residual Add and Relu (docs/PROFILE.md,
-# stop 36). Above these the timing decides.
+# not in resnet18. Timed with the residual Add and Relu that follow it, it still gained
+# (1.23 against 1.38 ms) and resnet18 still ran slower: alone, called again and again, the
+# op finds its weights (16/9 the bytes as Winograd) and input in cache, where in the model
+# it does not (docs/PROFILE.md, stops 36 and 37). Above these the timing decides.
 MIN_CHANNELS = 64  # input and output channels
 MIN_TILES = 196  # 2 x 2 output tiles: a 28 x 28 output
 
