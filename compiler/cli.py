@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from compiler.errors import TileforgeError
+from compiler.errors import OptionsError, TileforgeError
 from compiler.target.base import Target
 
 if TYPE_CHECKING:
@@ -131,6 +131,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
     from compiler.bench.measure import bench_model
     from compiler.cache import FileKernelCache
 
+    if a.artifact:
+        return _bench_artifacts(a)
     r = bench_model(Path(a.model), Path(a.model).stem, _target(a.target), a.threads,
                     {"input_shapes": _input_shapes(a.input_shape)}, FileKernelCache(a.cache_dir))
     if a.json:
@@ -140,6 +142,26 @@ def cmd_bench(a: argparse.Namespace) -> int:
               f"(median, {r.threads} thread{'s' * (r.threads > 1)}); speedup {r.speedup:.2f}x; "
               f"rel L2 error {r.rel_l2_error:.2g}; compiled in {r.compile_seconds:.2f}s")
     return 0
+
+
+def _bench_artifacts(a: argparse.Namespace) -> int:
+    """`bench --artifact`: artifacts compiled before, checked and timed against onnxruntime
+    in alternation, nothing compiled; exit 1 where one disagrees with onnxruntime."""
+    from compiler.bench.measure import time_artifacts
+    from compiler.pipeline import model_bytes
+
+    if a.threads < 1:
+        raise OptionsError(f"--threads must be at least 1, not {a.threads}")
+    rows = time_artifacts([Path(p) for p in a.artifact], model_bytes(Path(a.model)), a.threads)
+    if a.json:
+        print(json.dumps([r.to_dict() for r in rows], indent=2))
+    else:
+        for r in rows:
+            check = f"rel L2 error {r.rel_l2_error:.2g}" if r.passed else \
+                f"FAILED validation: rel L2 error {r.rel_l2_error:.3g} against onnxruntime"
+            print(f"{r.artifact}: {r.tileforge_ms:.3f} ms, {r.speedup:.2f}x onnxruntime's {r.onnxruntime_ms:.3f} ms "
+                  f"(medians, alternating, {r.threads} thread{'s' * (r.threads > 1)}); {check}")
+    return 0 if all(r.passed for r in rows) else 1
 
 
 def cmd_profile(a: argparse.Namespace) -> int:
@@ -211,6 +233,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model")
     p.add_argument("--target", default="cpu")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--artifact", action="append", type=Path, metavar="ARTIFACT",
+                   help="time this artifact of the model instead of compiling it (repeatable: "
+                        "several are timed in alternation with onnxruntime, in one process)")
     p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...")
     p.add_argument("--json", action="store_true")
     p.add_argument("--cache-dir", type=Path, default=_default_cache_dir(), help=_CACHE_HELP)

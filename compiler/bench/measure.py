@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import statistics
+import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 
 from compiler.cache import KernelCache
+from compiler.errors import ArtifactError
 from compiler.options import CompileOptions
+from compiler.runtime.executable import Executable
 from compiler.runtime.interleaved import time_interleaved
 from compiler.target.base import Target
 
@@ -50,18 +57,82 @@ def ort_session(model: bytes, threads: int) -> ort.InferenceSession:
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
+@dataclass
+class ArtifactTiming:
+    """One artifact of a model against onnxruntime (`time_artifacts`): medians in
+    milliseconds, and its outputs' error against onnxruntime's on the same inputs."""
+
+    artifact: str
+    threads: int
+    tileforge_ms: float
+    onnxruntime_ms: float
+    rel_l2_error: float
+    passed: bool
+
+    @property
+    def speedup(self) -> float:
+        return self.onnxruntime_ms / self.tileforge_ms
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "speedup_vs_onnxruntime": round(self.speedup, 3)}
+
+
 def compare_latency(artifact: Path, model: bytes, threads: int, seed: int = 0) -> tuple[float, float]:
     """Median seconds per run of (the artifact, onnxruntime) on the same random inputs."""
     from compiler.runtime import load
-    from compiler.runtime.validate import random_inputs
 
     exe = load(artifact)
     exe.set_threads(threads)
-    # the validation's inputs: integer ones (token ids, indices) stay in range
-    feeds = random_inputs(exe.input_specs, onnx.load_from_string(model), seed)
+    (ours,), ref = _interleaved_medians([exe], model, _inputs(exe, onnx.load_from_string(model), seed), threads)
+    return ours, ref
+
+
+def time_artifacts(artifacts: Sequence[Path], model: bytes, threads: int, seed: int = 0,
+                   tolerance: float = 1e-4) -> list[ArtifactTiming]:
+    """Artifacts compiled from `model` (by two compilers, say, or with two sets of
+    options), each run once against onnxruntime on the same random inputs, then all of
+    them and onnxruntime timed in alternation on those inputs, in this process: a change
+    in the machine's load lands on all of them alike, where runs one after another differ
+    by more than most changes to the compiler (on a shared 2-core host, resnext at 2
+    threads ran 0.59x onnxruntime in one run of the suite and 1.01x when rerun at once).
+    ArtifactError where one was compiled from another model or cannot run here."""
+    from compiler.runtime import load_folder
+    from compiler.runtime.artifact import read_artifact
+    from compiler.runtime.validate import reference_for, validate
+
+    digest = hashlib.sha256(model).hexdigest()
+    exes = []
+    for path in artifacts:
+        with tempfile.TemporaryDirectory(prefix="tileforge-bench-") as tmp:
+            try:
+                manifest, folder = read_artifact(path, tmp)
+                if manifest.get("model_sha256") != digest:
+                    raise ArtifactError(f"compiled from another model (its manifest's model_sha256 is not "
+                                        f"this model's {digest[:12]}...)")
+                exes.append(load_folder(manifest, folder, threads))
+            except ArtifactError as e:  # named, where the reader's message does not name it
+                raise type(e)(str(e) if str(path) in str(e) else f"{path}: {e}") from None
+    reference = reference_for(model)
+    feeds = _inputs(exes[0], reference.proto, seed)
+    checks = [validate(model, e, seed, tolerance, inputs=feeds, reference=reference) for e in exes]
+    ours, ref = _interleaved_medians(exes, model, feeds, threads)
+    return [ArtifactTiming(str(path), threads, t * 1e3, ref * 1e3, check["rel_l2_error"], check["passed"])
+            for path, t, check in zip(artifacts, ours, checks, strict=True)]
+
+
+def _inputs(exe: Executable, model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
+    """The validation's random inputs: integer ones (token ids, indices) stay in range."""
+    from compiler.runtime.validate import random_inputs
+
+    return random_inputs(exe.input_specs, model, seed)
+
+
+def _interleaved_medians(exes: Sequence[Executable], model: bytes, feeds: Mapping[str, np.ndarray],
+                         threads: int) -> tuple[list[float], float]:
+    """Median seconds per run of each of `exes` and of onnxruntime, taken in alternation."""
     sess = ort_session(model, threads)
-    ours, ref = time_interleaved([lambda: exe.run(feeds), lambda: sess.run(None, feeds)])
-    return statistics.median(ours), statistics.median(ref)
+    runs = time_interleaved([functools.partial(e.run, feeds) for e in exes] + [lambda: sess.run(None, feeds)])
+    return [statistics.median(r) for r in runs[:-1]], statistics.median(runs[-1])
 
 
 def bench_model(model: bytes | str | Path | onnx.ModelProto, name: str = "model", target: str | Target = "cpu",

@@ -65,6 +65,54 @@ def test_bench_reports_both_runtimes(model_file: Path, tmp_path: Path):
     assert out["tileforge_ms"] > 0 and out["onnxruntime_ms"] > 0 and out["rel_l2_error"] <= 1e-4
 
 
+def test_bench_times_artifacts_compiled_before_in_alternation_with_onnxruntime(model_file: Path, tmp_path: Path):
+    arts = []
+    for threads in ("1", "2"):
+        arts.append(tmp_path / f"mlp-{threads}.tar.gz")
+        r = tileforge("compile", str(model_file), "--threads", threads, "-o", str(arts[-1]), home=tmp_path)
+        assert r.returncode == 0, r.stderr
+    given = [x for a in arts for x in ("--artifact", str(a))]
+    r = tileforge("bench", str(model_file), "--threads", "1", "--json", *given, home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [row["artifact"] for row in rows] == [str(a) for a in arts]
+    for row in rows:
+        assert row["tileforge_ms"] > 0 and row["passed"] is True and row["rel_l2_error"] <= 1e-4
+        assert row["speedup_vs_onnxruntime"] == round(row["onnxruntime_ms"] / row["tileforge_ms"], 3)
+    assert rows[0]["onnxruntime_ms"] == rows[1]["onnxruntime_ms"]  # one onnxruntime, timed beside both
+    r = tileforge("bench", str(model_file), "--artifact", str(arts[0]), home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(rf"{re.escape(str(arts[0]))}: [0-9.]+ ms, [0-9.]+x onnxruntime's [0-9.]+ ms "
+                        r"\(medians, alternating, 1 thread\); rel L2 error \S+\n", r.stdout)
+
+
+def test_bench_refuses_an_artifact_of_another_model_in_one_line(model_file: Path, tmp_path: Path):
+    other = tmp_path / "other.onnx"
+    onnx.save(mlp_gelu(batch=3), other)
+    art = tmp_path / "other.tar.gz"
+    assert tileforge("compile", str(other), "-o", str(art), home=tmp_path).returncode == 0
+    for given, why in [(art, "compiled from another model"), (other, "not a readable .tar.gz"),
+                       (tmp_path / "missing.tar.gz", "no artifact at")]:
+        r = tileforge("bench", str(model_file), "--artifact", str(given), home=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert r.stderr.startswith("error: ") and str(given) in r.stderr and why in r.stderr
+        assert r.stderr.count("\n") == 1 and r.stderr.count(str(given)) == 1
+
+
+def test_bench_exits_1_where_an_artifact_disagrees_with_onnxruntime(monkeypatch, capsys):
+    import compiler.bench.measure
+    from compiler.bench.measure import ArtifactTiming
+    from compiler.cli import main
+
+    rows = [ArtifactTiming("a.tar.gz", 1, 2.0, 1.0, 3e-6, True), ArtifactTiming("b.tar.gz", 1, 1.0, 1.0, 0.25, False)]
+    monkeypatch.setattr(compiler.bench.measure, "time_artifacts", lambda *args, **kw: rows)
+    monkeypatch.setattr("compiler.pipeline.model_bytes", lambda path: b"")
+    assert main(["bench", "m.onnx", "--artifact", "a.tar.gz", "--artifact", "b.tar.gz"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("a.tar.gz: 2.000 ms, 0.50x onnxruntime's 1.000 ms") and out[0].endswith("rel L2 error 3e-06")
+    assert out[1].endswith("FAILED validation: rel L2 error 0.25 against onnxruntime")
+
+
 def test_a_model_over_the_node_cap_is_one_clear_line_and_exit_2(tmp_path: Path):
     from service_kit import OnnxModels
 
