@@ -523,6 +523,7 @@ def test_row_reductions_fold_named_vectors(name: str) -> None:
     compute, tile, _ = CASES[name]
     src = render_planned(compute, tile or default_tile(compute, CPU), "k")
     assert "vector_size" in src and "part[" not in src  # vector accumulators, no array of partials
+    assert "__builtin_shuffle(lanes" in src  # the lanes folded as a tree, not one by one
 
 
 def test_selects_on_index_comparisons_and_lane_uniform_flags_run_on_vectors() -> None:
