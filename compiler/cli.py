@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from compiler.errors import OptionsError, TileforgeError
+from compiler.errors import TileforgeError
 from compiler.target.base import Target
 
 if TYPE_CHECKING:
@@ -148,10 +148,10 @@ def _bench_artifacts(a: argparse.Namespace) -> int:
     """`bench --artifact`: artifacts compiled before, checked and timed against onnxruntime
     in alternation, nothing compiled; exit 1 where one disagrees with onnxruntime."""
     from compiler.bench.measure import time_artifacts
+    from compiler.options import CompileOptions
     from compiler.pipeline import model_bytes
 
-    if a.threads < 1:
-        raise OptionsError(f"--threads must be at least 1, not {a.threads}")
+    CompileOptions.from_dict({"threads": a.threads})  # the thread count checked as a compile's is
     rows = time_artifacts([Path(p) for p in a.artifact], model_bytes(Path(a.model)), a.threads)
     if a.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
