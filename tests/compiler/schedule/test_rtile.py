@@ -15,6 +15,7 @@ from te_operators import (
     matmul,
     operator_set,
     row_max,
+    row_mean,
     row_sum_exp,
     total_sum,
     transpose,
@@ -77,6 +78,14 @@ def test_scale_out_fills_the_units(name):
               add_relu(16, 64, 56, 56)):
         best = construct(c, t)[0]
         assert best.estimate.tiles >= t.units, (name, c.label, best.tile)
+
+
+@pytest.mark.parametrize("channels", [144, 240, 1000])
+def test_scale_out_splits_a_row_whose_half_is_not_whole_lines(channels):
+    # a squeeze-excitation's global pool (EfficientNet's 144 channels of 56 x 56): 72 channels
+    # are not whole cache lines, so halving was refused and one core read all 1.8 MB
+    best = construct(row_mean(channels, 56 * 56), get_target("cpu"))[0]
+    assert best.estimate.tiles >= 2, best.tile
 
 
 @pytest.mark.parametrize("name", [*GPUS, "cpu"])
