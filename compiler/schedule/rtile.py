@@ -325,10 +325,10 @@ class _Builder:
                         continue
                     t = (*thread[:d], smaller[-1], *thread[d + 1:])
                     b = (*b[:d], max(b[d], t[d]), *b[d + 1:])
-                quantum = math.lcm(self.inner_align, t[d])
-                if d == len(block) - 1 and b[d] % quantum:
-                    # half a row that is not whole transactions and register tiles: rounded up
-                    # to them (a mean over 144 channels as 96 + 48, not one task for the team)
+                if d == len(block) - 1:
+                    # half a row rounded up to whole transactions and register tiles (a mean
+                    # over 144 channels as 96 + 48, not one task for the whole team)
+                    quantum = math.lcm(self.inner_align, t[d])
                     b = (*b[:d], min(block[d], -(-b[d] // quantum) * quantum), *b[d + 1:])
                 if self.aligned(b, t) and self.an.tiles(b) > self.an.tiles(block):
                     # least traffic added first; on ties the outer dim, keeping rows long
