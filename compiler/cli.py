@@ -92,7 +92,8 @@ def cmd_compile(a: argparse.Namespace) -> int:
     elif v:
         print(f"validation max abs error {v['max_abs_error']:.3g}, relative L2 error "
               f"{v['rel_l2_error']:.3g} ({'passed' if v['passed'] else 'FAILED'})"
-              + (f" on {v['validated_on']}" if v.get("validated_on") else ""))
+              + (f" on {v['validated_on']}" if v.get("validated_on") else "")
+              + (f", against {v['reference']}" if v.get("reference") else ""))
     for i, line in enumerate(fusion_summary(r.report["fusion"])):
         print(f"{'fusion' if i == 0 else '':<10} {line}")
     for i, line in enumerate(choice_lines(r.report.get("choices", []))):

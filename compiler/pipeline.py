@@ -59,7 +59,8 @@ from compiler.target.base import Target
 from compiler.target.cpu import host_description
 
 if TYPE_CHECKING:
-    from compiler.runtime.validate import Reference
+    from compiler.runtime.executable import Executable
+    from compiler.runtime.validate import Reference, ReferenceRun
 
 Progress = Callable[[str, float], None]
 T = TypeVar("T")
@@ -150,12 +151,11 @@ def compile_model(
         lowered = frontend.import_model(data, input_shapes=opts.input_shapes, choose=choose or c.choose)
     # The reference loads on a thread of its own while the compilation goes on, once the
     # frontend has accepted the model; nothing is timed until it and the hash have ended.
+    # onnxruntime's outputs recorded by an earlier compile of the same model stand in for it.
     reference = None
     if opts.validate and backend.unrunnable(tgt) is None:
-        from compiler.runtime.validate import reference_for  # onnxruntime: loaded when needed
-
-        reference = _Background(reference_for, data)
-    c.before_timing = functools.partial(_settle, model_hash, reference)
+        reference = _Reference(c.cache, model_hash.result(), opts, data)
+    c.before_timing = functools.partial(_settle, model_hash, reference and reference.loading)
     with st.stage("partition"):
         graph, log = c.partition(lowered)
     with st.stage("schedule"):
@@ -558,16 +558,54 @@ def _sha256(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _validate(reference: _Background[Reference] | None, files: dict[str, bytes | memoryview], manifest: dict,
+class _Reference:
+    """What a compilation validates against: onnxruntime's outputs recorded by an earlier
+    compile of the same model (compiler/runtime/recorded.py), or else onnxruntime loading
+    the model on a thread of its own (`loading`), whose run a validation that passes
+    records (`keep`)."""
+
+    def __init__(self, cache: KernelCache, model_sha: str, opts: CompileOptions, data: bytes) -> None:
+        from compiler.runtime.recorded import recall, reference_signature
+
+        self.cache, self.data = cache, data
+        self.signature = reference_signature(model_sha, opts.input_shapes, opts.seed)
+        self.recorded = recall(cache, self.signature)
+        self.loading: _Background[Reference] | None = None
+        if self.recorded is None:
+            self.loading = self._load()
+
+    def _load(self) -> _Background[Reference]:
+        from compiler.runtime.validate import reference_for  # onnxruntime: loaded when needed
+
+        return _Background(reference_for, self.data)
+
+    def run(self, exe: Executable, seed: int) -> tuple[ReferenceRun, bool]:
+        """onnxruntime's run on `exe`'s inputs, and whether it was recorded before."""
+        from compiler.runtime.recorded import fitting
+        from compiler.runtime.validate import reference_run
+
+        recorded = None if self.recorded is None else fitting(self.recorded, exe)
+        if recorded is not None:
+            return recorded, True
+        return reference_run(exe, (self.loading or self._load()).result(), seed), False
+
+    def keep(self, exe: Executable, run: ReferenceRun) -> None:
+        """Record `run` for later compiles of the model."""
+        from compiler.runtime.recorded import record
+
+        record(self.cache, self.signature, exe, run)
+
+
+def _validate(reference: _Reference | None, files: dict[str, bytes | memoryview], manifest: dict,
               opts: CompileOptions, target: Target, backend: Backend) -> dict:
-    """Run the artifact's `files` (described by `manifest`) against onnxruntime (the
-    `reference` loading) on this host, and say where. An artifact this host cannot run (a
+    """Run the artifact's `files` (described by `manifest`) against onnxruntime's outputs
+    (`reference`) on this host, and say where. An artifact this host cannot run (a
     CPU target's ISA it lacks, a GPU where none is present) is recorded as not validated
     (passed None, with the reason), never as passed."""
     from compiler.errors import ArtifactError
     from compiler.package import write_unpacked
     from compiler.runtime import load_folder
-    from compiler.runtime.validate import validate
+    from compiler.runtime.validate import check
 
     not_run = {"passed": None, "max_abs_error": None, "rel_l2_error": None, "tolerance": opts.tolerance}
     if reference is None:  # none was loaded: this host cannot run the target
@@ -581,6 +619,9 @@ def _validate(reference: _Background[Reference] | None, files: dict[str, bytes |
         if not backend.load_failure_means_absent:
             raise
         return {**not_run, "skipped": f"not run: {e}"}
-    ref = reference.result()
-    result = validate(ref.proto, exe, seed=opts.seed, tolerance=opts.tolerance, reference=ref)
-    return {**result, "validated_on": host_description()}
+    run, recorded = reference.run(exe, opts.seed)
+    result = check(exe, run, opts.tolerance)
+    if result["passed"] and not recorded:  # nothing of a model that failed enters the cache
+        reference.keep(exe, run)
+    return {**result, "seed": opts.seed, "validated_on": host_description(),
+            "reference": "onnxruntime, recorded by an earlier compile" if recorded else "onnxruntime"}

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 from compiler.errors import ModelError
 from compiler.onnx_shapes import infer_shapes
 from compiler.runtime.executable import Executable, TensorSpec
+
+if TYPE_CHECKING:  # imported where a session is made (0.12 s): a recorded reference needs none
+    import onnxruntime as ort
 
 INT_HIGH = 4  # integer inputs are drawn from [0, INT_HIGH) unless an index bound is smaller
 TINY = 1e-30
@@ -37,6 +39,15 @@ class Reference:
 
     proto: onnx.ModelProto
     session: ort.InferenceSession
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """onnxruntime's outputs on the validation's inputs, by name: what an artifact's own
+    outputs on the same inputs are compared with (`check`)."""
+
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray]
 
 
 def reference_for(model: onnx.ModelProto | bytes) -> Reference:
@@ -63,22 +74,37 @@ def validate(
     outputs), passed, tolerance, seed and per-output details.
     """
     ref = reference if reference is not None else reference_for(model)
-    feeds = dict(inputs) if inputs is not None else random_inputs(executable.input_specs, ref.proto, seed)
-    ours = executable.run(feeds)
+    return {**check(executable, reference_run(executable, ref, seed, inputs), tolerance), "seed": seed}
+
+
+def reference_run(executable: Executable, reference: Reference, seed: int = 0,
+                  inputs: Mapping[str, np.ndarray] | None = None) -> ReferenceRun:
+    """onnxruntime's outputs for every output of `executable`, on `inputs` or on random
+    ones drawn with `seed` for its inputs."""
+    feeds = dict(inputs) if inputs is not None else random_inputs(executable.input_specs, reference.proto, seed)
     names = [s.name for s in executable.output_specs]
     try:
-        reference_outputs = dict(zip(names, ref.session.run(names, feeds), strict=True))
+        outputs = reference.session.run(names, feeds)
     except Exception as e:  # onnxruntime raises its own exception types
         why = (str(e).splitlines() or [type(e).__name__])[0][:400]
         raise ModelError(f"onnxruntime, the reference, cannot run the model: {why}") from None
-    per_output = {n: compare(ours[n], np.asarray(reference_outputs[n])) for n in names}
+    return ReferenceRun(feeds, {n: np.asarray(o) for n, o in zip(names, outputs, strict=True)})
+
+
+def check(executable: Executable, run: ReferenceRun, tolerance: float = 1e-4) -> dict[str, Any]:
+    """Run `executable` on the reference run's inputs and compare each of its outputs with
+    onnxruntime's: max_abs_error, rel_l2_error (the worst over outputs), passed, tolerance
+    and per-output details."""
+    ours = executable.run(run.inputs)
+    names = [s.name for s in executable.output_specs]
+    per_output = {n: compare(ours[n], run.outputs[n]) for n in names}
     max_abs = max((r["max_abs_error"] for r in per_output.values()), default=0.0)
     rel_l2 = max((r["rel_l2_error"] for r in per_output.values()), default=0.0)
-    limit = {n: max(tolerance, PRECISION_FLOOR.get(np.asarray(reference_outputs[n]).dtype, 0.0)) for n in names}
+    limit = {n: max(tolerance, PRECISION_FLOOR.get(run.outputs[n].dtype, 0.0)) for n in names}
     passed = all(r["nan_match"] and r["shape_match"] and r["rel_l2_error"] <= limit[n]
                  for n, r in per_output.items())
     return {"max_abs_error": max_abs, "rel_l2_error": rel_l2, "passed": passed,
-            "tolerance": tolerance, "seed": seed, "outputs": per_output}
+            "tolerance": tolerance, "outputs": per_output}
 
 
 def reference_session(proto: onnx.ModelProto, data: bytes) -> ort.InferenceSession:
@@ -97,6 +123,8 @@ def reference_session(proto: onnx.ModelProto, data: bytes) -> ort.InferenceSessi
     of it): the reference runs beside the compilation, which then times kernels on the
     cores those threads would hold.
     """
+    import onnxruntime as ort
+
     providers = ["CPUExecutionProvider"]
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -7,6 +7,7 @@ from service_kit import make_token
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
+from compiler.runtime.recorded import REFERENCE_PATTERN
 from server.db.models import Artifact, Job, Kernel, Model, Tenant
 from server.db.session import make_engine, make_sessionmaker, transaction
 from server.jobs import state
@@ -17,14 +18,15 @@ from worker.runner import run_job
 
 
 class HookedCache(DatabaseKernelCache):
-    """The real database cache, with a hook run on the first lookup (mid-compile, in `schedule`)."""
+    """The real database cache, with a hook run on the first lookup of a kernel (mid-compile,
+    in `schedule`; onnxruntime's recorded run is looked up before it, after `lower`)."""
 
     def __init__(self, sessions, hook) -> None:
         super().__init__(sessions)
         self.hook, self.fired = hook, False
 
     def get(self, signature):
-        if not self.fired:
+        if not self.fired and signature.op_pattern != REFERENCE_PATTERN:
             self.fired = True
             self.hook()
         return super().get(signature)
@@ -62,9 +64,9 @@ def _get(ctx, job_id) -> Job:
         return s.get(Job, job_id)
 
 
-def _count(ctx, table) -> int:
+def _count(ctx, table, *where) -> int:
     with ctx.sessions() as s:
-        return s.scalar(select(func.count()).select_from(table))
+        return s.scalar(select(func.count()).select_from(table).where(*where))
 
 
 def test_success_then_redelivery_does_nothing(ctx, onnx_models):
@@ -72,7 +74,8 @@ def test_success_then_redelivery_does_nothing(ctx, onnx_models):
     assert run_job(ctx, job_id, "w1", "t1") == "succeeded"
     job = _get(ctx, job_id)
     assert (job.status, job.progress, job.attempts, job.lease_expires_at) == ("succeeded", 1.0, 1, None)
-    assert job.cache_misses == _count(ctx, Kernel) > 0 and job.validation["passed"]
+    kernels = _count(ctx, Kernel) - _count(ctx, Kernel, Kernel.op_pattern == REFERENCE_PATTERN)
+    assert job.cache_misses == kernels > 0 and job.validation["passed"]
     with ctx.sessions() as s:
         artifact = s.scalar(select(Artifact).where(Artifact.job_id == job_id))
     assert ctx.storage.exists(artifact.sha256) and artifact.report["kernels"]
