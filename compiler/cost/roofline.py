@@ -109,7 +109,7 @@ def roofline_row(k: KernelTime, target: Target, bounds: Bounds | None,
         pct = 100.0 * bound_us / (seconds * 1e6)
         lost = k.measured_us - bound_us
         if pct < 100 * SHORTFALL_BELOW:
-            reason = shortfall(k.compute, k.block, target)
+            reason = shortfall(k.compute, k.block, target, compute_bound=bound == "compute")
     return RooflineRow(
         id=k.id, symbol=k.symbol, op_pattern=k.compute.label, ops=tuple(k.ops), flops=flops,
         dram_bytes=nbytes, measured_us=round(k.measured_us, 3), gflops=round(flops / seconds / 1e9, 3),

@@ -1,5 +1,7 @@
 """The roofline rows: FLOPs and bytes from the TE analyses, measured bounds, time lost."""
 
+import dataclasses
+
 import pytest
 from onnx import TensorProto, helper
 from te_operators import matmul
@@ -13,7 +15,7 @@ from compiler.cost.roofline import (
     roofline_row,
 )
 from compiler.cost.shortfall import shortfall
-from compiler.ir.te import Axis, Compute, Load, TensorType, Var
+from compiler.ir.te import ACC, Axis, Compute, Load, TensorType, Var, call
 from compiler.pipeline import compile_model
 from compiler.target import get_target
 from compiler.target.cpu import CpuFacts, cpu_target
@@ -103,6 +105,21 @@ def test_shortfall_names_idle_cores_and_rereads_from_the_plan():
     assert slow.pct_of_bound < 50 and slow.reason == "2 tasks for 4 cores"
 
 
+def test_shortfall_names_the_operations_per_output_that_are_no_multiply_adds():
+    """A SiLU epilogue after 16 multiply-adds per output: its exp and divide count as one FLOP
+    each, where they cost an FMA's many times; said where the FLOPs set the bound."""
+    t = _machine(cores=4)
+    mm = matmul(64, 256, 16)
+    acc = Var(ACC, "float32")
+    silu = dataclasses.replace(mm, post=acc / (1.0 + call("exp", -acc)))
+    assert shortfall(silu, (16, 64), t, compute_bound=True) == "div, exp per output, each counted as one FLOP, " \
+        "beside 16 multiply-adds"
+    assert shortfall(silu, (16, 64), t) == ""  # a memory bound: the FLOPs do not set it
+    assert shortfall(mm, (16, 64), t, compute_bound=True) == ""
+    row = roofline_row(KernelTime(0, "tf_s", silu, (16, 64), 1000.0), t, measured_bounds(t))
+    assert row.bound == "compute" and "div, exp per output" in row.reason
+
+
 def test_a_fused_row_group_moves_its_inputs_and_output_once():
     rows, cols = 64, 256
     f = TensorProto.FLOAT
@@ -114,3 +131,5 @@ def test_a_fused_row_group_moves_its_inputs_and_output_once():
     (group,) = [k.compute for k in plan.kernels if k.compute.stages]
     assert kernel_work(group, _machine()) == (group.flops(), 2 * rows * cols * 4)
     assert shortfall(group, (1,) * len(group.axes), _machine()) == ""
+    # where its FLOPs set the bound, its members' exp and divide are named (no tiling reasons)
+    assert shortfall(group, (1,) * len(group.axes), _machine(), compute_bound=True).startswith("exp")
