@@ -60,9 +60,34 @@ def test_a_group_timed_slower_than_its_parts_is_split_back(monkeypatch, tmp_path
     f = r.report["fusion"]
     [group] = f["groups"]
     assert group["ops"] == ["MatMul", "Relu"] and not group["kept"] and group["split_by"] == "measured"
-    assert (group["measured_fused_us"], group["measured_unfused_us"]) == (1000.0, 2.0)
+    assert (group["measured_fused_us"], group["measured_unfused_us"]) == (1000.0, 2.0)  # beyond DOUBT: once
     assert f["split_back"] == 1 and f["kernels_fused"] == f["kernels_unfused"] == 2
     assert [k["op_pattern"] for k in r.kernels] == ["MatMul", "Relu"]
+
+
+def test_a_group_slower_in_one_timing_only_is_kept(monkeypatch, tmp_path) -> None:
+    """A slow spell that meets the fused kernel in the split-back check, slower than its
+    parts but within DOUBT: timed again with its parts, it keeps the faster of its two
+    times, and the group stays."""
+    timed: dict[str, int] = {}
+
+    def spell_once(self, timings, target, opts):
+        out = {}
+        for t in timings:
+            timed[t.key] = timed.get(t.key, 0) + 1
+            fused = "+" in t.kernel.compute.label
+            out[t.key] = [(2.3 if timed[t.key] == 2 else 1.9) if fused else 1.0 for _ in t.tiles]
+        return out
+    monkeypatch.setattr(SlowFusedBackend, "time_candidates", spell_once)
+    monkeypatch.setattr(pipeline, "backend_for", lambda target: SlowFusedBackend())
+    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    dense = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                  [("x", [32, 64])], ["y"], [("w", w)])
+    r = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, output=tmp_path / "m.tar.gz")
+    [group] = r.report["fusion"]["groups"]
+    assert max(timed.values()) == 3  # the top-k, the split-back check, and once more
+    assert group["kept"] and group["measured_fused_us"] == 1.9 and r.validation["passed"] is True
+    assert [k["op_pattern"] for k in r.kernels] == ["MatMul+Relu"]
 
 
 def test_groups_timed_no_slower_are_kept(monkeypatch, tmp_path) -> None:
@@ -86,17 +111,15 @@ def test_cli_prints_the_fusion_summary(tmp_path) -> None:
 
 
 class FlippingBackend(SlowFusedBackend):
-    """A noisy device: a fused kernel near its parts' time (2 µs) times `faster` on one
-    call (5% faster: within the noise margin) and 15% slower on the next (the split-back
-    check, which times the fused kernel again beside its parts)."""
+    """A noisy device: a fused kernel near its parts' time (2 µs) times 15% slower in one
+    compile (in its top-k timing and twice in the split-back check) and `faster` in the
+    next (1.9: 5% faster, within the noise margin; 1.0: well beyond it)."""
 
-    calls = 0
-    faster = 1.9
+    fused_us = 2.3
 
     def time_candidates(self, timings: Sequence[Timing], target: Target,
                         opts: CompileOptions) -> dict[str, list[float]]:
-        FlippingBackend.calls += 1
-        fused_us = FlippingBackend.faster if FlippingBackend.calls % 2 else 2.3
+        fused_us = FlippingBackend.fused_us
         return {t.key: [fused_us if "+" in t.kernel.compute.label else 1.0 for _ in t.tiles] for t in timings}
 
 
@@ -104,17 +127,17 @@ class FlippingBackend(SlowFusedBackend):
 def test_the_cache_keeps_a_models_plan_however_timings_move(monkeypatch, tmp_path, faster: float) -> None:
     from compiler.cache import MemoryKernelCache
 
-    monkeypatch.setattr(FlippingBackend, "calls", 0)
-    monkeypatch.setattr(FlippingBackend, "faster", faster)
-
+    monkeypatch.setattr(FlippingBackend, "fused_us", 2.3)
     w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
     dense = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
                   [("x", [32, 64])], ["y"], [("w", w)])
     monkeypatch.setattr(pipeline, "backend_for", lambda target: FlippingBackend())
     cache = MemoryKernelCache()
     first = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "a.tar.gz")
+    monkeypatch.setattr(FlippingBackend, "fused_us", faster)
     second = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "b.tar.gz")
     assert first.validation["passed"] is True and second.validation["passed"] is True
+    assert [g["split_by"] for g in first.report["fusion"]["groups"]] == ["measured"]
     assert [k["op_pattern"] for k in second.kernels] == [k["op_pattern"] for k in first.kernels]
     assert second.cache_misses == 0
     (group,) = [g for g in second.report["fusion"]["groups"] if not g["kept"]]
