@@ -64,10 +64,10 @@ from compiler.codegen.c.team import (
 )
 from compiler.codegen.c.turn import Turned, TurnedPiece, Zipped, turned_axis, zipped_axis
 from compiler.codegen.c.vector import (
-    MASK_TYPE,
     VECTOR_TYPE,
     VectorWriter,
     interleave_lines,
+    lane_rotations,
     splat,
     transpose_lines,
     vector_typedefs,
@@ -898,19 +898,12 @@ class _KernelWriter:
             w = writer()
             whole = functools.reduce(lambda a, b: w.fold(c.reduce_op, a, b), parts)
             self._take(w)
-            # The lanes folded as a tree, each step with the vector rotated by half the
-            # width before: log2(lanes) shuffles and folds instead of a chain of `lanes`
-            # scalar ones (an LSTM step's 1024 x 256 row-dot: 16 lane extracts and adds per
-            # output, on the ports its FMAs need).
             self.src.line(f"{VECTOR_TYPE} lanes = {whole};")
-            width = lanes // 2
-            while width:
-                rotated = ", ".join(str((k + width) % lanes) for k in range(lanes))
+            for rotated in lane_rotations("lanes", lanes):  # the lanes folded as a tree
                 w = writer()
-                folded = w.fold(c.reduce_op, "lanes", f"__builtin_shuffle(lanes, ({MASK_TYPE}){{{rotated}}})")
+                folded = w.fold(c.reduce_op, "lanes", rotated)
                 self._take(w)
                 self.src.line(f"lanes = {folded};")
-                width //= 2
             self.src.line(f"const {acc_t} acc = {combine(c.reduce_op, c.acc_dtype, 'rest', 'lanes[0]')};")
             self._finish("acc")
         self._rows(per_row)

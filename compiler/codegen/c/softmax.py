@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from compiler.codegen.c.team import mark_used, shared_tasks
-from compiler.codegen.c.vector import VECTOR_TYPE, splat, vector_typedefs
+from compiler.codegen.c.vector import VECTOR_TYPE, lane_rotations, splat, vector_typedefs
 from compiler.codegen.c.vector_math import (
     exp_definitions,
     exp_function,
@@ -75,8 +75,8 @@ def _row_max(src: CSource, width: int, lanes: int) -> None:
     for m in chains[1:]:
         folded = f"{vmax}({folded}, {m})"
     src.line(f"m0 = {folded};")
-    src.line("float top = -INFINITY;")
-    src.line(f"for (int k = 0; k < {lanes}; ++k) top = m0[k] > top ? m0[k] : top;")
+    src.extend([f"m0 = {vmax}(m0, {rotated});" for rotated in lane_rotations("m0", lanes)])
+    src.line("float top = m0[0];")
     src.line(f"for (; j < {width}L; ++j) top = x[j] > top ? x[j] : top;")
 
 
@@ -97,8 +97,8 @@ def _row_exp_sum(src: CSource, width: int, lanes: int) -> None:
         src.line(f"*({VECTOR_TYPE}*)(y + j) = e;")
         src.line("s0 = s0 + e;")
     src.line(f"s0 = {' + '.join(chains)};")
-    src.line("float sum = 0.0f;")
-    src.line(f"for (int k = 0; k < {lanes}; ++k) sum += s0[k];")
+    src.extend([f"s0 = s0 + {rotated};" for rotated in lane_rotations("s0", lanes)])
+    src.line("float sum = s0[0];")
     with src.block(f"for (; j < {width}L; ++j)"):
         src.line("const float e = expf(x[j] - top);")
         src.line("y[j] = e;")
