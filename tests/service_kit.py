@@ -164,13 +164,16 @@ class OnnxModels:
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
 
     @staticmethod
-    def deep(layers: int = 24) -> bytes:
+    def deep(layers: int = 24, batch: int = 8) -> bytes:
         """`layers` of MatMul + Tanh, each layer a different (in, out) width pair: as many
         distinct kernels to build as layers, so compiling takes a while (gcc, per kernel)
         on any machine: time to act mid-job, and with ~100 layers far over a 1 s time
         limit. Weights scaled by 1/sqrt(in), so the network stays well conditioned at
         any depth (a deep random tanh net with larger weights is chaotic: rounding
-        differences grow layer by layer and no two correct runtimes agree)."""
+        differences grow layer by layer and no two correct runtimes agree). A test that
+        acts mid-build on the session's shared PostgreSQL takes a `batch` no other test
+        compiles: its kernels (and onnxruntime's recorded answers) are then not in that
+        kernel cache already, where a job would finish before it is seen building."""
         import numpy as np
         from onnx import TensorProto, helper, numpy_helper
 
@@ -187,8 +190,8 @@ class OnnxModels:
             inits.append(numpy_helper.from_array(w.astype(np.float32), f"w{i}"))
             nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"]), helper.make_node("Tanh", [f"h{i}"], [f"a{i}"])]
             x = f"a{i}"
-        graph = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
-                                  [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, widths[-1]])], inits)
+        graph = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16])],
+                                  [helper.make_tensor_value_info(x, TensorProto.FLOAT, [batch, widths[-1]])], inits)
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
 
 

@@ -20,7 +20,7 @@ def test_a_task_delivered_twice_while_running_runs_once(pg_redis_settings, start
     workers = {name: start_worker(pg_redis_settings, name) for name in ("fence-a", "fence-b")}
     with TestClient(create_app(pg_redis_settings)) as client:
         flow = ServiceFlow(client, make_token(pg_redis_settings, "alice"))
-        data = onnx_models.deep()
+        data = onnx_models.deep(batch=5)  # its own kernels: not cached by another test
         job = flow.submit(flow.upload(data)["id"])["id"]
         building = flow.wait(job, timeout=60, until=lambda j: j["stage"] == "build" or j["status"] in flow.TERMINAL)
         assert building["status"] == "running", building

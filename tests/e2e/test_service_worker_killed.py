@@ -17,7 +17,7 @@ def test_killed_worker_job_finishes_on_another(pg_redis_settings, start_worker, 
     first = start_worker(pg_redis_settings, "doomed")
     with TestClient(create_app(pg_redis_settings)) as client:
         flow = ServiceFlow(client, make_token(pg_redis_settings, "alice"))
-        data = onnx_models.deep()
+        data = onnx_models.deep(batch=6)  # its own kernels: not cached by another test
         job = flow.submit(flow.upload(data)["id"])
         building = flow.wait(job["id"], timeout=60,
                              until=lambda j: j["stage"] == "build" or j["status"] in flow.TERMINAL)
