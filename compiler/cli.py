@@ -140,9 +140,14 @@ def cmd_bench(a: argparse.Namespace) -> int:
         print(json.dumps(r.to_dict(), indent=2))
     else:
         print(f"{r.model}: tileforge {r.tileforge_ms:.3f} ms, onnxruntime {r.onnxruntime_ms:.3f} ms "
-              f"(median, {r.threads} thread{'s' * (r.threads > 1)}); speedup {r.speedup:.2f}x; "
+              f"(median, {r.threads} thread{'s' * (r.threads > 1)}); speedup {r.speedup:.2f}x{_spread(r.speedup_spread)}; "
               f"rel L2 error {r.rel_l2_error:.2g}; compiled in {r.compile_seconds:.2f}s")
     return 0
+
+
+def _spread(spread: tuple[float, float] | None) -> str:
+    """", rounds 0.95-1.10x (p10-p90)" for a timing's speedup spread (compiler/bench/measure.py)."""
+    return f", rounds {spread[0]:.2f}-{spread[1]:.2f}x (p10-p90)" if spread else ""
 
 
 def _bench_artifacts(a: argparse.Namespace) -> int:
@@ -161,7 +166,7 @@ def _bench_artifacts(a: argparse.Namespace) -> int:
             check = f"rel L2 error {r.rel_l2_error:.2g}" if r.passed else \
                 f"FAILED validation: rel L2 error {r.rel_l2_error:.3g} against onnxruntime"
             print(f"{r.artifact}: {r.tileforge_ms:.3f} ms, {r.speedup:.2f}x onnxruntime's {r.onnxruntime_ms:.3f} ms "
-                  f"(medians, alternating, {r.threads} thread{'s' * (r.threads > 1)}); {check}")
+                  f"(medians, alternating, {r.threads} thread{'s' * (r.threads > 1)}){_spread(r.speedup_spread)}; {check}")
     return 0 if all(r.passed for r in rows) else 1
 
 

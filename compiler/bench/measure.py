@@ -19,7 +19,7 @@ from compiler.cache import KernelCache
 from compiler.errors import ArtifactError
 from compiler.options import CompileOptions
 from compiler.runtime.executable import Executable
-from compiler.runtime.interleaved import time_interleaved
+from compiler.runtime.interleaved import round_ratios, time_phases
 from compiler.target.base import Target
 
 
@@ -37,6 +37,8 @@ class BenchResult:
     onnxruntime_ms: float
     # report.json's per-kernel entries (symbol, ops, measured_us, ...): where the time went
     kernel_times: list[dict] = field(default_factory=list, repr=False)
+    # the 10th and 90th percentiles of the speedup taken round by round (`spread`)
+    speedup_spread: tuple[float, float] | None = None
 
     @property
     def speedup(self) -> float:
@@ -68,6 +70,7 @@ class ArtifactTiming:
     onnxruntime_ms: float
     rel_l2_error: float
     passed: bool
+    speedup_spread: tuple[float, float] | None = None  # as BenchResult's
 
     @property
     def speedup(self) -> float:
@@ -77,14 +80,17 @@ class ArtifactTiming:
         return {**asdict(self), "speedup_vs_onnxruntime": round(self.speedup, 3)}
 
 
-def compare_latency(artifact: Path, model: bytes, threads: int, seed: int = 0) -> tuple[float, float]:
-    """Median seconds per run of (the artifact, onnxruntime) on the same random inputs."""
+def compare_latency(artifact: Path, model: bytes, threads: int, seed: int = 0
+                    ) -> tuple[float, float, tuple[float, float]]:
+    """Median seconds per run of (the artifact, onnxruntime) on the same random inputs, and
+    the spread of the speedup round by round (`spread`)."""
     from compiler.runtime import load
 
     exe = load(artifact)
     exe.set_threads(threads)
-    (ours,), ref = _interleaved_medians([exe], model, _inputs(exe, onnx.load_from_string(model), seed), threads)
-    return ours, ref
+    (ours,), ref, (spread,) = _interleaved_medians([exe], model, _inputs(exe, onnx.load_from_string(model), seed),
+                                                   threads)
+    return ours, ref, spread
 
 
 def time_artifacts(artifacts: Sequence[Path], model: bytes, threads: int, seed: int = 0,
@@ -115,9 +121,9 @@ def time_artifacts(artifacts: Sequence[Path], model: bytes, threads: int, seed: 
     reference = reference_for(model)
     feeds = _inputs(exes[0], reference.proto, seed)
     checks = [validate(model, e, seed, tolerance, inputs=feeds, reference=reference) for e in exes]
-    ours, ref = _interleaved_medians(exes, model, feeds, threads)
-    return [ArtifactTiming(str(path), threads, t * 1e3, ref * 1e3, check["rel_l2_error"], check["passed"])
-            for path, t, check in zip(artifacts, ours, checks, strict=True)]
+    ours, ref, spreads = _interleaved_medians(exes, model, feeds, threads)
+    return [ArtifactTiming(str(path), threads, t * 1e3, ref * 1e3, check["rel_l2_error"], check["passed"], spread)
+            for path, t, check, spread in zip(artifacts, ours, checks, spreads, strict=True)]
 
 
 def _inputs(exe: Executable, model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
@@ -128,11 +134,21 @@ def _inputs(exe: Executable, model: onnx.ModelProto, seed: int) -> dict[str, np.
 
 
 def _interleaved_medians(exes: Sequence[Executable], model: bytes, feeds: Mapping[str, np.ndarray],
-                         threads: int) -> tuple[list[float], float]:
-    """Median seconds per run of each of `exes` and of onnxruntime, taken in alternation."""
+                         threads: int) -> tuple[list[float], float, list[tuple[float, float]]]:
+    """Median seconds per run of each of `exes` and of onnxruntime, taken in alternation,
+    and each one's `spread`."""
     sess = ort_session(model, threads)
-    runs = time_interleaved([functools.partial(e.run, feeds) for e in exes] + [lambda: sess.run(None, feeds)])
-    return [statistics.median(r) for r in runs[:-1]], statistics.median(runs[-1])
+    phases = time_phases([functools.partial(e.run, feeds) for e in exes] + [lambda: sess.run(None, feeds)])
+    runs = [[t for phase in fn for t in phase] for fn in phases]
+    return ([statistics.median(r) for r in runs[:-1]], statistics.median(runs[-1]),
+            [spread(round_ratios(phases[-1], p)) for p in phases[:-1]])
+
+
+def spread(ratios: Sequence[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles of speedups taken round by round: how far this host's
+    load moved the ratio while it was timed (the reported speedup is the medians' ratio)."""
+    low, high = np.percentile(np.asarray(ratios, np.float64), [10, 90])
+    return round(float(low), 3), round(float(high), 3)
 
 
 def bench_model(model: bytes | str | Path | onnx.ModelProto, name: str = "model", target: str | Target = "cpu",
@@ -146,7 +162,7 @@ def bench_model(model: bytes | str | Path | onnx.ModelProto, name: str = "model"
     t0 = time.perf_counter()
     result = compile_model(data, target, opts, cache=cache)
     compile_s = time.perf_counter() - t0
-    tf, ref = compare_latency(result.artifact_path, data, threads)
+    tf, ref, ratios = compare_latency(result.artifact_path, data, threads)
     return BenchResult(name, threads, round(compile_s, 3), len(result.kernels), result.cache_hits,
                        result.validation.get("rel_l2_error", float("nan")),
-                       tf * 1e3, ref * 1e3, result.kernels)
+                       tf * 1e3, ref * 1e3, result.kernels, ratios)

@@ -144,7 +144,7 @@ def operator_section(threads: int) -> tuple[list[str], list[dict]]:
             r = compile_model(data, "cpu", {"threads": threads}, cache=MemoryKernelCache(),
                               output=Path(d) / "a.tar.gz")
             wall = time.perf_counter() - t0
-            ours, ref = (t * 1e6 for t in compare_latency(r.artifact_path, data, threads))
+            ours, ref = (t * 1e6 for t in compare_latency(r.artifact_path, data, threads)[:2])
         est = sum(k["estimated_us"] or 0.0 for k in r.kernels)
         meas = [k["measured_us"] for k in r.kernels if k["measured_us"] is not None]
         rows.append({

@@ -5,6 +5,7 @@ a profile's model runs, and the compiler's choice between two lowerings of one o
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 
@@ -18,23 +19,40 @@ def time_interleaved(fns: Sequence[Callable[[], object]], min_runs: int = 20, mi
     `min_runs` calls each and `min_seconds` in all. Before each phase the process
     waits until it is idle (`wait_until_idle`, windows of `settle_seconds`): a runtime's
     pool threads spin after its last call, and would take the cores from the next
-    phase's."""
+    phase's. `time_phases` gives the same calls phase by phase."""
+    return [[t for phase in phases for t in phase]
+            for phases in time_phases(fns, min_runs, min_seconds, phase_seconds, settle_seconds, warmup, max_runs)]
+
+
+def time_phases(fns: Sequence[Callable[[], object]], min_runs: int = 20, min_seconds: float = 1.0,
+                phase_seconds: float = 0.1, settle_seconds: float = 0.01, warmup: int = 2,
+                max_runs: int = 5000) -> list[list[list[float]]]:
+    """`time_interleaved`'s calls, for each of `fns` a list per round: round r's phases of
+    the callables ran one after another, so that comparing them round by round (`round_ratios`)
+    cancels a change of the machine's speed slower than a round."""
     for fn in fns:
         for _ in range(warmup):
             fn()
-    times: list[list[float]] = [[] for _ in fns]
-    start = time.perf_counter()
-    while len(times[0]) < max_runs and (len(times[0]) < min_runs or time.perf_counter() - start < min_seconds):
-        for fn, out in zip(fns, times, strict=True):
+    phases: list[list[list[float]]] = [[] for _ in fns]
+    start, runs = time.perf_counter(), 0
+    while runs < max_runs and (runs < min_runs or time.perf_counter() - start < min_seconds):
+        for fn, out in zip(fns, phases, strict=True):
             wait_until_idle(settle_seconds)
             phase_end = time.perf_counter() + phase_seconds
+            out.append([])
             while True:
                 t0 = time.perf_counter()
                 fn()
-                out.append(time.perf_counter() - t0)
+                out[-1].append(time.perf_counter() - t0)
                 if t0 >= phase_end:
                     break
-    return times
+        runs = sum(len(p) for p in phases[0])
+    return phases
+
+
+def round_ratios(reference: Sequence[Sequence[float]], timed: Sequence[Sequence[float]]) -> list[float]:
+    """Per round (`time_phases`), the median of `reference`'s phase over the median of `timed`'s."""
+    return [statistics.median(r) / max(statistics.median(t), 1e-12) for r, t in zip(reference, timed, strict=True)]
 
 
 def wait_until_idle(window: float, at_most: float = 1.0) -> float:

@@ -79,11 +79,14 @@ def test_bench_times_artifacts_compiled_before_in_alternation_with_onnxruntime(m
     for row in rows:
         assert row["tileforge_ms"] > 0 and row["passed"] is True and row["rel_l2_error"] <= 1e-4
         assert row["speedup_vs_onnxruntime"] == round(row["onnxruntime_ms"] / row["tileforge_ms"], 3)
+        low, high = row["speedup_spread"]  # the speedup round by round, 10th and 90th percentiles
+        assert 0 < low <= high
     assert rows[0]["onnxruntime_ms"] == rows[1]["onnxruntime_ms"]  # one onnxruntime, timed beside both
     r = tileforge("bench", str(model_file), "--artifact", str(arts[0]), home=tmp_path)
     assert r.returncode == 0, r.stderr
     assert re.fullmatch(rf"{re.escape(str(arts[0]))}: [0-9.]+ ms, [0-9.]+x onnxruntime's [0-9.]+ ms "
-                        r"\(medians, alternating, 1 thread\); rel L2 error \S+\n", r.stdout)
+                        r"\(medians, alternating, 1 thread\), rounds [0-9.]+-[0-9.]+x \(p10-p90\); "
+                        r"rel L2 error \S+\n", r.stdout)
 
 
 def test_bench_refuses_an_artifact_of_another_model_in_one_line(model_file: Path, tmp_path: Path):

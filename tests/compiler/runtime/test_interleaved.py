@@ -42,3 +42,14 @@ def test_a_phase_waits_for_the_last_ones_spinning_threads() -> None:
     spinner.join()
     assert waited >= 0.14  # not before the spinning thread stopped
     assert wait_until_idle(0.01) < 0.1  # an idle process waits one window or two
+
+
+def test_phases_come_round_by_round_and_are_compared_so() -> None:
+    from compiler.runtime.interleaved import round_ratios, time_phases
+
+    calls: list[str] = []
+    ours, theirs = time_phases([lambda: calls.append("a"), lambda: calls.append("b")],
+                               min_runs=5, min_seconds=0.0, phase_seconds=0.0, settle_seconds=0.0, warmup=0)
+    assert len(ours) == len(theirs) == 5 and all(len(p) == 1 for p in ours + theirs)  # one call a phase
+    assert calls == ["a", "b"] * 5
+    assert round_ratios([[2.0, 4.0], [3.0]], [[1.0, 1.0], [6.0]]) == [3.0, 0.5]  # medians, round by round
