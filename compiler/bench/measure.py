@@ -19,7 +19,7 @@ from compiler.cache import KernelCache
 from compiler.errors import ArtifactError
 from compiler.options import CompileOptions
 from compiler.runtime.executable import Executable
-from compiler.runtime.interleaved import round_ratios, time_phases
+from compiler.runtime.interleaved import calls, round_ratios, time_phases
 from compiler.target.base import Target
 
 
@@ -88,9 +88,9 @@ def compare_latency(artifact: Path, model: bytes, threads: int, seed: int = 0
 
     exe = load(artifact)
     exe.set_threads(threads)
-    (ours,), ref, (spread,) = _interleaved_medians([exe], model, _inputs(exe, onnx.load_from_string(model), seed),
-                                                   threads)
-    return ours, ref, spread
+    (ours,), ref, (band,) = _interleaved_medians([exe], model, _inputs(exe, onnx.load_from_string(model), seed),
+                                                 threads)
+    return ours, ref, band
 
 
 def time_artifacts(artifacts: Sequence[Path], model: bytes, threads: int, seed: int = 0,
@@ -122,8 +122,8 @@ def time_artifacts(artifacts: Sequence[Path], model: bytes, threads: int, seed: 
     feeds = _inputs(exes[0], reference.proto, seed)
     checks = [validate(model, e, seed, tolerance, inputs=feeds, reference=reference) for e in exes]
     ours, ref, spreads = _interleaved_medians(exes, model, feeds, threads)
-    return [ArtifactTiming(str(path), threads, t * 1e3, ref * 1e3, check["rel_l2_error"], check["passed"], spread)
-            for path, t, check, spread in zip(artifacts, ours, checks, spreads, strict=True)]
+    return [ArtifactTiming(str(path), threads, t * 1e3, ref * 1e3, check["rel_l2_error"], check["passed"], band)
+            for path, t, check, band in zip(artifacts, ours, checks, spreads, strict=True)]
 
 
 def _inputs(exe: Executable, model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
@@ -139,7 +139,7 @@ def _interleaved_medians(exes: Sequence[Executable], model: bytes, feeds: Mappin
     and each one's `spread`."""
     sess = ort_session(model, threads)
     phases = time_phases([functools.partial(e.run, feeds) for e in exes] + [lambda: sess.run(None, feeds)])
-    runs = [[t for phase in fn for t in phase] for fn in phases]
+    runs = [calls(fn) for fn in phases]
     return ([statistics.median(r) for r in runs[:-1]], statistics.median(runs[-1]),
             [spread(round_ratios(phases[-1], p)) for p in phases[:-1]])
 

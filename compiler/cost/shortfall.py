@@ -28,11 +28,12 @@ def shortfall(compute: Compute, block: tuple[int, ...], target: Target, compute_
     `target` (its FLOPs' where `compute_bound`, else its bytes'), or "" where the plan
     gives none. Reasons are joined by "; "."""
     reasons = [] if compute.stages or len(block) != len(compute.axes) else _plan_reasons(compute, block, target)
-    slow = [op for c in (*compute.stages, compute) for op in _not_multiply_adds(c)] if compute_bound else []
+    slow = list(dict.fromkeys(op for c in (*compute.stages, compute) for op in _not_multiply_adds(c))) \
+        if compute_bound else []
     if slow:
         # a group's members each reduce their own extent: only a lone contraction's is named
         beside = math.prod(a.extent for a in compute.reduce_axes) if compute.is_reduction and not compute.stages else 0
-        reasons.append(f"{', '.join(dict.fromkeys(slow))} per output, each counted as one FLOP"
+        reasons.append(f"{', '.join(slow)} per output, each counted as one FLOP"
                        + (f", beside {beside} multiply-add{'s' * (beside != 1)}" if beside else ""))
     return "; ".join(reasons)
 
@@ -55,8 +56,8 @@ def _plan_reasons(compute: Compute, block: tuple[int, ...], target: Target) -> l
 
 def _not_multiply_adds(compute: Compute) -> list[str]:
     """The ops per output element, outside the reduction, that are not multiply-adds
-    (`NOT_MULTIPLY_ADDS`), each named once in the order first met."""
+    (`NOT_MULTIPLY_ADDS`), in the order met."""
     per_output: Expr | None = compute.post if compute.is_reduction else compute.body
     if per_output is None:
         return []
-    return list(dict.fromkeys(x.op for x in walk(per_output) if isinstance(x, Call) and x.op in NOT_MULTIPLY_ADDS))
+    return [x.op for x in walk(per_output) if isinstance(x, Call) and x.op in NOT_MULTIPLY_ADDS]

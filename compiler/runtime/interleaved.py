@@ -20,7 +20,7 @@ def time_interleaved(fns: Sequence[Callable[[], object]], min_runs: int = 20, mi
     waits until it is idle (`wait_until_idle`, windows of `settle_seconds`): a runtime's
     pool threads spin after its last call, and would take the cores from the next
     phase's. `time_phases` gives the same calls phase by phase."""
-    return [[t for phase in phases for t in phase]
+    return [calls(phases)
             for phases in time_phases(fns, min_runs, min_seconds, phase_seconds, settle_seconds, warmup, max_runs)]
 
 
@@ -46,8 +46,13 @@ def time_phases(fns: Sequence[Callable[[], object]], min_runs: int = 20, min_sec
                 out[-1].append(time.perf_counter() - t0)
                 if t0 >= phase_end:
                     break
-        runs = sum(len(p) for p in phases[0])
+        runs += len(phases[0][-1])
     return phases
+
+
+def calls(phases: Sequence[Sequence[float]]) -> list[float]:
+    """One callable's phases (`time_phases`) as its calls in order."""
+    return [t for phase in phases for t in phase]
 
 
 def round_ratios(reference: Sequence[Sequence[float]], timed: Sequence[Sequence[float]]) -> list[float]:
