@@ -39,6 +39,11 @@ class Backend(ABC):
         return target
 
     @abstractmethod
+    def split_reductions(self, graph: Graph, target: Target) -> None:
+        """Cut, in place, the reductions of the lowered graph that are too long for the
+        target's parallelism into slices, before anything is fused."""
+
+    @abstractmethod
     def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
         """Fuse what this backend fuses beyond register-level fusion (row groups), in place,
         offering each group to `log` and recording it there."""

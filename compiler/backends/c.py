@@ -43,6 +43,11 @@ class CBackend(Backend):
         # scheduled, modelled and timed for the cores it runs on
         return target.with_units(opts.threads) if opts.threads else target
 
+    def split_reductions(self, graph: Graph, target: Target) -> None:
+        # none: a CPU's few cores are filled by any contraction's blocks of rows, and a
+        # core walks its reduction in cache-sized chunks already (schedule/reduce_chunk.py)
+        return
+
     def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
         # attention first: its softmax would otherwise become a row group of its own
         fuse_attention(graph, log)

@@ -27,6 +27,7 @@ from compiler.schedule.cuda_attention_tile import attention_fits
 from compiler.schedule.cuda_tile import plan_cuda_tile, row_group_fits
 from compiler.schedule.measure import Timing
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
+from compiler.schedule.split_k import split_contractions
 from compiler.schedule.tilegraph.attention import fuse_attention
 from compiler.schedule.tilegraph.groups import GroupLog
 from compiler.schedule.tilegraph.rows import fuse_rows
@@ -38,6 +39,10 @@ class CudaBackend(Backend):
     source_suffix = "cu"
     measure_threshold_us = 2.0  # a GPU times a kernel in microseconds
     load_failure_means_absent = True  # no GPU, no pycuda, or another architecture
+
+    def split_reductions(self, graph: Graph, target: Target) -> None:
+        # a contraction whose outputs leave SMs idle walks its K in slices side by side
+        split_contractions(graph, target.units)
 
     def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
         # attention first: its softmax would otherwise become a row group of its own; a

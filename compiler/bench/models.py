@@ -164,6 +164,20 @@ def lstm_unrolled(steps: int = 8, batch: int = 4, inp: int = 64, hidden: int = 1
     return b.model([("x", [steps, batch, inp])], [("h", h), ("c", c)], name="lstm")
 
 
+def small_map_head(channels: int = 64, size: int = 4, classes: int = 10) -> onnx.ModelProto:
+    """A network's last stage: a 3x3 convolution doubling the channels of a small map, with
+    bias, Relu and a residual input, then a classifier over the flattened map. Few outputs
+    over long reductions: the shape a GPU runs split-K (compiler/schedule/split_k.py)."""
+    b = _Builder(6)
+    wide = 2 * channels
+    c = b.op("Conv", ["x", b.weight((wide, channels, 3, 3)), b.weight((wide,), 0.1)],
+             kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    h = b.op("Add", [b.op("Relu", [c]), "skip"])
+    y = b.op("Gemm", [b.op("Flatten", [h]), b.weight((classes, wide * size * size)), b.weight((classes,), 0.1)],
+             transB=1)
+    return b.model([("x", [1, channels, size, size]), ("skip", [1, wide, size, size])], [("y", y)],
+                   name="small_map_head")
+
 ZOO: dict[str, Callable[[], onnx.ModelProto]] = {
     "mlp_gelu": mlp_gelu,
     "transformer_encoder": transformer_encoder,

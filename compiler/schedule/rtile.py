@@ -180,14 +180,14 @@ class _Builder:
             s *= REDUCE_GROWTH
         return steps
 
-    def aligned(self, block: Sizes, thread: Sizes) -> bool:
+    def aligned(self, block: Sizes, thread: Sizes, whole_warps: bool = True) -> bool:
         """Roller's alignment of a block: whole transactions on the innermost dim, and on
-        CUDA a thread count that is a multiple of `thread_multiple` (warp x 4 unless
-        relaxed; whatever a single tile needs)."""
+        CUDA (unless `whole_warps` is off) a thread count that is a multiple of
+        `thread_multiple` (warp x 4 unless relaxed; whatever a single tile needs)."""
         ext = self.an.extents
         if ext and block[-1] < ext[-1] and block[-1] % self.inner_align:
             return False
-        if not self.cuda:
+        if not self.cuda or not whole_warps:
             return True
         threads = self.block_threads(block, thread)
         single = all(b >= e for b, e in zip(block, ext, strict=True))
@@ -311,32 +311,47 @@ class _Builder:
 
     def scale_out(self, block: Sizes, thread: Sizes) -> tuple[Sizes, Sizes]:
         """Shrink the dims whose halving adds least traffic until tiles >= units, keeping
-        alignment (CUDA: halve the register tile with the block so the thread count stays)."""
+        alignment (CUDA: halve the register tile with the block so the thread count stays).
+
+        Where no halving keeps a CUDA block's threads whole warps x 4, one that keeps its
+        rows whole transactions is taken: the kernel's launch makes its own thread count
+        legal (compiler/schedule/cuda_tile.py), and a block left whole runs on a few SMs.
+        MobileNetV2's 960 -> 320 projection at 7x7 stayed one 320 x 49 tile, 4 GEMM blocks
+        for 132 SMs (126 us on an H200): 7 x 7 has no power-of-two split of whole warps."""
         while self.an.tiles(block) < self.target.units:
-            options = []
-            for d in range(len(block)):
-                if block[d] <= 1:
-                    continue
-                b = (*block[:d], -(-block[d] // 2), *block[d + 1:])
-                t = thread
-                if (self.cuda and thread[d] > 1) or b[d] < thread[d]:
-                    smaller = [s for s in self.ladders[d] if s < thread[d]]
-                    if not smaller:
-                        continue
-                    t = (*thread[:d], smaller[-1], *thread[d + 1:])
-                    b = (*b[:d], max(b[d], t[d]), *b[d + 1:])
-                if d == len(block) - 1:
-                    # half a row rounded up to whole transactions and register tiles (a mean
-                    # over 144 channels as 96 + 48, not one task for the whole team)
-                    quantum = math.lcm(self.inner_align, t[d])
-                    b = (*b[:d], min(block[d], -(-b[d] // quantum) * quantum), *b[d + 1:])
-                if self.aligned(b, t) and self.an.tiles(b) > self.an.tiles(block):
-                    # least traffic added first; on ties the outer dim, keeping rows long
-                    options.append((self.block_traffic(b) - self.block_traffic(block), d, b, t))
+            options = self._scale_out_options(block, thread, True)
+            if not options and self.cuda:
+                options = self._scale_out_options(block, thread, False)
             if not options:
                 break
             _, _, block, thread = min(options)
         return block, thread
+
+    def _scale_out_options(self, block: Sizes, thread: Sizes,
+                           whole_warps: bool) -> list[tuple[int, int, Sizes, Sizes]]:
+        """Each dim's halving of `block` that adds tiles and stays aligned: (traffic added,
+        dim, block, register tile)."""
+        options = []
+        for d in range(len(block)):
+            if block[d] <= 1:
+                continue
+            b = (*block[:d], -(-block[d] // 2), *block[d + 1:])
+            t = thread
+            if (self.cuda and thread[d] > 1) or b[d] < thread[d]:
+                smaller = [s for s in self.ladders[d] if s < thread[d]]
+                if not smaller:
+                    continue
+                t = (*thread[:d], smaller[-1], *thread[d + 1:])
+                b = (*b[:d], max(b[d], t[d]), *b[d + 1:])
+            if d == len(block) - 1:
+                # half a row rounded up to whole transactions and register tiles (a mean
+                # over 144 channels as 96 + 48, not one task for the whole team)
+                quantum = math.lcm(self.inner_align, t[d])
+                b = (*b[:d], min(block[d], -(-b[d] // quantum) * quantum), *b[d + 1:])
+            if self.aligned(b, t, whole_warps) and self.an.tiles(b) > self.an.tiles(block):
+                # least traffic added first; on ties the outer dim, keeping rows long
+                options.append((self.block_traffic(b) - self.block_traffic(block), d, b, t))
+        return options
 
     def vector(self, thread: Sizes) -> int:
         """Elements per innermost access: the widest power of two up to 16 B (CUDA; and

@@ -5,6 +5,7 @@ epilogue, implicit-GEMM convolution, multi-warp row reductions, layer norm stage
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -17,6 +18,7 @@ from compiler.ir import te
 from compiler.ir.te import Compute, Load, TensorType, Var, call
 from compiler.schedule.cuda_tile import plan_cuda_tile
 from compiler.schedule.plan import TileConfig
+from compiler.schedule.split_k import split_compute
 from compiler.schedule.tilegraph.rowtile import row_group_tilings
 from compiler.schedule.tiling import default_tile
 from compiler.target.registry import get_target
@@ -39,6 +41,16 @@ def conv_implicit_gemm(n: int, c: int, hw: int, co: int) -> Compute:
     return Compute(axes(n, co, hw, hw), x * Load(1, (i1, r0, r1, r2), "float32"),
                    (TensorType((n, c, hw, hw), "float32"), TensorType((co, c, 3, 3), "float32")),
                    "float32", axes(c, 3, 3, prefix="r"), "sum", label="Conv")
+
+
+def split_k_conv(slices: int) -> tuple[Compute, Compute]:
+    """A 3x3 convolution with bias and Relu cut into `slices` partial sums (its channels
+    walked side by side) and their sum with the epilogue (compiler/schedule/split_k.py)."""
+    c = conv_implicit_gemm(1, 16, 6, 8)
+    c = dataclasses.replace(c, post=call("max", ACC + Load(2, (i1,), "float32"), 0.0),
+                            inputs=(*c.inputs, TensorType((8,), "float32")))
+    partial, total, _ = split_compute(c, slices)
+    return partial, total
 
 
 def layernorm_mean(rows: int, cols: int) -> Compute:
@@ -103,6 +115,8 @@ CUDA_CASES: dict[str, Case] = {
     "gemm_int32": _plain(matmul(33, 40, 21, "int32"), TileConfig((32, 32), (2, 2), (8,))),
     "batched_gemm_epilogue": _plain(batched_matmul_bias_relu(3, 33, 40, 24)),
     "conv_implicit_gemm": _plain(conv_implicit_gemm(2, 8, 10, 16)),
+    "split_k_partial_conv": _plain(split_k_conv(4)[0]),
+    "split_k_sum_epilogue": _plain(split_k_conv(4)[1]),
     "layernorm_mean_768": _plain(layernorm_mean(6, 768)),
     "layernorm_rstd_768": _plain(layernorm_rstd(6, 768), None, _layernorm_rstd_inputs),
     "layernorm_apply_768": _plain(layernorm_apply(6, 768), None, _layernorm_apply_inputs),

@@ -13,7 +13,7 @@ from cuda_cases import ALL_CASES, GPU, tile_for
 
 from compiler import frontend
 from compiler.backends import backend_for
-from compiler.bench.models import ZOO
+from compiler.bench.models import ZOO, small_map_head
 from compiler.build.nvcc import compile_cubin
 from compiler.codegen.cuda.kernel import render_kernel
 from compiler.ir.te import Compute
@@ -29,12 +29,16 @@ pytestmark = [
 ARCHS = ("sm_80", "sm_90")
 
 
+MODELS = {**ZOO, "small_map_head": small_map_head}  # the zoo, and a model split-K cuts
+
+
 def _zoo_computes() -> list[Compute]:
-    """The distinct fused Computes of every zoo model."""
+    """The distinct fused Computes of every zoo model (and `small_map_head`'s)."""
     seen: dict[str, Compute] = {}
-    for name in sorted(ZOO):
-        graph = fuse(frontend.import_model(ZOO[name]().SerializeToString()))
-        backend_for(GPU).partition(graph, GPU)  # the pipeline's CUDA partition
+    for name in sorted(MODELS):
+        graph = frontend.import_model(MODELS[name]().SerializeToString())
+        backend_for(GPU).split_reductions(graph, GPU)  # the pipeline's CUDA partition
+        backend_for(GPU).partition(fuse(graph), GPU)
         for node in graph.nodes:
             seen.setdefault(node.compute.canonical(), node.compute)
     return list(seen.values())

@@ -23,7 +23,7 @@ from compiler import frontend
 from compiler.abi import MANIFEST_LAUNCHES
 from compiler.aligned import aligned_empty
 from compiler.bench.measure import ort_session
-from compiler.bench.models import ZOO, transformer_encoder
+from compiler.bench.models import ZOO, small_map_head, transformer_encoder
 from compiler.build.nvcc import compile_cubin
 from compiler.codegen.cuda.kernel import launch_table, render_module
 from compiler.errors import ArtifactError
@@ -35,6 +35,7 @@ from compiler.schedule.cuda_tile import plan_cuda_tile
 from compiler.schedule.plan import ExecutionPlan
 from compiler.schedule.planner import build_plan, weights_blob
 from compiler.schedule.rtile import construct
+from compiler.schedule.split_k import split_contractions
 from compiler.schedule.tilegraph.registers import fuse
 from compiler.target.registry import get_target
 
@@ -114,6 +115,20 @@ def test_zoo_model_runs_on_the_gpu_and_matches_onnxruntime(tmp_path: Path, name:
     assert {s: len(t) for s, t in profile.items()} == {s: 3 * n for s, n in launches.items()}
     assert all(min(t) >= 0 for t in profile.values())  # events tick in ~0.5 us
     assert all(t > 0 for t in exe.device_times(feeds, runs=3))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(ARCH is None, reason=WHY_NOT)
+def test_split_k_model_compiles_validated_on_the_gpu(tmp_path: Path) -> None:
+    """The pipeline on this GPU (candidates timed, the artifact checked against onnxruntime):
+    the small map's convolution and classifier run split, and agree."""
+    from compiler.pipeline import compile_model
+    from compiler.runtime.cuda import device_target
+    from compiler.schedule.split_k import SPLIT_LABEL
+
+    result = compile_model(small_map_head(), device_target(), {"validate": True}, output=tmp_path / "m.tar.gz")
+    assert result.validation["passed"] is True
+    assert sum(1 for k in result.plan.kernels if k.ops[0] == SPLIT_LABEL) == 2
 
 
 class _EmulatedDriver(types.ModuleType):
@@ -196,16 +211,22 @@ class _EmulatedDriver(types.ModuleType):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA emulator needs g++")
-@pytest.mark.parametrize("model", ["handbuilt", "transformer_encoder"])
+@pytest.mark.parametrize("model", ["handbuilt", "transformer_encoder", "small_map_head"])
 def test_runtime_runs_the_launch_table_on_emulated_kernels(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str) -> None:
     if model == "handbuilt":
         g, onnx_model = graph(), None
-    else:
+    elif model == "transformer_encoder":
         onnx_model = transformer_encoder(seq=8, hidden=32, heads=2, ffn=64)
         g = fuse(frontend.import_model(onnx_model.SerializeToString()))
+    else:  # its convolution and classifier cut by split-K, as the CUDA backend plans them
+        onnx_model = small_map_head()
+        g = frontend.import_model(onnx_model.SerializeToString())
+        assert split_contractions(g, H100.units) == 2
+        fuse(g)
     artifact, plan = cuda_artifact(g, tmp_path / "m.tar.gz", "sm_80", build=False)
-    assert max(len(w) for w in plan.waves) > 1  # some wave runs kernels on several streams
+    if model != "small_map_head":  # a chain: one kernel a wave
+        assert max(len(w) for w in plan.waves) > 1  # some wave runs kernels on several streams
     kernels = {k.symbol: (k.compute, k.tile) for k in plan.kernels}
     driver = _EmulatedDriver(EmulatedKernels(kernels, tmp_path))
     monkeypatch.setitem(sys.modules, "pycuda", types.ModuleType("pycuda"))

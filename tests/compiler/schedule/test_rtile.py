@@ -80,6 +80,16 @@ def test_scale_out_fills_the_units(name):
         assert best.estimate.tiles >= t.units, (name, c.label, best.tile)
 
 
+@pytest.mark.parametrize("name", GPUS)
+def test_scale_out_fills_the_units_where_no_split_keeps_whole_warps(name):
+    # MobileNetV2's 960 -> 320 projection at 7 x 7: no power-of-two block of 7 x 7 has whole
+    # warps x 4 of threads, so the tile stayed the whole 320 x 49 output (4 GEMM blocks)
+    t = get_target(name)
+    for c in (conv2d(1, 960, 7, 7, 320, 1, 1), conv2d(1, 512, 7, 7, 512, 3, 3, 1, 1)):
+        best = construct(c, t)[0]
+        assert best.estimate.tiles >= t.units, (name, best.tile)
+
+
 @pytest.mark.parametrize("channels", [144, 240, 1000])
 def test_scale_out_splits_a_row_whose_half_is_not_whole_lines(channels):
     # a squeeze-excitation's global pool (EfficientNet's 144 channels of 56 x 56): 72 channels

@@ -1,0 +1,112 @@
+"""Split-K: a contraction with too few outputs to fill a GPU has its reduction cut into
+slices that run side by side, as a leading batch axis of partial sums, and a second kernel
+adds the slices up (the contraction's epilogue, fused onto that sum, runs there).
+
+A GEMM thread block walks its whole reduction serially, one shared-memory stage after the
+next, and a block alone on its SM has nothing to hide each stage's load latency behind.
+ResNet-18's 512-channel 3x3 convolutions at 7x7 (25,088 outputs, K = 4,608) planned as 64
+blocks for the H200's 132 SMs: 223 us each for 0.23 GFLOP, about 1 TFLOP/s. Cut in 8, the
+same work is 512 blocks that each walk 576 steps.
+
+The split is applied to the lowered graph, before fusion, so the sum is an ordinary
+reduction node: register-level fusion gives it the epilogue (bias, residual, activation)
+and the group log weighs that group like any other. Only contractions with a weight
+operand are split (convolutions and linear layers at small spatial size or batch): a
+product of two activations is left whole for the attention fusion that reads it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from compiler.ir.contraction import match_contraction, plain_load
+from compiler.ir.graph import Graph, Node, TensorKind
+from compiler.ir.te import Axis, Compute, Load, TensorType, Var, remap_loads, rename_vars, walk
+
+# Outputs that keep one SM busy: four resident blocks of 128 threads, four outputs a thread.
+OUTPUTS_PER_UNIT = 2048
+# Multiply-adds per output in a slice, at least: each slice's partial sum is written once
+# and read once more (8 bytes an output), small beside the work that made it.
+MIN_SLICE_K = 256
+MAX_SPLIT = 32
+SPLIT_LABEL = "SplitKSum"
+
+
+def split_factor(c: Compute, units: int) -> int:
+    """Slices for `c`'s first reduce axis on a device of `units` SMs: the largest power of
+    two `s` with s x outputs <= units x OUTPUTS_PER_UNIT that divides the axis and leaves
+    each slice MIN_SLICE_K multiply-adds per output; 1 where `c` is no contraction."""
+    if c.stages or match_contraction(c) is None:
+        return 1
+    outputs = math.prod(c.shape)
+    k = math.prod(a.extent for a in c.reduce_axes)
+    first = c.reduce_axes[0].extent
+    s = 1
+    while (2 * s <= MAX_SPLIT and 2 * s * outputs <= units * OUTPUTS_PER_UNIT
+           and first % (2 * s) == 0 and k // (2 * s) >= MIN_SLICE_K):
+        s *= 2
+    return s
+
+
+def _fresh_name(c: Compute, stem: str) -> str:
+    taken = {a.name for a in c.all_axes()}
+    name, n = stem, 0
+    while name in taken:
+        n += 1
+        name = f"{stem}{n}"
+    return name
+
+
+def split_compute(c: Compute, slices: int) -> tuple[Compute, Compute, tuple[int, ...]]:
+    """`c` as two Computes: the partial sums, [slices, *c.shape] of the accumulator dtype,
+    reading `c`'s inputs; and their sum with `c`'s epilogue, reading the partials and then
+    the inputs of `c` at the positions returned (those its epilogue loads)."""
+    first = c.reduce_axes[0]
+    if first.extent % slices:
+        raise ValueError(f"{slices} slices do not divide a reduce axis of {first.extent}")
+    part = _fresh_name(c, "ks")
+    step = first.extent // slices
+    body = rename_vars(c.body, {first.name: Var(part) * step + Var(first.name)})
+    partial = Compute(axes=(Axis(part, slices), *c.axes), body=body, inputs=c.inputs, dtype=c.acc_dtype,
+                      reduce_axes=(Axis(first.name, step), *c.reduce_axes[1:]), reduce_op="sum",
+                      label=c.label)
+    post_reads = tuple(sorted({x.input for x in walk(c.post) if isinstance(x, Load)})) if c.post is not None else ()
+    slot = {p: 1 + k for k, p in enumerate(post_reads)}
+    total = Compute(
+        axes=c.axes,
+        body=Load(0, (Var(part), *(Var(a.name) for a in c.axes)), c.acc_dtype),
+        inputs=(TensorType(partial.shape, partial.dtype), *(c.inputs[p] for p in post_reads)),
+        dtype=c.dtype, reduce_axes=(Axis(part, slices),), reduce_op="sum",
+        post=None if c.post is None else remap_loads(c.post, slot), label=SPLIT_LABEL)
+    return partial, total, post_reads
+
+
+def _has_weight_operand(graph: Graph, node: Node) -> bool:
+    contraction = match_contraction(node.compute)
+    assert contraction is not None
+    operands = (plain_load(contraction.lhs), plain_load(contraction.rhs))
+    return any(ld is not None and graph.tensors[graph.storage_of(node.inputs[ld.input])].kind == TensorKind.WEIGHT
+               for ld in operands)
+
+
+def split_contractions(graph: Graph, units: int) -> int:
+    """Split, in place, every contraction of `graph` with a weight operand whose outputs
+    leave a device of `units` SMs idle (`split_factor`); returns how many were split. The
+    partial sums run as a new node just before the sum, which keeps the node's id, output
+    and name."""
+    next_id = max((n.id for n in graph.nodes), default=-1) + 1
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        slices = split_factor(node.compute, units)
+        if slices == 1 or not _has_weight_operand(graph, node):
+            nodes.append(node)
+            continue
+        partial, total, post_reads = split_compute(node.compute, slices)
+        out = graph.new_tensor(partial.shape, partial.dtype)
+        nodes.append(Node(next_id, node.op, partial, node.inputs, out.id, node.name))
+        nodes.append(Node(node.id, SPLIT_LABEL, total, (out.id, *(node.inputs[p] for p in post_reads)),
+                          node.output, node.name))
+        next_id += 1
+    split = len(nodes) - len(graph.nodes)
+    graph.nodes = nodes
+    return split
