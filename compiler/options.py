@@ -21,6 +21,7 @@ class CompileOptions:
     seed: int = 0  # validation inputs
     threads: int | None = None  # CPU threads the kernels are scheduled for, measured and validated with
     fuse: bool = True
+    split_k: bool = True  # GPU: contractions that leave SMs idle walk their reduction in slices
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> CompileOptions:
@@ -61,7 +62,7 @@ def _check(name: str, v: Any) -> Any:
                 raise OptionsError(f"option 'input_shapes': {str(k)[:80]!r} needs a list of non-negative ints")
             out[k] = [int(x) for x in dims]
         return out
-    if name in {"validate", "measure", "fuse"}:
+    if name in {"validate", "measure", "fuse", "split_k"}:
         if not isinstance(v, bool):
             raise OptionsError(f"option {name!r} must be true or false")
         return v

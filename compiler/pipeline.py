@@ -310,7 +310,8 @@ class _Compilation:
         The `last` plan, which no measuring follows, makes no priced group above register
         level that was not timed no slower than its parts before."""
         graph = lowered_copy(lowered)
-        self.backend.split_reductions(graph, self.target)
+        if self.opts.split_k:
+            self.backend.split_reductions(graph, self.target)
         log = GroupLog(graph, self.pricer.price, (g.ids for g in self.split_back),
                        self.confirmed if last else None)
         if self.opts.fuse:

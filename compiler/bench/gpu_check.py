@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 
 from compiler.bench.real_models import GPU, suite
+from compiler.schedule.split_k import SPLIT_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_TEST_FILES = ["tests/compiler/codegen/test_cuda_gpu.py", "tests/compiler/codegen/test_cuda_compile.py",
@@ -49,6 +50,7 @@ class ModelRow:
     tileforge_ms: float | None = None
     eager_ms: float | None = None
     compiled_ms: float | None = None
+    unsplit_ms: float | None = None  # compiled with split_k off, where the plan had split contractions
     bytes_moved: int = 0
     hot_kernels: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
@@ -177,6 +179,11 @@ def bench_one(name: str, source: str, model: onnx.ModelProto, torch_module: Any,
         row.note += f" {exe.graph_note}"
     row.tileforge_ms = statistics.median(exe.device_times(feeds))
     row.hot_kernels = hot_kernels(exe.kernel_times(feeds, runs=10), result.kernels)
+    if any(k.get("op_pattern", "").startswith(SPLIT_LABEL) for k in result.kernels):
+        # what split-K gains: the same model planned without it, validated the same way
+        unsplit = compile_model(model, target, {"validate": True, "split_k": False})
+        if unsplit.validation.get("passed") is True:
+            row.unsplit_ms = statistics.median(load(unsplit.artifact_path).device_times(feeds))
     if torch_module is None:
         return row
     module = torch_module.cuda().eval()
@@ -319,13 +326,13 @@ def table(report: Report) -> list[str]:
                      f"{s.get('error', 0)} errors, {s.get('skipped', 0)} skipped "
                      f"({s['seconds']} s, rc {s['rc']})")
     lines += ["", "| model | source | kernels | compile s | rel L2 vs onnxruntime | tileforge ms | "
-              "eager ms | torch.compile ms | vs eager | vs compile | GB/s at floor bytes |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "without split-K ms | eager ms | torch.compile ms | vs eager | vs compile | GB/s at floor bytes |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in report.models:
         gbps = r.bytes_moved / (r.tileforge_ms * 1e-3) / 1e9 if r.tileforge_ms else None
         err = "-" if r.rel_l2_error is None else f"{r.rel_l2_error:.1e}" + ("" if r.passed else " FAIL")
         lines.append(f"| {r.model} | {r.source} | {r.kernels} | {r.compile_s} | {err} | "
-                     f"{_fmt(r.tileforge_ms, '.3f')} | {_fmt(r.eager_ms, '.3f')} | "
+                     f"{_fmt(r.tileforge_ms, '.3f')} | {_fmt(r.unsplit_ms, '.3f')} | {_fmt(r.eager_ms, '.3f')} | "
                      f"{_fmt(r.compiled_ms, '.3f')} | {_fmt(r.vs_eager, '.2f')}x | "
                      f"{_fmt(r.vs_compiled, '.2f')}x | {_fmt(gbps, '.0f')} |")
     ge = _geomean([r.vs_eager for r in report.models if r.vs_eager])

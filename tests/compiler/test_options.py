@@ -23,6 +23,7 @@ def test_defaults_and_round_trip():
         ({"input_shapes": {"x": [1, -2]}}, "input_shapes"),
         ({"input_shapes": [1, 2]}, "input_shapes"),
         ({"threads": 0}, "threads"),
+        ({"split_k": 1}, "split_k"),
     ],
 )
 def test_bad_options_name_the_option(bad, named):

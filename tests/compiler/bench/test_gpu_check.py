@@ -44,13 +44,14 @@ def test_table_ratios_and_geomeans() -> None:
     report.suites["tests"] = {"rc": 0, "seconds": 1.0, "passed": 3}
     report.models = [
         ModelRow("m1", "zoo", tileforge_ms=1.0, eager_ms=4.0, compiled_ms=2.0, passed=True,
-                 rel_l2_error=1e-7, bytes_moved=3 * 10**9),
+                 rel_l2_error=1e-7, bytes_moved=3 * 10**9, unsplit_ms=1.5),
         ModelRow("m2", "torch", tileforge_ms=2.0, eager_ms=2.0, compiled_ms=1.0, passed=True,
                  rel_l2_error=2e-7),
         ModelRow("m3", "torch", note="export failed: X"),
     ]
     text = "\n".join(table(report))
-    assert "| m1 | zoo | 0 | 0.0 | 1.0e-07 | 1.000 | 4.000 | 2.000 | 4.00x | 2.00x | 3000 |" in text
+    assert "| m1 | zoo | 0 | 0.0 | 1.0e-07 | 1.000 | 1.500 | 4.000 | 2.000 | 4.00x | 2.00x | 3000 |" in text
+    assert "| m2 | torch | 0 | 0.0 | 2.0e-07 | 2.000 | - | 2.000 |" in text  # nothing split
     assert f"{math.sqrt(4.0 * 1.0):.2f}x vs PyTorch eager, {math.sqrt(2.0 * 0.5):.2f}x vs" in text
     assert "- m3: export failed: X" in text and "- tests: 3 passed, 0 failed" in text
 

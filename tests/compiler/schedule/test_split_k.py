@@ -15,6 +15,7 @@ from compiler.bench.models import small_map_head
 from compiler.ir.graph import TensorKind
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call
+from compiler.pipeline import plan_fusion
 from compiler.schedule.split_k import SPLIT_LABEL, split_compute, split_contractions, split_factor
 from compiler.target.registry import get_target
 
@@ -103,3 +104,10 @@ def test_only_the_cuda_backend_splits() -> None:
         graph = frontend.import_model(small_map_head().SerializeToString())
         backend_for(get_target(target)).split_reductions(graph, get_target(target))
         assert any(n.op == SPLIT_LABEL for n in graph.nodes) == splits
+
+
+def test_the_split_k_option_turns_it_off() -> None:
+    # the convolution and the classifier: two kernels more with it, none without
+    on = plan_fusion(small_map_head(), "cuda:h100")
+    off = plan_fusion(small_map_head(), "cuda:h100", {"split_k": False})
+    assert on["kernels_fused"] == off["kernels_fused"] + 2
