@@ -529,7 +529,9 @@ def kernel_times(plan: ExecutionPlan, measured: dict[str, float] | None = None) 
     for k in plan.kernels:
         us = k.measured_us if measured is None else measured.get(k.symbol)
         if us is not None:
-            out.append(KernelTime(k.id, k.symbol, k.compute, k.tile.block, us, k.ops))
+            tiles = (k.tile, *(t for block in k.tile.members for t in block))
+            gemms = tuple((t.gemm.m, t.gemm.n, t.gemm.k) for t in tiles if t.gemm is not None)
+            out.append(KernelTime(k.id, k.symbol, k.compute, k.tile.block, us, k.ops, gemms))
     return out
 
 

@@ -60,6 +60,7 @@ class KernelTime:
     block: tuple[int, ...]  # the plan's outputs per task, per spatial axis
     measured_us: float
     ops: tuple[str, ...] = ()
+    gemms: tuple[tuple[int, int, int], ...] = ()  # (M, N, K) of the GEMMs its tasks run (CPU)
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def roofline_row(k: KernelTime, target: Target, bounds: Bounds | None,
         pct = 100.0 * bound_us / (seconds * 1e6)
         lost = k.measured_us - bound_us
         if pct < 100 * SHORTFALL_BELOW:
-            reason = shortfall(k.compute, k.block, target, compute_bound=bound == "compute")
+            reason = shortfall(k.compute, k.block, target, gemms=k.gemms, bounds_us=(compute_us, memory_us))
     return RooflineRow(
         id=k.id, symbol=k.symbol, op_pattern=k.compute.label, ops=tuple(k.ops), flops=flops,
         dram_bytes=nbytes, measured_us=round(k.measured_us, 3), gflops=round(flops / seconds / 1e9, 3),

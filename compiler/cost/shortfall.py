@@ -5,12 +5,19 @@ generated code: too few tasks to give every thread work, tiles that together rea
 several times the bytes the kernel must move at least, and operations per output that
 the FLOP count takes as one each although none is a multiply-add (an exp, a divide: a
 SiLU epilogue is sigmoid's exp and divide per output, beside only 16 multiply-adds in
-EfficientNet-B0's 16 -> 96 expansion).
+EfficientNet-B0's 16 -> 96 expansion), GEMMs too small or too shallow to amortize what
+each one costs besides its multiply-adds (packing or copying its operands, loading and
+storing its accumulators: RegNetY-400MF's groups of 8 channels at 7 x 7 run GEMMs of
+8 x 224 outputs, 72 deep, at 11% of the bound), and a bound whose bytes and FLOPs take about as
+long as each other (near the roofline's ridge a kernel that streams its operands while
+it computes on them reaches the larger only where the two overlap: MobileNetV2's
+32 -> 16 projection at 112 x 112 moves 94 us of bytes beside 110 us of FLOPs, and took 220).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from compiler.cost.analysis import TileAnalysis
 from compiler.ir.te import Call, Compute, Expr, walk
@@ -18,18 +25,33 @@ from compiler.target.base import Target
 
 # Tiles that move this many times the compulsory bytes re-read their inputs enough to matter.
 REREAD_RATIO = 2.0
+# A GEMM of fewer multiply-adds than this, or reducing fewer than SHALLOW_K deep, is small.
+SMALL_GEMM = 1 << 20
+SHALLOW_K = 32
+# Bounds within this ratio of each other are near the ridge.
+RIDGE = 0.5
 # Operations that no FMA computes, each counted as one FLOP (compiler/ir/te.py `count_ops`).
 NOT_MULTIPLY_ADDS = frozenset({"div", "reciprocal", "pow", "exp", "log", "sqrt", "tanh", "erf", "sin", "cos",
                                "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"})
 
 
-def shortfall(compute: Compute, block: tuple[int, ...], target: Target, compute_bound: bool = False) -> str:
-    """A short reason `compute`, tiled in tasks of `block` outputs, misses its bound on
-    `target` (its FLOPs' where `compute_bound`, else its bytes'), or "" where the plan
-    gives none. Reasons are joined by "; "."""
+def shortfall(compute: Compute, block: tuple[int, ...], target: Target,
+              gemms: Sequence[tuple[int, int, int]] = (), bounds_us: tuple[float, float] | None = None) -> str:
+    """A short reason `compute`, tiled in tasks of `block` outputs, misses its roofline bound
+    on `target`, or "" where the plan gives none. `gemms`: the (M, N, K) of the GEMMs its
+    tasks run; `bounds_us`: its FLOPs' and its bytes' roofline times. Reasons are joined
+    by "; ".
+
+    Operations that are no multiply-adds are named whichever bound is the larger: counted
+    as one FLOP each, an exp or an erf is a dozen vector instructions, enough to keep a
+    kernel whose bytes set the bound off it (SegFormer's GELU over a transposed read, 32%
+    of its bytes' bound)."""
     reasons = [] if compute.stages or len(block) != len(compute.axes) else _plan_reasons(compute, block, target)
-    slow = list(dict.fromkeys(op for c in (*compute.stages, compute) for op in _not_multiply_adds(c))) \
-        if compute_bound else []
+    reasons += _small_gemms(gemms)
+    if bounds_us is not None and min(bounds_us) >= RIDGE * max(bounds_us) > 0:
+        flops_us, bytes_us = bounds_us
+        reasons.append(f"near the ridge: {bytes_us:.0f} us of bytes beside {flops_us:.0f} us of FLOPs")
+    slow = list(dict.fromkeys(op for c in (*compute.stages, compute) for op in _not_multiply_adds(c)))
     if slow:
         # a group's members each reduce their own extent: only a lone contraction's is named
         beside = math.prod(a.extent for a in compute.reduce_axes) if compute.is_reduction and not compute.stages else 0
@@ -52,6 +74,14 @@ def _plan_reasons(compute: Compute, block: tuple[int, ...], target: Target) -> l
     if ratio >= REREAD_RATIO:
         reasons.append(f"its tiles read {ratio:.1f}x the compulsory bytes")
     return reasons
+
+
+def _small_gemms(gemms: Sequence[tuple[int, int, int]]) -> list[str]:
+    """The kernel's GEMMs that are small (under SMALL_GEMM multiply-adds) or shallow (K under
+    SHALLOW_K), each shape named once."""
+    small = dict.fromkeys(g for g in gemms if math.prod(g) < SMALL_GEMM or g[2] < SHALLOW_K)
+    return [f"GEMM{'s' * (len(small) > 1)} of {', '.join(f'{m} x {n}, {k} deep' for m, n, k in small)}"] \
+        if small else []
 
 
 def _not_multiply_adds(compute: Compute) -> list[str]:

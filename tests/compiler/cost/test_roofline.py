@@ -107,15 +107,13 @@ def test_shortfall_names_idle_cores_and_rereads_from_the_plan():
 
 def test_shortfall_names_the_operations_per_output_that_are_no_multiply_adds():
     """A SiLU epilogue after 16 multiply-adds per output: its exp and divide count as one FLOP
-    each, where they cost an FMA's many times; said where the FLOPs set the bound."""
+    each, where they cost an FMA's many times (whichever bound is the larger)."""
     t = _machine(cores=4)
     mm = matmul(64, 256, 16)
     acc = Var(ACC, "float32")
     silu = dataclasses.replace(mm, post=acc / (1.0 + call("exp", -acc)))
-    assert shortfall(silu, (16, 64), t, compute_bound=True) == "div, exp per output, each counted as one FLOP, " \
-        "beside 16 multiply-adds"
-    assert shortfall(silu, (16, 64), t) == ""  # a memory bound: the FLOPs do not set it
-    assert shortfall(mm, (16, 64), t, compute_bound=True) == ""
+    assert shortfall(silu, (16, 64), t) == "div, exp per output, each counted as one FLOP, beside 16 multiply-adds"
+    assert shortfall(mm, (16, 64), t) == ""
     row = roofline_row(KernelTime(0, "tf_s", silu, (16, 64), 1000.0), t, measured_bounds(t))
     assert row.bound == "compute" and "div, exp per output" in row.reason
 
@@ -130,6 +128,42 @@ def test_a_fused_row_group_moves_its_inputs_and_output_once():
     plan = compile_model(model, "cpu", {"validate": False}).plan
     (group,) = [k.compute for k in plan.kernels if k.compute.stages]
     assert kernel_work(group, _machine()) == (group.flops(), 2 * rows * cols * 4)
-    assert shortfall(group, (1,) * len(group.axes), _machine()) == ""
-    # where its FLOPs set the bound, its members' exp and divide are named (no tiling reasons)
-    assert shortfall(group, (1,) * len(group.axes), _machine(), compute_bound=True).startswith("exp")
+    # its members' exp and divide are named (no tiling reasons: its tasks follow its rows)
+    assert shortfall(group, (1,) * len(group.axes), _machine()) == "exp, div per output, each counted as one FLOP"
+
+
+def test_shortfall_names_small_or_shallow_gemms():
+    """What a GEMM costs besides its multiply-adds (its operands packed or copied, its
+    accumulators loaded and stored) is amortized over M x N x K: a group of 8 channels at
+    7 x 7 is GEMMs of 8 x 224, 72 deep; a stem convolution reduces 27 deep."""
+    t = _machine(cores=1)  # one task of the whole matmul, read once: no other reason
+    mm = matmul(256, 256, 256)
+    assert shortfall(mm, (256, 256), t, gemms=((8, 224, 72),)) == "GEMM of 8 x 224, 72 deep"
+    assert shortfall(mm, (256, 256), t, gemms=((32, 14336, 27), (8, 224, 72), (32, 14336, 27))) == \
+        "GEMMs of 32 x 14336, 27 deep, 8 x 224, 72 deep"
+    assert shortfall(mm, (256, 256), t, gemms=((256, 256, 256),)) == ""
+
+
+def test_shortfall_names_bounds_near_the_ridge():
+    t = _machine(cores=1)  # one task of the whole matmul, read once: no other reason
+    mm = matmul(256, 256, 256)
+    assert shortfall(mm, (256, 256), t, bounds_us=(110.0, 94.0)) == "near the ridge: 94 us of bytes beside 110 us of FLOPs"
+    assert shortfall(mm, (256, 256), t, bounds_us=(110.0, 40.0)) == ""
+    assert shortfall(mm, (256, 256), t, bounds_us=(0.0, 0.0)) == ""
+    # from a row: a 1x1 projection's bytes and FLOPs both near the larger bound
+    proj = matmul(12544, 16, 32)
+    row = roofline_row(KernelTime(0, "tf_p", proj, (256, 16), 300.0, gemms=((12544, 16, 32),)), t,
+                       measured_bounds(t))
+    assert row.pct_of_bound < 50 and "near the ridge" in row.reason
+
+
+def test_the_plan_gives_each_kernel_its_gemms():
+    from compiler.bench.models import conv_stage
+    from compiler.pipeline import kernel_times
+
+    plan = compile_model(conv_stage(8, 16), "cpu", {"validate": False, "measure": False}).plan
+    times = kernel_times(plan, {k.symbol: 1.0 for k in plan.kernels})
+    convs = [k for k in times if "Conv" in k.ops]
+    assert convs and all(k.gemms for k in convs if plan.kernels[[p.symbol for p in plan.kernels].index(k.symbol)]
+                         .tile.gemm is not None)
+    assert all(len(g) == 3 and min(g) > 0 for k in times for g in k.gemms)
