@@ -178,6 +178,7 @@ def small_map_head(channels: int = 64, size: int = 4, classes: int = 10) -> onnx
     return b.model([("x", [1, channels, size, size]), ("skip", [1, wide, size, size])], [("y", y)],
                    name="small_map_head")
 
+
 ZOO: dict[str, Callable[[], onnx.ModelProto]] = {
     "mlp_gelu": mlp_gelu,
     "transformer_encoder": transformer_encoder,

@@ -16,8 +16,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import onnx
 import pytest
 from handbuilt import X_NAME, graph, reference
+from onnx import TensorProto, helper, numpy_helper
 
 from compiler import frontend
 from compiler.abi import MANIFEST_LAUNCHES
@@ -131,6 +133,30 @@ def test_split_k_model_compiles_validated_on_the_gpu(tmp_path: Path) -> None:
     assert sum(1 for k in result.plan.kernels if k.ops[0] == SPLIT_LABEL) == 2
 
 
+def split_k_variety() -> onnx.ModelProto:
+    """Contractions split-K cuts, of other shapes than `small_map_head`'s: a grouped 3x3
+    convolution (2 groups of 64 channels, K = 576 each), a MatMul of a 3-D activation by a
+    [1024, 32] weight, and a Gemm of a transposed activation with alpha, beta and a bias."""
+    rng = np.random.default_rng(11)
+
+    def weight(name: str, *shape: int) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32), name)
+
+    f = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Conv", ["x", "wc"], ["c"], group=2, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("MatMul", ["a", "wm"], ["m"]),
+        helper.make_node("Gemm", ["g", "wg", "bg"], ["y"], transA=1, alpha=0.5, beta=2.0),
+    ]
+    graph = helper.make_graph(
+        nodes, "split_k_variety",
+        [helper.make_tensor_value_info("x", f, [1, 128, 4, 4]), helper.make_tensor_value_info("a", f, [1, 4, 1024]),
+         helper.make_tensor_value_info("g", f, [1024, 2])],
+        [helper.make_tensor_value_info(n, f, None) for n in ("c", "m", "y")],
+        [weight("wc", 128, 64, 3, 3), weight("wm", 1024, 32), weight("wg", 1024, 8), weight("bg", 8)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 class _EmulatedDriver(types.ModuleType):
     """The part of pycuda.driver the runtime uses, over host memory and the CPU emulator:
     "device" allocations are aligned host buffers, a launch runs the g++-built kernel."""
@@ -211,7 +237,7 @@ class _EmulatedDriver(types.ModuleType):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA emulator needs g++")
-@pytest.mark.parametrize("model", ["handbuilt", "transformer_encoder", "small_map_head"])
+@pytest.mark.parametrize("model", ["handbuilt", "transformer_encoder", "small_map_head", "split_k_variety"])
 def test_runtime_runs_the_launch_table_on_emulated_kernels(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str) -> None:
     if model == "handbuilt":
@@ -219,13 +245,13 @@ def test_runtime_runs_the_launch_table_on_emulated_kernels(
     elif model == "transformer_encoder":
         onnx_model = transformer_encoder(seq=8, hidden=32, heads=2, ffn=64)
         g = fuse(frontend.import_model(onnx_model.SerializeToString()))
-    else:  # its convolution and classifier cut by split-K, as the CUDA backend plans them
-        onnx_model = small_map_head()
+    else:  # its contractions cut by split-K, as the CUDA backend plans them
+        onnx_model = small_map_head() if model == "small_map_head" else split_k_variety()
         g = frontend.import_model(onnx_model.SerializeToString())
-        assert split_contractions(g, H100.units) == 2
+        assert split_contractions(g, H100.units) == (2 if model == "small_map_head" else 3)
         fuse(g)
     artifact, plan = cuda_artifact(g, tmp_path / "m.tar.gz", "sm_80", build=False)
-    if model != "small_map_head":  # a chain: one kernel a wave
+    if model in ("handbuilt", "transformer_encoder"):  # the others are chains: one kernel a wave
         assert max(len(w) for w in plan.waves) > 1  # some wave runs kernels on several streams
     kernels = {k.symbol: (k.compute, k.tile) for k in plan.kernels}
     driver = _EmulatedDriver(EmulatedKernels(kernels, tmp_path))
