@@ -53,6 +53,8 @@ class ModelRow:
     unsplit_ms: float | None = None  # compiled with split_k off, where the plan had split contractions
     bytes_moved: int = 0
     hot_kernels: list[dict[str, Any]] = field(default_factory=list)
+    # each timed top-k candidate: launch kind, the cost model's estimate, the measured time (us)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
 
     @property
@@ -179,6 +181,7 @@ def bench_one(name: str, source: str, model: onnx.ModelProto, torch_module: Any,
         row.note += f" {exe.graph_note}"
     row.tileforge_ms = statistics.median(exe.device_times(feeds))
     row.hot_kernels = hot_kernels(exe.kernel_times(feeds, runs=10), result.kernels)
+    row.candidates = timed_candidates(result.kernels)
     if any(k.get("op_pattern", "").startswith(SPLIT_LABEL) for k in result.kernels):
         # what split-K gains: the same model planned without it, validated the same way
         unsplit = compile_model(model, target, {"validate": True, "split_k": False})
@@ -208,6 +211,33 @@ def hot_kernels(times: dict[str, list[float]], kernels: list[dict[str, Any]],
              "share": round(ms / total, 3), "estimated_us": info.get(s, {}).get("estimated_us"),
              "measured_us": info.get(s, {}).get("measured_us"),
              "tile": info.get(s, {}).get("tile")} for ms, s in ranked[:top]]
+
+
+def timed_candidates(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every top-k candidate the compile timed on the device (report.json's kernels'
+    `candidates`): its launch kind, the cost model's estimate and the measured time."""
+    return [{"kind": (c["tile"].get("launch") or {}).get("kind", "?"), "estimated_us": c["estimated_us"],
+             "measured_us": c["measured_us"]}
+            for k in kernels for c in k.get("candidates", [])
+            if c.get("measured_us") and c.get("estimated_us")]
+
+
+def calibration(rows: list[ModelRow]) -> list[str]:
+    """The cost model against the device, per launch kind: how many candidates were timed,
+    and the geomean and 10th-90th percentiles of measured / estimated time."""
+    by_kind: dict[str, list[float]] = {}
+    for r in rows:
+        for c in r.candidates:
+            by_kind.setdefault(c["kind"], []).append(c["measured_us"] / c["estimated_us"])
+    if not by_kind:
+        return []
+    lines = ["", "The cost model on this GPU (every top-k candidate timed while compiling; measured / "
+             "estimated time):", "", "| kind | candidates | geomean | p10 | p90 |", "| --- | --- | --- | --- | --- |"]
+    for kind, ratios in sorted(by_kind.items()):
+        q = sorted(ratios)
+        lines.append(f"| {kind} | {len(q)} | {_geomean(q):.2f}x | {q[len(q) // 10]:.2f}x | "
+                     f"{q[min(len(q) - 1, len(q) * 9 // 10)]:.2f}x |")
+    return lines
 
 
 def _first_export(module: Any, inputs: tuple, exporters: tuple[str, ...]) -> onnx.ModelProto:
@@ -347,7 +377,7 @@ def table(report: Report) -> list[str]:
         for k in r.hot_kernels[:3]:
             hot.append(f"| {r.model} | {k['symbol']} | {k['ops']} | {k['us']} | {k['share']:.0%} | "
                        f"{k['estimated_us']} | {k['measured_us']} | {json.dumps(k['tile'], separators=(',', ':'))} |")
-    return lines + (["", "Notes:", *notes] if notes else []) + hot
+    return lines + (["", "Notes:", *notes] if notes else []) + calibration(report.models) + hot
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from compiler.bench.gpu_check import ModelRow, Report, hot_kernels, run_pytest, table
+from compiler.bench.gpu_check import (
+    ModelRow,
+    Report,
+    hot_kernels,
+    run_pytest,
+    table,
+    timed_candidates,
+)
 from compiler.bench.models import ZOO
 from compiler.onnx_backend import TileforgeBackend
 from compiler.runtime.cuda import gpu_runs
@@ -49,11 +56,21 @@ def test_table_ratios_and_geomeans() -> None:
                  rel_l2_error=2e-7),
         ModelRow("m3", "torch", note="export failed: X"),
     ]
+    report.models[0].candidates = [{"kind": "gemm", "estimated_us": 10.0, "measured_us": m} for m in (20.0, 80.0)]
     text = "\n".join(table(report))
     assert "| m1 | zoo | 0 | 0.0 | 1.0e-07 | 1.000 | 1.500 | 4.000 | 2.000 | 4.00x | 2.00x | 3000 |" in text
     assert "| m2 | torch | 0 | 0.0 | 2.0e-07 | 2.000 | - | 2.000 |" in text  # nothing split
     assert f"{math.sqrt(4.0 * 1.0):.2f}x vs PyTorch eager, {math.sqrt(2.0 * 0.5):.2f}x vs" in text
     assert "- m3: export failed: X" in text and "- tests: 3 passed, 0 failed" in text
+    assert "| gemm | 2 | 4.00x | 2.00x | 8.00x |" in text  # measured over estimated: 2x and 8x
+
+
+def test_timed_candidates_come_from_the_report() -> None:
+    kernels = [{"symbol": "k", "candidates": [
+        {"tile": {"launch": {"kind": "gemm"}}, "estimated_us": 2.0, "measured_us": 3.0},
+        {"tile": {"launch": {"kind": "gemm"}}, "estimated_us": 2.0, "measured_us": None},  # not timed
+    ]}, {"symbol": "c", "candidates": []}]  # a cache hit
+    assert timed_candidates(kernels) == [{"kind": "gemm", "estimated_us": 2.0, "measured_us": 3.0}]
 
 
 @pytest.mark.skipif(gpu_runs("sm_80") or gpu_runs("sm_90"), reason="this machine has a GPU")
