@@ -48,6 +48,7 @@ from compiler.schedule.measure import Timing, fastest, measure_top_k
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
 from compiler.schedule.rtile import Candidate, construct
+from compiler.schedule.split_k import SplitVerdict, time_splits
 from compiler.schedule.tilegraph.groups import Group, GroupLog, Level, Member, lowered_copy
 from compiler.schedule.tilegraph.pricing import Pricer
 from compiler.schedule.tilegraph.registers import fuse
@@ -161,10 +162,12 @@ def compile_model(
     with st.stage("schedule"):
         c.schedule(graph)
         for k in range(1, MAX_PLANS):
-            if not c.split_slower(log):
+            slower, whole = c.split_slower(log), c.whole_faster()
+            if not (slower or whole):
                 break
-            # again, the slower groups' members apart (the last plan is not timed: only
-            # groups confirmed already; a chain split back shrinks each round, UNet's twice)
+            # again, the slower groups' members apart and the split contractions timed slower
+            # whole (the last plan is not timed: only groups confirmed already; a chain split
+            # back shrinks each round, UNet's twice)
             graph, log = c.partition(lowered, last=k == MAX_PLANS - 1)
             c.schedule(graph)
     with st.stage("codegen"):
@@ -241,6 +244,9 @@ class _Compilation:
         self.timed: dict[str, float] = {}  # key -> microseconds of group checks' kernels
         self.before_timing: Callable[[], None] | None = None  # waits for work beside the compilation
         self.choices: dict[str, dict] = {}  # choice key -> what was timed and taken (`choose`)
+        self.splits: dict[int, int] = {}  # the plan's split-K partial-sum tensors -> the contraction cut
+        self.whole: set[int] = set()  # contractions whose split-K timed slower than them whole
+        self.split_verdicts: dict[int, SplitVerdict] = {}  # by contraction
 
     # -- lower --------------------------------------------------------------------------------
 
@@ -310,8 +316,7 @@ class _Compilation:
         The `last` plan, which no measuring follows, makes no priced group above register
         level that was not timed no slower than its parts before."""
         graph = lowered_copy(lowered)
-        if self.opts.split_k:
-            self.backend.split_reductions(graph, self.target)
+        self.splits = self.backend.split_reductions(graph, self.target, self.whole) if self.opts.split_k else {}
         log = GroupLog(graph, self.pricer.price, (g.ids for g in self.split_back),
                        self.confirmed if last else None)
         if self.opts.fuse:
@@ -335,6 +340,29 @@ class _Compilation:
         self.split_back += slower
         self.confirmed.update(g.ids for g in heavy if g.kept)
         return slower
+
+    def whole_faster(self) -> list[int]:
+        """Time the plan's split-K contractions against them whole where measuring is on;
+        returns those that ran faster whole (kept in `whole`, for the next partition)."""
+        if not (self.splits and self._measures()):
+            return []
+        todo = {t: node for t, node in self.splits.items() if node not in self.split_verdicts}
+        verdicts = time_splits(self.plan.kernels, todo, self._whole_kernel, self._time,
+                               lambda key: key in self.entries)
+        self.split_verdicts.update((v.node, v) for v in verdicts)
+        faster = [v.node for v in verdicts if v.kept == "whole"]
+        self.whole.update(faster)
+        return faster
+
+    def _whole_kernel(self, node: int, compute: Compute, constants: Constants, ops: tuple[str, ...]) -> Kernel:
+        """A split contraction joined back (with its sum's epilogue), at its fastest tile."""
+        key, tile = self.key_of(compute, constants), self.tile_of(compute, constants)
+        k = Kernel(id=node, compute=compute, tile=tile, key=key, args=(), constant_inputs=constants, ops=ops)
+        if key not in self.entries:
+            self._measure([k])
+            if self.measured.get(key):
+                k.tile = self.candidates[key][fastest(self.measured[key])].tile
+        return k
 
     def _part(self, m: Member) -> Kernel:
         """The kernel a group's part (a lowered node, or a group it was made of) would run as
@@ -490,6 +518,7 @@ class _Compilation:
             "roofline": roofline_report(kernel_times(self.plan), self.target),
             "fusion": fusion_report(log, self.plan, self.target, self.pricer, self.split_back),
             "choices": list(self.choices.values()),
+            "split_k": [v.to_json() for v in self.split_verdicts.values()],
             "inputs": [graph.tensors[t].name for t in graph.inputs],
             "outputs": [graph.tensors[t].name for t in graph.outputs],
         }

@@ -10,7 +10,7 @@ toolchain, its artifact files and the loader that runs them) and below the pipel
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,10 @@ class Backend(ABC):
         return target
 
     @abstractmethod
-    def split_reductions(self, graph: Graph, target: Target) -> None:
+    def split_reductions(self, graph: Graph, target: Target, whole: Collection[int] = ()) -> dict[int, int]:
         """Cut, in place, the reductions of the lowered graph that are too long for the
-        target's parallelism into slices, before anything is fused."""
+        target's parallelism into slices, before anything is fused, except the nodes in
+        `whole`; returns the partial sums' tensors and the id of the node each was cut from."""
 
     @abstractmethod
     def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +43,10 @@ class CBackend(Backend):
         # scheduled, modelled and timed for the cores it runs on
         return target.with_units(opts.threads) if opts.threads else target
 
-    def split_reductions(self, graph: Graph, target: Target) -> None:
+    def split_reductions(self, graph: Graph, target: Target, whole: Collection[int] = ()) -> dict[int, int]:
         # none: a CPU's few cores are filled by any contraction's blocks of rows, and a
         # core walks its reduction in cache-sized chunks already (schedule/reduce_chunk.py)
-        return
+        return {}
 
     def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
         # attention first: its softmax would otherwise become a row group of its own

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,9 +40,9 @@ class CudaBackend(Backend):
     measure_threshold_us = 2.0  # a GPU times a kernel in microseconds
     load_failure_means_absent = True  # no GPU, no pycuda, or another architecture
 
-    def split_reductions(self, graph: Graph, target: Target) -> None:
+    def split_reductions(self, graph: Graph, target: Target, whole: Collection[int] = ()) -> dict[int, int]:
         # a contraction whose outputs leave SMs idle walks its K in slices side by side
-        split_contractions(graph, target.units)
+        return split_contractions(graph, target.units, whole)
 
     def partition(self, graph: Graph, target: Target, log: GroupLog | None = None) -> None:
         # attention first: its softmax would otherwise become a row group of its own; a

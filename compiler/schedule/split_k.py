@@ -17,11 +17,27 @@ product of two activations is left whole for the attention fusion that reads it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from compiler.ir.contraction import match_contraction, plain_load
+from compiler.ir.dtypes import INDEX
 from compiler.ir.graph import Graph, Node, TensorKind
-from compiler.ir.te import Axis, Compute, Load, TensorType, Var, remap_loads, rename_vars, walk
+from compiler.ir.te import (
+    Axis,
+    Compute,
+    Const,
+    Load,
+    TensorType,
+    Var,
+    remap_loads,
+    rename_vars,
+    walk,
+)
+from compiler.schedule.measure import TimeFn, Timing
+from compiler.schedule.plan import Kernel
 
 # Outputs that keep one SM busy: four resident blocks of 128 threads, four outputs a thread.
 OUTPUTS_PER_UNIT = 2048
@@ -81,6 +97,24 @@ def split_compute(c: Compute, slices: int) -> tuple[Compute, Compute, tuple[int,
     return partial, total, post_reads
 
 
+def join_compute(partial: Compute, total: Compute) -> Compute | None:
+    """The contraction `split_compute` cut, with the epilogue its sum has gathered since
+    (`total`, the sum of `partial`'s slices, possibly fused with what read it), reading
+    `partial`'s inputs and then `total`'s after the partial sums; None where `total` is no
+    longer a plain sum of the slices."""
+    part = partial.axes[0]
+    plain = Load(0, (Var(part.name), *(Var(a.name) for a in total.axes)), partial.dtype)
+    if total.stages or total.body != plain or total.reduce_axes != (part,) or total.reduce_op != "sum":
+        return None
+    first = partial.reduce_axes[0]
+    body = rename_vars(partial.body, {part.name: Const(0, INDEX)})
+    slot = {p: len(partial.inputs) + p - 1 for p in range(1, len(total.inputs))}
+    return Compute(axes=total.axes, body=body, inputs=(*partial.inputs, *total.inputs[1:]), dtype=total.dtype,
+                   reduce_axes=(Axis(first.name, first.extent * part.extent), *partial.reduce_axes[1:]),
+                   reduce_op="sum", post=None if total.post is None else remap_loads(total.post, slot),
+                   label="+".join(x for x in (partial.label, *total.label.split("+")[1:]) if x))
+
+
 def _has_weight_operand(graph: Graph, node: Node) -> bool:
     contraction = match_contraction(node.compute)
     assert contraction is not None
@@ -89,16 +123,19 @@ def _has_weight_operand(graph: Graph, node: Node) -> bool:
                for ld in operands)
 
 
-def split_contractions(graph: Graph, units: int) -> int:
+def split_contractions(graph: Graph, units: int, whole: Collection[int] = ()) -> dict[int, int]:
     """Split, in place, every contraction of `graph` with a weight operand whose outputs
-    leave a device of `units` SMs idle (`split_factor`); returns how many were split. The
-    partial sums run as a new node just before the sum, which keeps the node's id, output
-    and name."""
+    leave a device of `units` SMs idle (`split_factor`), except the nodes in `whole` (a
+    split timed slower than the contraction); returns the partial sums' tensors and the id
+    of the node each was cut from (tensors keep their ids through fusion, nodes do not).
+    The partial sums run as a new node just before the sum, which keeps the node's id,
+    output and name."""
     next_id = max((n.id for n in graph.nodes), default=-1) + 1
     nodes: list[Node] = []
+    split: dict[int, int] = {}
     for node in graph.nodes:
         slices = split_factor(node.compute, units)
-        if slices == 1 or not _has_weight_operand(graph, node):
+        if slices == 1 or node.id in whole or not _has_weight_operand(graph, node):
             nodes.append(node)
             continue
         partial, total, post_reads = split_compute(node.compute, slices)
@@ -106,7 +143,71 @@ def split_contractions(graph: Graph, units: int) -> int:
         nodes.append(Node(next_id, node.op, partial, node.inputs, out.id, node.name))
         nodes.append(Node(node.id, SPLIT_LABEL, total, (out.id, *(node.inputs[p] for p in post_reads)),
                           node.output, node.name))
+        split[out.id] = node.id
         next_id += 1
-    split = len(nodes) - len(graph.nodes)
     graph.nodes = nodes
     return split
+
+
+@dataclass
+class SplitVerdict:
+    """What timing said of one split contraction: the partial sums and their sum against
+    the contraction whole (with the same epilogue), in microseconds; `kept` is "split" or
+    "whole", `by` "timed" or "cache" (an earlier compile's plan, kept untimed)."""
+
+    node: int
+    slices: int
+    split_us: float | None
+    whole_us: float | None
+    kept: str
+    by: str
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+WholeKernel = Callable[[int, Compute, tuple[int, ...], tuple[str, ...]], Kernel]
+
+
+def time_splits(kernels: Sequence[Kernel], splits: Mapping[int, int], whole_kernel: WholeKernel,
+                time: TimeFn, cached: Callable[[str], bool]) -> list[SplitVerdict]:
+    """Time each split contraction of a plan (`splits`: partial-sum tensor -> the id of
+    the node it was cut from) against the contraction whole: the partial sums' kernel and the kernel
+    summing them (with whatever epilogue fusion gave it) against `whole_kernel`'s, the
+    joined Compute at its best tile, in one request to `time`. A split whose kernels the
+    cache holds stands, and a contraction whose whole kernel it holds stays whole, untimed
+    (an earlier compile's verdict, so that a second compile plans the same)."""
+    by_output = {k.args[0]: k for k in kernels}
+    readers: dict[int, list[Kernel]] = {}
+    for k in kernels:
+        for storage in k.args[1:]:
+            readers.setdefault(storage, []).append(k)
+    pairs = []
+    for partial_sums, original in splits.items():
+        part = by_output.get(partial_sums)
+        total = readers.get(part.args[0], []) if part is not None else []
+        joined = join_compute(part.compute, total[0].compute) if part is not None and len(total) == 1 else None
+        if part is None or joined is None:
+            continue
+        consts = (*part.constant_inputs,
+                  *(len(part.compute.inputs) + i - 1 for i in total[0].constant_inputs if i >= 1))
+        pairs.append((original, part, total[0], whole_kernel(original, joined, consts,
+                                                              (*part.ops, *total[0].ops[1:]))))
+    verdicts, todo = [], {}
+    for original, part, total, whole in pairs:
+        slices = part.compute.axes[0].extent
+        if cached(part.key) and cached(total.key):
+            verdicts.append(SplitVerdict(original, slices, None, None, "split", "cache"))
+        elif cached(whole.key):
+            verdicts.append(SplitVerdict(original, slices, None, None, "whole", "cache"))
+        else:
+            for k in (part, total, whole):
+                todo.setdefault(k.key, k)
+    measured = time([Timing(key, k, [k.tile]) for key, k in todo.items()]) if todo else {}
+    for original, part, total, whole in pairs:
+        if part.key in measured and total.key in measured and whole.key in measured:
+            split_us = measured[part.key][0] + measured[total.key][0]
+            whole_us = measured[whole.key][0]
+            verdicts.append(SplitVerdict(original, part.compute.axes[0].extent, round(split_us, 3),
+                                         round(whole_us, 3), "whole" if whole_us < split_us else "split", "timed"))
+    return verdicts

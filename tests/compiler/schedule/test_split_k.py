@@ -6,18 +6,28 @@ a split model's whole launch table in tests/compiler/runtime/test_cuda_run.py.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from compiler import frontend
 from compiler.backends import backend_for
+from compiler.backends.cuda import CudaBackend
 from compiler.bench.models import small_map_head
 from compiler.ir.graph import TensorKind
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call
-from compiler.pipeline import plan_fusion
-from compiler.schedule.split_k import SPLIT_LABEL, split_compute, split_contractions, split_factor
+from compiler.pipeline import _Compilation, compile_model, plan_fusion
+from compiler.schedule.split_k import (
+    SPLIT_LABEL,
+    join_compute,
+    split_compute,
+    split_contractions,
+    split_factor,
+)
 from compiler.target.registry import get_target
+from compiler.target.toolchain import find_tool
 
 H100 = get_target("cuda:h100")
 ACC = Var("acc", "float32")
@@ -71,7 +81,7 @@ def test_the_rewrite_splits_weight_contractions_and_keeps_ids_and_outputs() -> N
     graph = frontend.import_model(small_map_head().SerializeToString())
     before = {n.id: n for n in graph.nodes}
     outputs = {n.output for n in graph.nodes}
-    assert split_contractions(graph, H100.units) == 2  # the convolution and the classifier
+    assert len(split_contractions(graph, H100.units)) == 2  # the convolution and the classifier
     ids = [n.id for n in graph.nodes]
     assert len(ids) == len(set(ids)) == len(before) + 2
     sums = [n for n in graph.nodes if n.op == SPLIT_LABEL]
@@ -96,7 +106,7 @@ def test_a_product_of_two_activations_is_left_whole() -> None:
                               opset_imports=[helper.make_opsetid("", 17)])
     graph = frontend.import_model(model.SerializeToString())
     assert split_factor(graph.nodes[0].compute, H100.units) > 1  # its shape alone would split
-    assert split_contractions(graph, H100.units) == 0
+    assert split_contractions(graph, H100.units) == {}
 
 
 def test_only_the_cuda_backend_splits() -> None:
@@ -111,3 +121,48 @@ def test_the_split_k_option_turns_it_off() -> None:
     on = plan_fusion(small_map_head(), "cuda:h100")
     off = plan_fusion(small_map_head(), "cuda:h100", {"split_k": False})
     assert on["kernels_fused"] == off["kernels_fused"] + 2
+
+
+@pytest.mark.parametrize("epilogue", [True, False])
+def test_joining_undoes_the_split(epilogue: bool) -> None:
+    c = conv(32, 16, 5, epilogue)
+    partial, total, post_reads = split_compute(c, 4)
+    joined = join_compute(partial, total)
+    assert joined is not None and joined.reduce_axes == c.reduce_axes and joined.shape == c.shape
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(t.shape).astype(np.float32) for t in c.inputs]
+    # the joined Compute reads the partial's inputs, then the sum's after the partial sums
+    got = evaluate(joined, [*inputs, *(inputs[p] for p in post_reads)])
+    np.testing.assert_allclose(got, evaluate(c, inputs), rtol=1e-5, atol=1e-5)
+    # a sum that is no longer a plain sum of the slices is not joined
+    assert join_compute(partial, dataclasses.replace(total, reduce_op="max")) is None
+
+
+class _StandInGpu:
+    """The CUDA backend's device for the pipeline, here: present, with a timer that says
+    which plan is faster (the kernels are built by the real nvcc, never run)."""
+
+    def __init__(self, whole_faster: bool) -> None:
+        self.whole_faster = whole_faster
+
+    def time(self, timings, target, opts):
+        def us(c: Compute) -> float:
+            split = c.label.startswith(SPLIT_LABEL) or c.axes[0].name.startswith("ks")
+            return (100.0 if split else 10.0) if self.whole_faster else (1.0 if split else 500.0)
+        return {t.key: [us(t.kernel.compute)] * len(t.tiles) for t in timings}
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc (the CUDA toolkit) is not installed")
+@pytest.mark.parametrize("whole_faster", [True, False])
+def test_a_split_timed_slower_is_planned_whole(monkeypatch: pytest.MonkeyPatch, tmp_path, whole_faster: bool) -> None:
+    gpu = _StandInGpu(whole_faster)
+    monkeypatch.setattr(CudaBackend, "device_present", lambda self, target: True)
+    monkeypatch.setattr(CudaBackend, "time_candidates", lambda self, *a: gpu.time(*a))
+    monkeypatch.setattr(_Compilation, "choose", lambda self, choice: choice.default)  # no lowering timed
+    result = compile_model(small_map_head(), "cuda:h100", {"validate": False}, output=tmp_path / "m.tar.gz")
+    verdicts = result.report["split_k"]
+    assert len(verdicts) == 2 and {v["by"] for v in verdicts} == {"timed"}
+    assert {v["kept"] for v in verdicts} == {"whole" if whole_faster else "split"}
+    split_kernels = [k for k in result.plan.kernels if k.compute.label.startswith(SPLIT_LABEL)]
+    assert len(split_kernels) == (0 if whole_faster else 2)
