@@ -21,6 +21,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from compiler.ir.contraction import match_contraction, plain_load
 from compiler.ir.dtypes import INDEX
@@ -29,6 +30,7 @@ from compiler.ir.te import (
     Axis,
     Compute,
     Const,
+    Expr,
     Load,
     TensorType,
     Var,
@@ -73,28 +75,43 @@ def _fresh_name(c: Compute, stem: str) -> str:
     return name
 
 
-def split_compute(c: Compute, slices: int) -> tuple[Compute, Compute, tuple[int, ...]]:
+class Cut(NamedTuple):
+    """A contraction cut in two: `partial` reads the contraction's inputs at `partial_reads`;
+    `total` reads the partial sums, then the inputs at `total_reads` (its epilogue's)."""
+
+    partial: Compute
+    total: Compute
+    partial_reads: tuple[int, ...]
+    total_reads: tuple[int, ...]
+
+
+def _reads(e: Expr | None) -> tuple[int, ...]:
+    return () if e is None else tuple(sorted({x.input for x in walk(e) if isinstance(x, Load)}))
+
+
+def split_compute(c: Compute, slices: int) -> Cut:
     """`c` as two Computes: the partial sums, [slices, *c.shape] of the accumulator dtype,
-    reading `c`'s inputs; and their sum with `c`'s epilogue, reading the partials and then
-    the inputs of `c` at the positions returned (those its epilogue loads)."""
+    reading what `c`'s reduction reads; and their sum with `c`'s epilogue, reading the
+    partial sums and then what the epilogue reads."""
     first = c.reduce_axes[0]
     if first.extent % slices:
         raise ValueError(f"{slices} slices do not divide a reduce axis of {first.extent}")
     part = _fresh_name(c, "ks")
     step = first.extent // slices
-    body = rename_vars(c.body, {first.name: Var(part) * step + Var(first.name)})
-    partial = Compute(axes=(Axis(part, slices), *c.axes), body=body, inputs=c.inputs, dtype=c.acc_dtype,
-                      reduce_axes=(Axis(first.name, step), *c.reduce_axes[1:]), reduce_op="sum",
+    partial_reads, total_reads = _reads(c.body), _reads(c.post)
+    body = rename_vars(remap_loads(c.body, {p: k for k, p in enumerate(partial_reads)}),
+                       {first.name: Var(part) * step + Var(first.name)})
+    partial = Compute(axes=(Axis(part, slices), *c.axes), body=body, inputs=tuple(c.inputs[p] for p in partial_reads),
+                      dtype=c.acc_dtype, reduce_axes=(Axis(first.name, step), *c.reduce_axes[1:]), reduce_op="sum",
                       label=c.label)
-    post_reads = tuple(sorted({x.input for x in walk(c.post) if isinstance(x, Load)})) if c.post is not None else ()
-    slot = {p: 1 + k for k, p in enumerate(post_reads)}
     total = Compute(
         axes=c.axes,
         body=Load(0, (Var(part), *(Var(a.name) for a in c.axes)), c.acc_dtype),
-        inputs=(TensorType(partial.shape, partial.dtype), *(c.inputs[p] for p in post_reads)),
+        inputs=(TensorType(partial.shape, partial.dtype), *(c.inputs[p] for p in total_reads)),
         dtype=c.dtype, reduce_axes=(Axis(part, slices),), reduce_op="sum",
-        post=None if c.post is None else remap_loads(c.post, slot), label=SPLIT_LABEL)
-    return partial, total, post_reads
+        post=None if c.post is None else remap_loads(c.post, {p: 1 + k for k, p in enumerate(total_reads)}),
+        label=SPLIT_LABEL)
+    return Cut(partial, total, partial_reads, total_reads)
 
 
 def join_compute(partial: Compute, total: Compute) -> Compute | None:
@@ -138,10 +155,11 @@ def split_contractions(graph: Graph, units: int, whole: Collection[int] = ()) ->
         if slices == 1 or node.id in whole or not _has_weight_operand(graph, node):
             nodes.append(node)
             continue
-        partial, total, post_reads = split_compute(node.compute, slices)
-        out = graph.new_tensor(partial.shape, partial.dtype)
-        nodes.append(Node(next_id, node.op, partial, node.inputs, out.id, node.name))
-        nodes.append(Node(node.id, SPLIT_LABEL, total, (out.id, *(node.inputs[p] for p in post_reads)),
+        cut = split_compute(node.compute, slices)
+        out = graph.new_tensor(cut.partial.shape, cut.partial.dtype)
+        nodes.append(Node(next_id, node.op, cut.partial, tuple(node.inputs[p] for p in cut.partial_reads),
+                          out.id, node.name))
+        nodes.append(Node(node.id, SPLIT_LABEL, cut.total, (out.id, *(node.inputs[p] for p in cut.total_reads)),
                           node.output, node.name))
         split[out.id] = node.id
         next_id += 1

@@ -49,7 +49,7 @@ def split_k_conv(slices: int) -> tuple[Compute, Compute]:
     c = conv_implicit_gemm(1, 16, 6, 8)
     c = dataclasses.replace(c, post=call("max", ACC + Load(2, (i1,), "float32"), 0.0),
                             inputs=(*c.inputs, TensorType((8,), "float32")))
-    partial, total, _ = split_compute(c, slices)
+    partial, total, _, _ = split_compute(c, slices)
     return partial, total
 
 
