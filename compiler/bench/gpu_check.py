@@ -55,6 +55,7 @@ class ModelRow:
     hot_kernels: list[dict[str, Any]] = field(default_factory=list)
     # each timed top-k candidate: launch kind, the cost model's estimate, the measured time (us)
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    split_k: list[dict[str, Any]] = field(default_factory=list)  # report.json's split-K verdicts
     note: str = ""
 
     @property
@@ -182,6 +183,7 @@ def bench_one(name: str, source: str, model: onnx.ModelProto, torch_module: Any,
     row.tileforge_ms = statistics.median(exe.device_times(feeds))
     row.hot_kernels = hot_kernels(exe.kernel_times(feeds, runs=10), result.kernels)
     row.candidates = timed_candidates(result.kernels)
+    row.split_k = result.report.get("split_k", [])
     if any(k.get("op_pattern", "").startswith(SPLIT_LABEL) for k in result.kernels):
         # what split-K gains: the same model planned without it, validated the same way
         unsplit = compile_model(model, target, {"validate": True, "split_k": False})
@@ -238,6 +240,15 @@ def calibration(rows: list[ModelRow]) -> list[str]:
         lines.append(f"| {kind} | {len(q)} | {_geomean(q):.2f}x | {q[len(q) // 10]:.2f}x | "
                      f"{q[min(len(q) - 1, len(q) * 9 // 10)]:.2f}x |")
     return lines
+
+
+def split_k_lines(rows: list[ModelRow]) -> list[str]:
+    """Each split contraction's verdict, timed while compiling: the partial sums and their
+    sum against the contraction whole."""
+    lines = [f"| {r.model} | {v['slices']} | {_fmt(v['split_us'], '.1f')} | {_fmt(v['whole_us'], '.1f')} | "
+             f"{v['kept']} ({v['by']}) |" for r in rows for v in r.split_k]
+    return ["", "Split-K, timed while compiling (us):", "", "| model | slices | split | whole | kept |",
+            "| --- | --- | --- | --- | --- |", *lines] if lines else []
 
 
 def _first_export(module: Any, inputs: tuple, exporters: tuple[str, ...]) -> onnx.ModelProto:
@@ -377,7 +388,8 @@ def table(report: Report) -> list[str]:
         for k in r.hot_kernels[:3]:
             hot.append(f"| {r.model} | {k['symbol']} | {k['ops']} | {k['us']} | {k['share']:.0%} | "
                        f"{k['estimated_us']} | {k['measured_us']} | {json.dumps(k['tile'], separators=(',', ':'))} |")
-    return lines + (["", "Notes:", *notes] if notes else []) + calibration(report.models) + hot
+    return (lines + (["", "Notes:", *notes] if notes else []) + split_k_lines(report.models)
+            + calibration(report.models) + hot)
 
 
 def main(argv: list[str] | None = None) -> int:
