@@ -245,10 +245,10 @@ def calibration(rows: list[ModelRow]) -> list[str]:
 def split_k_lines(rows: list[ModelRow]) -> list[str]:
     """Each split contraction's verdict, timed while compiling: the partial sums and their
     sum against the contraction whole."""
-    lines = [f"| {r.model} | {v['slices']} | {_fmt(v['split_us'], '.1f')} | {_fmt(v['whole_us'], '.1f')} | "
-             f"{v['kept']} ({v['by']}) |" for r in rows for v in r.split_k]
-    return ["", "Split-K, timed while compiling (us):", "", "| model | slices | split | whole | kept |",
-            "| --- | --- | --- | --- | --- |", *lines] if lines else []
+    lines = [f"| {r.model} | {'+'.join(v.get('ops', []))} | {v['slices']} | {_fmt(v['split_us'], '.1f')} | "
+             f"{_fmt(v['whole_us'], '.1f')} | {v['kept']} ({v['by']}) |" for r in rows for v in r.split_k]
+    return ["", "Split-K, timed while compiling (us):", "", "| model | ops | slices | split | whole | kept |",
+            "| --- | --- | --- | --- | --- | --- |", *lines] if lines else []
 
 
 def _first_export(module: Any, inputs: tuple, exporters: tuple[str, ...]) -> onnx.ModelProto:

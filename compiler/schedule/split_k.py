@@ -169,11 +169,12 @@ def split_contractions(graph: Graph, units: int, whole: Collection[int] = ()) ->
 
 @dataclass
 class SplitVerdict:
-    """What timing said of one split contraction: the partial sums and their sum against
-    the contraction whole (with the same epilogue), in microseconds; `kept` is "split" or
+    """What timing said of one split contraction (`ops`: it and its epilogue): the partial
+    sums and their sum against the contraction whole, in microseconds; `kept` is "split" or
     "whole", `by` "timed" or "cache" (an earlier compile's plan, kept untimed)."""
 
     node: int
+    ops: tuple[str, ...]
     slices: int
     split_us: float | None
     whole_us: float | None
@@ -181,7 +182,7 @@ class SplitVerdict:
     by: str
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "ops": list(self.ops)}
 
 
 WholeKernel = Callable[[int, Compute, tuple[int, ...], tuple[str, ...]], Kernel]
@@ -215,9 +216,9 @@ def time_splits(kernels: Sequence[Kernel], splits: Mapping[int, int], whole_kern
     for original, part, total, whole in pairs:
         slices = part.compute.axes[0].extent
         if cached(part.key) and cached(total.key):
-            verdicts.append(SplitVerdict(original, slices, None, None, "split", "cache"))
+            verdicts.append(SplitVerdict(original, whole.ops, slices, None, None, "split", "cache"))
         elif cached(whole.key):
-            verdicts.append(SplitVerdict(original, slices, None, None, "whole", "cache"))
+            verdicts.append(SplitVerdict(original, whole.ops, slices, None, None, "whole", "cache"))
         else:
             for k in (part, total, whole):
                 todo.setdefault(k.key, k)
@@ -226,6 +227,6 @@ def time_splits(kernels: Sequence[Kernel], splits: Mapping[int, int], whole_kern
         if part.key in measured and total.key in measured and whole.key in measured:
             split_us = measured[part.key][0] + measured[total.key][0]
             whole_us = measured[whole.key][0]
-            verdicts.append(SplitVerdict(original, part.compute.axes[0].extent, round(split_us, 3),
+            verdicts.append(SplitVerdict(original, whole.ops, part.compute.axes[0].extent, round(split_us, 3),
                                          round(whole_us, 3), "whole" if whole_us < split_us else "split", "timed"))
     return verdicts

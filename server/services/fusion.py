@@ -11,13 +11,16 @@ from server.db.models import Artifact
 
 @dataclass(frozen=True)
 class FusionTable:
-    """Kernels and predicted DRAM bytes before and after fusion, and the groups."""
+    """Kernels and predicted DRAM bytes before and after fusion, the groups, and the GPU's
+    split-K verdicts (each split contraction timed split and whole, report.json's
+    "split_k")."""
 
     kernels_unfused: int
     kernels_fused: int
     dram_mb_unfused: float
     dram_mb_fused: float
     groups: list[dict] = field(default_factory=list)
+    split_k: list[dict] = field(default_factory=list)
 
 
 def fusion_table(artifact: Artifact | None) -> FusionTable | None:
@@ -29,6 +32,11 @@ def fusion_table(artifact: Artifact | None) -> FusionTable | None:
     try:
         return FusionTable(int(fusion["kernels_unfused"]), int(fusion["kernels_fused"]),
                            float(fusion["dram_bytes_unfused"]) / 1e6, float(fusion["dram_bytes_fused"]) / 1e6,
-                           [g for g in fusion.get("groups") or [] if isinstance(g, dict)])
+                           [g for g in fusion.get("groups") or [] if isinstance(g, dict)],
+                           [v for v in _list(report.get("split_k")) if isinstance(v, dict)])
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []

@@ -29,6 +29,21 @@ def test_job_page_shows_the_fusion_table(alice, seeded, dashboard_app):
     assert "MatMul → Add → Relu" in table and "kept" in table and "split back (measured)" in table
 
 
+def test_job_page_shows_the_split_k_verdicts(alice, seeded, dashboard_app):
+    with transaction(dashboard_app.state.sessions) as s:
+        artifact = s.get(Artifact, seeded.artifacts["alice"])
+        artifact.report = {**artifact.report, "fusion": FUSION, "split_k": [
+            {"node": 3, "ops": ["Conv", "Relu"], "slices": 8, "split_us": 12.5, "whole_us": 40.0, "kept": "split",
+             "by": "timed"},
+            {"node": 9, "slices": 2, "split_us": None, "whole_us": None, "kept": "whole", "by": "cache"},
+            "not a verdict"]}
+    html = alice.get(f"/jobs/{seeded.jobs['alice']}").text
+    table = html[html.index('id="job-split-k"'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == 1 + 2
+    assert "split (timed)" in table and "whole (cache)" in table and "Conv → Relu" in table
+
+
 def test_job_page_without_or_with_a_broken_fusion_report_has_no_table(alice, seeded, dashboard_app):
     assert 'id="fusion-summary"' not in alice.get(f"/jobs/{seeded.jobs['alice']}").text
     _with_fusion(dashboard_app, seeded.artifacts["alice"], {"kernels_unfused": "many"})
