@@ -13,6 +13,10 @@ reduction node: register-level fusion gives it the epilogue (bias, residual, act
 and the group log weighs that group like any other. Only contractions with a weight
 operand are split (convolutions and linear layers at small spatial size or batch): a
 product of two activations is left whole for the attention fusion that reads it.
+
+The rule (`split_factor`) is what a compile without the GPU plans. One that has it times
+each split against the contraction joined back with the same epilogue (`join_compute`,
+`time_splits`) and plans the faster, as fused groups are timed against their parts.
 """
 
 from __future__ import annotations
