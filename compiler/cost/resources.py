@@ -10,6 +10,7 @@ tile's accumulators plus one step of inputs the vector registers.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compiler.cost.analysis import TileAnalysis
@@ -90,6 +91,19 @@ def stages_inputs(an: TileAnalysis) -> bool:
 def unit_step(an: TileAnalysis) -> tuple[int, ...]:
     """A reduce step of one element on every reduce axis (one register-level step)."""
     return (1,) * len(an.reduce_extents)
+
+
+# The CUDA GEMM kernel's K per shared-memory stage, at most (compiler/schedule/cuda_tile.py).
+MAX_GEMM_K_STEP = 32
+
+
+def gemm_k_step(reduce_step: Sequence[int], k: int) -> int:
+    """K per shared-memory stage of the CUDA GEMM kernel for an rTile's `reduce_step` over a
+    reduction of `k`: the step's elements rounded down to a power of two, within 4 and
+    MAX_GEMM_K_STEP and no more than `k` needs (before shared memory may halve it). A
+    convolution's (8, 3, 3) step is 72 elements, staged 32 at a time."""
+    elems = max(1, math.prod(reduce_step))
+    return max(4, min(MAX_GEMM_K_STEP, 1 << (elems.bit_length() - 1), 1 << max(0, (max(1, k) - 1).bit_length())))
 
 
 def cuda_stages_inputs(an: TileAnalysis, target: Target) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from compiler.cost.resources import gemm_k_step
 from compiler.ir.attention import match_attention
 from compiler.ir.contraction import Contraction, match_contraction, side_extent
 from compiler.ir.dtypes import dtype
@@ -128,7 +129,7 @@ def gemm_geometry(c: Compute, m: Contraction, tile: TileConfig) -> GemmGeometry:
                      pow2_at_least(big_m)))
     bn = max(tn, min(pow2_at_most(math.prod(tile.block[d] for d in m.cols)), MAX_TILE,
                      pow2_at_least(big_n)))
-    bk = max(4, min(32, pow2_at_most(math.prod(tile.reduce_step)), pow2_at_least(big_k)))
+    bk = gemm_k_step(tile.reduce_step, big_k)
     # Too few threads hide no latency: give up register tile before block tile.
     while (bm // tm) * (bn // tn) < GEMM_MIN_THREADS and max(tm, tn) > 2:
         if tm >= tn:
