@@ -224,17 +224,25 @@ def timed_candidates(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if c.get("measured_us") and c.get("estimated_us")]
 
 
+# Candidates timed faster than this are left out of the calibration: back-to-back launches
+# time a kernel far below the launch rate as the launch rate (runtime/cuda_timer.py).
+CALIBRATION_FLOOR_US = 20.0
+
+
 def calibration(rows: list[ModelRow]) -> list[str]:
-    """The cost model against the device, per launch kind: how many candidates were timed,
-    and the geomean and 10th-90th percentiles of measured / estimated time."""
+    """The cost model against the device, per launch kind: how many candidates were timed
+    at CALIBRATION_FLOOR_US or more, and the geomean and 10th-90th percentiles of their
+    measured / estimated time."""
     by_kind: dict[str, list[float]] = {}
     for r in rows:
         for c in r.candidates:
-            by_kind.setdefault(c["kind"], []).append(c["measured_us"] / c["estimated_us"])
+            if c["measured_us"] >= CALIBRATION_FLOOR_US:
+                by_kind.setdefault(c["kind"], []).append(c["measured_us"] / c["estimated_us"])
     if not by_kind:
         return []
-    lines = ["", "The cost model on this GPU (every top-k candidate timed while compiling; measured / "
-             "estimated time):", "", "| kind | candidates | geomean | p10 | p90 |", "| --- | --- | --- | --- | --- |"]
+    lines = ["", f"The cost model on this GPU (every top-k candidate timed while compiling at "
+             f"{CALIBRATION_FLOOR_US:g} us or more; measured / estimated time):", "",
+             "| kind | candidates | geomean | p10 | p90 |", "| --- | --- | --- | --- | --- |"]
     for kind, ratios in sorted(by_kind.items()):
         q = sorted(ratios)
         lines.append(f"| {kind} | {len(q)} | {_geomean(q):.2f}x | {q[len(q) // 10]:.2f}x | "

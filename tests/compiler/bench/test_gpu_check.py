@@ -57,6 +57,7 @@ def test_table_ratios_and_geomeans() -> None:
         ModelRow("m3", "torch", note="export failed: X"),
     ]
     report.models[0].candidates = [{"kind": "gemm", "estimated_us": 10.0, "measured_us": m} for m in (20.0, 80.0)]
+    report.models[0].candidates.append({"kind": "general", "estimated_us": 0.3, "measured_us": 3.0})  # launch rate
     report.models[0].split_k = [{"node": 3, "ops": ["Conv", "Relu"], "slices": 8, "split_us": 12.5,
                                  "whole_us": 40.0, "kept": "split", "by": "timed"}]
     text = "\n".join(table(report))
@@ -65,6 +66,7 @@ def test_table_ratios_and_geomeans() -> None:
     assert f"{math.sqrt(4.0 * 1.0):.2f}x vs PyTorch eager, {math.sqrt(2.0 * 0.5):.2f}x vs" in text
     assert "- m3: export failed: X" in text and "- tests: 3 passed, 0 failed" in text
     assert "| gemm | 2 | 4.00x | 2.00x | 8.00x |" in text  # measured over estimated: 2x and 8x
+    assert "| general |" not in text  # timed at the launch rate: left out
     assert "| m1 | Conv+Relu | 8 | 12.5 | 40.0 | split (timed) |" in text
 
 
