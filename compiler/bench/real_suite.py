@@ -47,12 +47,13 @@ class RealRow:
 
 
 def model_flops(data: bytes) -> int:
-    """FLOPs of one inference: the sum of the TE analyses' counts over the lowered graph's Computes."""
+    """FLOPs of one inference: the sum of the TE analyses' counts over the lowered graph's
+    Computes, without the points that read padding (`useful_flops`)."""
     from compiler import frontend
     from compiler.cost.analysis import TileAnalysis
 
     graph = frontend.import_model(data)
-    return sum(TileAnalysis(n.compute).flops() for n in graph.nodes)
+    return sum(TileAnalysis(n.compute).useful_flops() for n in graph.nodes)
 
 
 def peak_flops_per_thread() -> float:

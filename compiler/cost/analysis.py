@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 from compiler.ir import te
+from compiler.ir.affine import in_bounds_points
 from compiler.ir.dtypes import dtype
 
 Sizes = tuple[int, ...]
@@ -144,3 +145,17 @@ class TileAnalysis:
     def flops(self) -> int:
         """The Compute's FLOP estimate (memoised: it walks the body)."""
         return self._cached(("flops",), self.compute.flops)
+
+    def useful_flops(self) -> int:
+        """`flops` without the reduction's points whose padded loads fall outside their
+        tensors (a convolution's taps on its padding, which its kernel skips: a roofline
+        against all of them put ASPP's dilated convolutions at 169% of the FMA peak)."""
+        return self._cached(("useful_flops",), self._useful_flops)
+
+    def _useful_flops(self) -> int:
+        c = self.compute
+        points = None if c.stages or not c.is_reduction else in_bounds_points(c)
+        if points is None:
+            return self.flops()
+        per = max(1, te.count_ops(c.body)) + 1
+        return points * per + (math.prod(c.shape) * te.count_ops(c.post) if c.post is not None else 0)

@@ -89,12 +89,13 @@ class RooflineRow:
 
 
 def kernel_work(compute: Compute, target: Target) -> tuple[int, int]:
-    """(FLOPs, compulsory DRAM bytes) of `compute` on `target`, from the TE analyses; a fused
-    row group's bytes as the cost model counts them (its stages meet in cache)."""
+    """(FLOPs, compulsory DRAM bytes) of `compute` on `target`, from the TE analyses: the
+    FLOPs of the points that read no padding (`useful_flops`); a fused row group's bytes
+    as the cost model counts them (its stages meet in cache)."""
     an = TileAnalysis(compute)
     if compute.stages:
         return an.flops(), group_bytes(compute)
-    return an.flops(), an.compulsory(target.levels[0].transaction)
+    return an.useful_flops(), an.compulsory(target.levels[0].transaction)
 
 
 def roofline_row(k: KernelTime, target: Target, bounds: Bounds | None,

@@ -7,10 +7,13 @@ out a convolution's patches read in place (compiler/schedule/in_place.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from compiler.ir.dtypes import dtype
-from compiler.ir.te import Call, Const, Expr, Load, Var
+from compiler.ir.te import Call, Compute, Const, Expr, Load, Var, walk
 
 LinearForm = tuple[int, dict[str, int]]  # constant, coefficient per variable
 
@@ -84,3 +87,46 @@ def row_major_strides(shape: Sequence[int]) -> list[int]:
         strides.append(s)
         s *= n
     return strides[::-1]
+
+
+# Variables that constrain each other are counted together, over at most this many points.
+MAX_JOINT_POINTS = 1 << 22
+
+
+def in_bounds_points(c: Compute) -> int | None:
+    """How many (output, reduce) points of reduction `c` read every padded load of its body
+    inside its tensor: the multiply-adds a kernel that skips a convolution's taps on its
+    padding does (ASPP's 3x3 at dilation 18 on a 32 x 32 map reads the map in 39% of its
+    taps). Each index of a padded load must be affine; variables tied by one index are
+    counted together by enumeration. None where that does not hold or is too large."""
+    extents = {a.name: a.extent for a in c.all_axes()}
+    constraints: list[tuple[int, dict[str, int], int]] = []  # constant, coefficients, size
+    for ld in (x for x in walk(c.body) if isinstance(x, Load) and x.pad is not None):
+        for idx, size in zip(ld.indices, c.inputs[ld.input].shape, strict=True):
+            form = linear_form(idx)
+            if form is None or any(v not in extents for v in form[1]):
+                return None
+            if not form[1]:
+                if not 0 <= form[0] < size:
+                    return 0
+                continue
+            constraints.append((form[0], form[1], size))
+    # variables tied by a constraint, grouped (union by merging the groups each one touches)
+    groups: list[set[str]] = []
+    for _, coefs, _ in constraints:
+        touched = [g for g in groups if g & coefs.keys()]
+        merged = set(coefs).union(*touched)
+        groups = [g for g in groups if g not in touched] + [merged]
+    points = math.prod(e for v, e in extents.items() if not any(v in g for g in groups))
+    for g in groups:
+        names = sorted(g)
+        if math.prod(extents[v] for v in names) > MAX_JOINT_POINTS:
+            return None
+        grids = np.meshgrid(*(np.arange(extents[v]) for v in names), indexing="ij", sparse=True)
+        ok = np.ones([extents[v] for v in names], dtype=bool)
+        for const, coefs, size in constraints:
+            if set(coefs) <= g:
+                value = const + sum(k * grids[names.index(v)] for v, k in coefs.items())
+                ok &= (value >= 0) & (value < size)
+        points *= int(ok.sum())
+    return points

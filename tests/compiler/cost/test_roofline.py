@@ -167,3 +167,38 @@ def test_the_plan_gives_each_kernel_its_gemms():
     assert convs and all(k.gemms for k in convs if plan.kernels[[p.symbol for p in plan.kernels].index(k.symbol)]
                          .tile.gemm is not None)
     assert all(len(g) == 3 and min(g) > 0 for k in times for g in k.gemms)
+
+
+def _dilated_conv(side: int, dilation: int, stride: int = 1, channels: int = 2) -> Compute:
+    """A 3x3 convolution padded to keep the map (`pad = dilation`), NCHW."""
+    n, co, h, w, c, kh, kw = (Var(a) for a in ("n", "co", "h", "w", "c", "kh", "kw"))
+    out = (side + 2 * dilation - 2 * dilation - 1) // stride + 1
+    x = Load(0, (n, c, h * stride + kh * dilation - dilation, w * stride + kw * dilation - dilation), "float32",
+             pad=0.0)
+    return Compute((Axis("n", 1), Axis("co", 2), Axis("h", out), Axis("w", out)),
+                   x * Load(1, (co, c, kh, kw), "float32"),
+                   (TensorType((1, channels, side, side), "float32"), TensorType((2, channels, 3, 3), "float32")),
+                   "float32", (Axis("c", channels), Axis("kh", 3), Axis("kw", 3)), "sum", label="Conv")
+
+
+@pytest.mark.parametrize(("side", "dilation", "stride"), [(6, 3, 1), (7, 1, 2), (5, 4, 1), (8, 2, 2)])
+def test_useful_flops_leave_out_the_taps_on_padding(side, dilation, stride):
+    import itertools
+
+    from compiler.ir.affine import in_bounds_points
+
+    c = _dilated_conv(side, dilation, stride)
+    out = c.shape[2]
+    inside = sum(1 for h, w, kh, kw in itertools.product(range(out), range(out), range(3), range(3))
+                 if 0 <= h * stride + (kh - 1) * dilation < side and 0 <= w * stride + (kw - 1) * dilation < side)
+    points = inside * 2 * 2  # output channels x input channels: never on padding
+    assert in_bounds_points(c) == points
+    assert TileAnalysis(c).useful_flops() == points * 2 < c.flops()
+    assert TileAnalysis(matmul(8, 8, 8)).useful_flops() == matmul(8, 8, 8).flops()  # no padding
+
+
+def test_a_dilated_convolution_is_priced_by_the_taps_it_reads():
+    # ASPP at dilation 18 on a 32 x 32 map: 60 of 96 taps a dimension read the map
+    c = _dilated_conv(32, 18)
+    assert TileAnalysis(c).useful_flops() / c.flops() == pytest.approx((60 / 96) ** 2)
+    assert kernel_work(c, _machine())[0] == TileAnalysis(c).useful_flops()
