@@ -199,7 +199,8 @@ def section(rows: list[RealRow], threads: list[int] | None = None, peak: float |
         "(opset 17); cached under build/bench/real/. Source says whose model code defines each: transformers,",
         "torch.nn, or tileforge (our own nn.Modules, in compiler/bench/torch_nets.py, where torchvision and timm",
         "cannot be installed beside a CPU torch). GFLOP: the TE analyses' count (every scalar op, a",
-        f"multiply-add counting 2). % peak: of {peak / 1e9:.0f} GFLOP/s per thread, the measured single-thread",
+        f"multiply-add counting 2, taps on padding left out). % peak: of {peak / 1e9:.0f} GFLOP/s per thread, the "
+        "measured single-thread",
         "FMA peak (`tileforge targets --measure`). Ratio > 1: tileforge faster than onnxruntime, which",
         "runs at its default graph optimizations (all: on x86 its convolutions run in the blocked NCHWc layout).",
         f"Measured on {machine_description()} (`--section real` reruns this section alone).",
