@@ -186,9 +186,12 @@ def bench_one(name: str, source: str, model: onnx.ModelProto, torch_module: Any,
     row.split_k = result.report.get("split_k", [])
     if any(k.get("op_pattern", "").startswith(SPLIT_LABEL) for k in result.kernels):
         # what split-K gains: the same model planned without it, validated the same way
-        unsplit = compile_model(model, target, {"validate": True, "split_k": False})
-        if unsplit.validation.get("passed") is True:
-            row.unsplit_ms = statistics.median(load(unsplit.artifact_path).device_times(feeds))
+        try:
+            unsplit = compile_model(model, target, {"validate": True, "split_k": False})
+            if unsplit.validation.get("passed") is True:
+                row.unsplit_ms = statistics.median(load(unsplit.artifact_path).device_times(feeds))
+        except Exception as e:  # the table reports it; the split row above stands
+            row.note += f" without split-K: {type(e).__name__}: {e}"[:300]
     if torch_module is None:
         return row
     module = torch_module.cuda().eval()
