@@ -1,6 +1,7 @@
 """Memory that generated kernels may read with aligned vector loads: the alignment that the
 planner's offsets, the weights blob and the runtimes' buffers share, in a leaf module that
-the scheduler and the runtimes both import."""
+the scheduler and the runtimes both import; and the powers of two that sizes are rounded
+to (the cost model and the CUDA launches round alike)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,13 @@ def aligned_buffer(shape: tuple[int, ...], dt: np.dtype) -> tuple[np.ndarray, in
     address = data_address(raw)
     offset = -address % ALIGNMENT
     return np.ndarray(shape, dt, raw, offset), address + offset
+
+
+def pow2_at_most(n: int) -> int:
+    """The largest power of two <= n (1 for n < 1)."""
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= n (1 for n < 1)."""
+    return 1 << max(0, (max(1, n) - 1).bit_length())

@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from compiler.aligned import pow2_at_least, pow2_at_most
 from compiler.cost.analysis import TileAnalysis
 from compiler.cost.banks import row_padding
 from compiler.cost.grid import row_major_span
@@ -79,7 +80,7 @@ def reduction_team(an: TileAnalysis, warp: int) -> int:
         names = {v.name for v in te.walk(ld.indices[-1]) if isinstance(v, te.Var)}
         if last in names and not names & spatial:
             wanted = -(-length // TEAM_ELEMS_PER_THREAD)
-            return min(MAX_TEAM, max(warp, 1 << (wanted - 1).bit_length()))
+            return min(MAX_TEAM, max(warp, pow2_at_least(wanted)))
     return 1
 
 
@@ -102,8 +103,7 @@ def gemm_k_step(reduce_step: Sequence[int], k: int) -> int:
     reduction of `k`: the step's elements rounded down to a power of two, within 4 and
     MAX_GEMM_K_STEP and no more than `k` needs (before shared memory may halve it). A
     convolution's (8, 3, 3) step is 72 elements, staged 32 at a time."""
-    elems = max(1, math.prod(reduce_step))
-    return max(4, min(MAX_GEMM_K_STEP, 1 << (elems.bit_length() - 1), 1 << max(0, (max(1, k) - 1).bit_length())))
+    return max(4, min(MAX_GEMM_K_STEP, pow2_at_most(math.prod(reduce_step)), pow2_at_least(k)))
 
 
 def cuda_stages_inputs(an: TileAnalysis, target: Target) -> bool:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import math
 
+from compiler.aligned import pow2_at_least
 from compiler.cost.cuda_attention import estimate_cuda_attention, thread_registers
 from compiler.cost.model import Estimate
 from compiler.ir.attention import Attention
 from compiler.ir.te import Compute
-from compiler.schedule.cuda_launch import AttentionGeometry, pow2_at_least
+from compiler.schedule.cuda_launch import AttentionGeometry
 from compiler.schedule.cuda_tile import SMEM_LIMIT, attention_geometry
 from compiler.schedule.plan import TileConfig
 from compiler.target.base import Target

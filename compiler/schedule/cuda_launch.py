@@ -32,16 +32,6 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def pow2_at_most(n: int) -> int:
-    """The largest power of two <= n (1 for n < 1)."""
-    return 1 << (max(1, n).bit_length() - 1)
-
-
-def pow2_at_least(n: int) -> int:
-    """The smallest power of two >= n (1 for n < 1)."""
-    return 1 << max(0, (max(1, n) - 1).bit_length())
-
-
 def prefetches(bk: int, span: int, threads: int) -> bool:
     """Whether a GEMM operand's `bk x span` slice, staged by `threads` threads, is
     prefetched through registers (at most `MAX_PREFETCH` elements per thread) rather than

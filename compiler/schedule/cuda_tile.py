@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from compiler.aligned import pow2_at_least, pow2_at_most
 from compiler.cost.resources import gemm_k_step
 from compiler.ir.attention import match_attention
 from compiler.ir.contraction import Contraction, match_contraction, side_extent
@@ -48,8 +49,6 @@ from compiler.schedule.cuda_launch import (
     RowGeometry,
     RowGroupGeometry,
     ceil_div,
-    pow2_at_least,
-    pow2_at_most,
     prefetches,
 )
 from compiler.schedule.plan import TileConfig
