@@ -155,7 +155,4 @@ class TileAnalysis:
     def _useful_flops(self) -> int:
         c = self.compute
         points = None if c.stages or not c.is_reduction else in_bounds_points(c)
-        if points is None:
-            return self.flops()
-        per = max(1, te.count_ops(c.body)) + 1
-        return points * per + (math.prod(c.shape) * te.count_ops(c.post) if c.post is not None else 0)
+        return self.flops() if points is None else c.flops(points)

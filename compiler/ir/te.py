@@ -341,10 +341,13 @@ class Compute:
             return (self,)
         return (*self.stages, replace(self, inputs=self.member_inputs(), stages=()))
 
-    def flops(self) -> int:
-        """Scalar operations per output element times outputs (a cost-model estimate)."""
+    def flops(self, points: int | None = None) -> int:
+        """Scalar operations per output element times outputs (a cost-model estimate);
+        `points`: of the (output, reduce) points, those the body runs at (default all)."""
         per = max(1, count_ops(self.body)) + (1 if self.is_reduction else 0)
-        total = math.prod(self.shape) * math.prod(a.extent for a in self.reduce_axes) * per
+        if points is None:
+            points = math.prod(self.shape) * math.prod(a.extent for a in self.reduce_axes)
+        total = points * per
         if self.post is not None:
             total += math.prod(self.shape) * count_ops(self.post)
         return total + sum(s.flops() for s in self.stages)
