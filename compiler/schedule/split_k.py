@@ -205,32 +205,32 @@ def time_splits(kernels: Sequence[Kernel], splits: Mapping[int, int], whole_kern
     for k in kernels:
         for storage in k.args[1:]:
             readers.setdefault(storage, []).append(k)
-    pairs = []
+    verdicts, pairs, todo = [], [], {}
     for partial_sums, original in splits.items():
         part = by_output.get(partial_sums)
         total = readers.get(part.args[0], []) if part is not None else []
         joined = join_compute(part.compute, total[0].compute) if part is not None and len(total) == 1 else None
         if part is None or joined is None:
             continue
+        total_kernel, slices = total[0], part.compute.axes[0].extent
+        ops = (*part.ops, *total_kernel.ops[1:])
+        if cached(part.key) and cached(total_kernel.key):  # checked first: the whole kernel is not timed
+            verdicts.append(SplitVerdict(original, ops, slices, None, None, "split", "cache"))
+            continue
         consts = (*part.constant_inputs,
-                  *(len(part.compute.inputs) + i - 1 for i in total[0].constant_inputs if i >= 1))
-        pairs.append((original, part, total[0], whole_kernel(original, joined, consts,
-                                                              (*part.ops, *total[0].ops[1:]))))
-    verdicts, todo = [], {}
-    for original, part, total, whole in pairs:
-        slices = part.compute.axes[0].extent
-        if cached(part.key) and cached(total.key):
-            verdicts.append(SplitVerdict(original, whole.ops, slices, None, None, "split", "cache"))
-        elif cached(whole.key):
-            verdicts.append(SplitVerdict(original, whole.ops, slices, None, None, "whole", "cache"))
-        else:
-            for k in (part, total, whole):
-                todo.setdefault(k.key, k)
+                  *(len(part.compute.inputs) + i - 1 for i in total_kernel.constant_inputs if i >= 1))
+        whole = whole_kernel(original, joined, consts, ops)
+        if cached(whole.key):
+            verdicts.append(SplitVerdict(original, ops, slices, None, None, "whole", "cache"))
+            continue
+        pairs.append((original, ops, slices, part, total_kernel, whole))
+        for k in (part, total_kernel, whole):
+            todo.setdefault(k.key, k)
     measured = time([Timing(key, k, [k.tile]) for key, k in todo.items()]) if todo else {}
-    for original, part, total, whole in pairs:
-        if part.key in measured and total.key in measured and whole.key in measured:
-            split_us = measured[part.key][0] + measured[total.key][0]
+    for original, ops, slices, part, total_kernel, whole in pairs:
+        if all(k.key in measured for k in (part, total_kernel, whole)):
+            split_us = measured[part.key][0] + measured[total_kernel.key][0]
             whole_us = measured[whole.key][0]
-            verdicts.append(SplitVerdict(original, whole.ops, part.compute.axes[0].extent, round(split_us, 3),
-                                         round(whole_us, 3), "whole" if whole_us < split_us else "split", "timed"))
+            verdicts.append(SplitVerdict(original, ops, slices, round(split_us, 3), round(whole_us, 3),
+                                         "whole" if whole_us < split_us else "split", "timed"))
     return verdicts
