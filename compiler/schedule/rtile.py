@@ -319,18 +319,16 @@ class _Builder:
         MobileNetV2's 960 -> 320 projection at 7x7 stayed one 320 x 49 tile, 4 GEMM blocks
         for 132 SMs (126 us on an H200): 7 x 7 has no power-of-two split of whole warps."""
         while self.an.tiles(block) < self.target.units:
-            options = self._scale_out_options(block, thread, True)
-            if not options and self.cuda:
-                options = self._scale_out_options(block, thread, False)
+            halvings = self._halvings(block, thread)
+            options = [h for h in halvings if self.aligned(h[2], h[3])] or halvings
             if not options:
                 break
             _, _, block, thread = min(options)
         return block, thread
 
-    def _scale_out_options(self, block: Sizes, thread: Sizes,
-                           whole_warps: bool) -> list[tuple[int, int, Sizes, Sizes]]:
-        """Each dim's halving of `block` that adds tiles and stays aligned: (traffic added,
-        dim, block, register tile)."""
+    def _halvings(self, block: Sizes, thread: Sizes) -> list[tuple[int, int, Sizes, Sizes]]:
+        """Each dim's halving of `block` that adds tiles and keeps its rows whole
+        transactions: (traffic added, dim, block, register tile)."""
         options = []
         for d in range(len(block)):
             if block[d] <= 1:
@@ -348,7 +346,7 @@ class _Builder:
                 # over 144 channels as 96 + 48, not one task for the whole team)
                 quantum = math.lcm(self.inner_align, t[d])
                 b = (*b[:d], min(block[d], -(-b[d] // quantum) * quantum), *b[d + 1:])
-            if self.aligned(b, t, whole_warps) and self.an.tiles(b) > self.an.tiles(block):
+            if self.aligned(b, t, whole_warps=False) and self.an.tiles(b) > self.an.tiles(block):
                 # least traffic added first; on ties the outer dim, keeping rows long
                 options.append((self.block_traffic(b) - self.block_traffic(block), d, b, t))
         return options
