@@ -60,6 +60,16 @@ def place_concats(graph: Graph) -> PlacedConcats:
     return placed
 
 
+def placeable(graph: Graph, node: Node) -> bool:
+    """Whether the parts of concatenation `node` can be written in place as `graph` stands.
+    Register fusion leaves such a Concat's producers whole: inlined, a producer would make
+    the Concat a kernel of its own that copies every part (the segmenter's ASPP pooling
+    branch, a broadcast Expand inlined, cost a 2.6 MB copy of all five parts)."""
+    written = {n.output for n in graph.nodes}
+    fixed = {graph.storage_of(t) for t in (*graph.outputs, *graph.inputs)}
+    return _slices(graph, node, written, fixed) is not None
+
+
 def _slices(graph: Graph, node: Node, written: set[int], fixed: set[int]) -> list[tuple[int, int]] | None:
     """(part storage, byte offset in the output) of each input of a concatenation `node`
     (one kernel of Concat ops only: nested ones fuse into one), or None where its inputs

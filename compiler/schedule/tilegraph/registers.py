@@ -40,6 +40,7 @@ from compiler.ir.te import (
     substitute,
     walk,
 )
+from compiler.schedule.concat_in_place import placeable
 from compiler.schedule.tilegraph.groups import GroupLog, Level
 
 # Ops whose repeated evaluation inside a reduction loop would cost more than the memory saved.
@@ -194,6 +195,7 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
             readers.setdefault(graph.storage_of(t), []).append(n)
     nodes: list[Node | None] = list(graph.nodes)  # a connected producer leaves a hole (None)
     position = {id(x): k for k, x in enumerate(graph.nodes)}
+    in_place: dict[int, bool] = {}  # id(Concat node) -> its parts can be written in place
     i = 0
     while i < len(nodes):
         n = nodes[i]
@@ -211,6 +213,8 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
             # view would still need it after the producer is gone.
             if len(readers.get(tid, [])) != 1:
                 continue
+            if set(n.op.split("+")) == {"Concat"} and in_place.setdefault(id(n), placeable(graph, n)):
+                break  # its parts' producers write them in place (compiler/schedule/concat_in_place.py)
             new = _try_connect(p, n, slot, depth)
             if new is None:
                 continue

@@ -14,6 +14,7 @@ from compiler.runtime import load
 from compiler.schedule.concat_in_place import place_concats
 from compiler.schedule.plan import BufferKind, TileConfig
 from compiler.schedule.planner import build_plan
+from compiler.schedule.tilegraph.registers import fuse
 
 
 def _tile(c, constants=()) -> TileConfig:
@@ -103,3 +104,42 @@ def test_a_graph_output_or_input_is_never_placed_inside_a_concatenation():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     assert not place_concats(import_model(m.SerializeToString())).removed
+
+
+def pooled_branch_model() -> bytes:
+    """DeepLab's ASPP tail: two 1x1 convolution branches of x and a pooled branch (global
+    mean, 1x1 convolution, Relu) broadcast back over the map by an Expand, concatenated
+    on channels and read by a 1x1 convolution."""
+    rng = np.random.default_rng(0)
+    w = {name: numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+         for name, shape in (("wa", (16, 8, 1, 1)), ("wb", (16, 8, 1, 1)), ("wp", (16, 8, 1, 1)),
+                             ("wy", (4, 48, 1, 1)))}
+    w["axes"] = numpy_helper.from_array(np.array([2, 3], np.int64), "axes")
+    w["shape"] = numpy_helper.from_array(np.array([1, 16, 6, 6], np.int64), "shape")
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"]), helper.make_node("Conv", ["x", "wb"], ["b"]),
+             helper.make_node("ReduceMean", ["x", "axes"], ["mean"], keepdims=1),
+             helper.make_node("Conv", ["mean", "wp"], ["pc"]), helper.make_node("Relu", ["pc"], ["pr"]),
+             helper.make_node("Expand", ["pr", "shape"], ["e"]),
+             helper.make_node("Concat", ["a", "b", "e"], ["cat"], axis=1),
+             helper.make_node("Conv", ["cat", "wy"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], list(w.values()))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def test_a_broadcast_part_is_written_in_place_not_inlined_into_a_copying_concatenation(tmp_path: Path):
+    """Register fusion leaves the Expand whole: inlined, it would make the Concat a kernel
+    that copies every part; left whole, it writes its part in place and nothing copies."""
+    data = pooled_branch_model()
+    graph = fuse(import_model(data))
+    ops = [n.op for n in graph.nodes]
+    assert "Expand" in ops and "Concat" in ops, ops
+    concat = next(n for n in graph.nodes if n.op == "Concat")
+    assert place_concats(graph).removed == {concat.id}
+    r = compile_model(data, "cpu", {"measure": False}, output=tmp_path / "a.tar.gz")
+    assert r.validation["passed"], r.validation
+    x = np.random.default_rng(1).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(load(r.artifact_path).run({"x": x})["y"], ref, rtol=1e-4, atol=1e-4)
