@@ -146,6 +146,29 @@ def test_a_transcendental_epilogue_is_priced_per_vector_or_per_libm_call():
     assert 0 < vector * 4 < scalar
 
 
+def test_whole_short_rows_are_one_run_of_vectors_for_a_transcendental():
+    """A tile that holds whole 14-wide rows of a [480, 14, 14] map holds runs of 196 (or more)
+    outputs one after another, which the kernels walk as one row of vectors (merged axes,
+    whole planes); a tile that cuts the rows leaves runs of 7, one libm call per output."""
+    from dataclasses import replace
+
+    from compiler.cost.model import contiguous_run
+    from compiler.ir.te import call
+
+    assert contiguous_run((240, 14, 14), (480, 14, 14)) == 240 * 196
+    assert contiguous_run((1, 7, 14), (480, 14, 14)) == 98
+    assert contiguous_run((240, 14, 7), (480, 14, 14)) == 7
+    target = get_target("cpu")
+    plain = add_relu(480, 14, 14)
+    silu = replace(plain, body=plain.body * call("exp", plain.body))
+
+    def math_us(block, thread) -> float:
+        tile = TileConfig(block, thread, ())
+        return estimate(silu, tile, target).stages["compute"] - estimate(plain, tile, target).stages["compute"]
+
+    assert 0 < math_us((240, 14, 14), (1, 1, 14)) * 4 < math_us((240, 14, 7), (1, 1, 7))
+
+
 def test_a_cuda_gemm_is_priced_by_the_stages_its_kernel_runs():
     """The GEMM kernel stages K `gemm_k_step` at a time (at most 32), whatever the rTile's
     reduce step: ResNet-18's 512-channel 3x3 convolution at 7x7 with a (8, 3, 3) step runs
