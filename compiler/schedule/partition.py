@@ -147,20 +147,22 @@ def fuse_chains(graph: Graph, target: Target, log: GroupLog | None = None) -> Gr
     a down-sampling would otherwise take its projection, and leave the down-sampling's wide
     output to cross memory."""
     protected = {graph.storage_of(t) for t in graph.outputs}
+    placed = {id(n) for n in graph.nodes if _placed(graph, n)}  # chains make no new Concat
     for down_sampling in (True, False):
-        _fuse_pass(graph, target, log, protected, down_sampling)
+        _fuse_pass(graph, target, log, protected, placed, down_sampling)
     for i, node in enumerate(graph.nodes):
         node.id = i
     return graph
 
 
-def _fuse_pass(graph: Graph, target: Target, log: GroupLog | None, protected: set[int], down_sampling: bool) -> None:
+def _fuse_pass(graph: Graph, target: Target, log: GroupLog | None, protected: set[int], placed: set[int],
+               down_sampling: bool) -> None:
     """One pass of `fuse_chains` over the sinks, last first: it makes only the chains that
     down-sample where `down_sampling`, else any."""
     for sink in reversed(list(graph.nodes)):
         if sink not in graph.nodes or sink.compute.stages or len(sink.compute.axes) != 4:
             continue
-        members = _grow(graph, sink, protected, target)
+        members = _grow(graph, sink, protected, placed, target)
         if len(members) < 2:
             continue
         node = merge_nodes(graph, members)
@@ -201,8 +203,9 @@ def _placed(graph: Graph, node: Node) -> bool:
     return set(node.op.split("+")) == {"Concat"} and placeable(graph, node)
 
 
-def _grow(graph: Graph, sink: Node, protected: set[int], target: Target) -> list[Node]:
-    """The members of the largest chain ending at `sink`, in topological order."""
+def _grow(graph: Graph, sink: Node, protected: set[int], placed: set[int], target: Target) -> list[Node]:
+    """The members of the largest chain ending at `sink`, in topological order; no member
+    reads one of the `placed` concatenations (ids of their nodes)."""
     order = {id(n): k for k, n in enumerate(graph.nodes)}
     producers = {n.output: n for n in graph.nodes}
     readers: dict[int, set[int]] = {}
@@ -219,7 +222,7 @@ def _grow(graph: Graph, sink: Node, protected: set[int], target: Target) -> list
                 p = producers.get(t)
                 if (p is None or p in members or t in protected or p.compute.stages
                         or graph.tensors[t].kind != TensorKind.INTERMEDIATE or graph.storage_of(t) != t
-                        or not readers[t] <= {id(x) for x in members} or _placed(graph, p)):
+                        or not readers[t] <= {id(x) for x in members} or id(p) in placed):
                     continue
                 trial = sorted([*members, p], key=lambda n: order[id(n)])
                 merged = merge_nodes(graph, trial).compute

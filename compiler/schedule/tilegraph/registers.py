@@ -213,8 +213,11 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
             # view would still need it after the producer is gone.
             if len(readers.get(tid, [])) != 1:
                 continue
-            if set(n.op.split("+")) == {"Concat"} and in_place.setdefault(id(n), placeable(graph, n)):
-                break  # its parts' producers write them in place (compiler/schedule/concat_in_place.py)
+            if set(n.op.split("+")) == {"Concat"}:
+                if id(n) not in in_place:
+                    in_place[id(n)] = placeable(graph, n)
+                if in_place[id(n)]:
+                    break  # its parts' producers write them in place (compiler/schedule/concat_in_place.py)
             new = _try_connect(p, n, slot, depth)
             if new is None:
                 continue
