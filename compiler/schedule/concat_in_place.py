@@ -66,7 +66,10 @@ def placeable(graph: Graph, node: Node) -> bool:
     """Whether the parts of concatenation `node` can be written in place as `graph` stands.
     Register fusion leaves such a Concat's producers whole: inlined, a producer would make
     the Concat a kernel of its own that copies every part (the segmenter's ASPP pooling
-    branch, a broadcast Expand inlined, cost a 2.6 MB copy of all five parts)."""
+    branch, a broadcast Expand inlined, cost a 2.6 MB copy of all five parts). Asked of
+    every node register fusion visits: any other node is answered before the graph is read."""
+    if not _is_concat(node):
+        return False
     written = {n.output for n in graph.nodes}
     fixed = {graph.storage_of(t) for t in (*graph.outputs, *graph.inputs)}
     return _slices(graph, node, written, fixed) is not None
@@ -74,10 +77,10 @@ def placeable(graph: Graph, node: Node) -> bool:
 
 def _slices(graph: Graph, node: Node, written: set[int], fixed: set[int]) -> list[tuple[int, int]] | None:
     """(part storage, byte offset in the output) of each input of a concatenation `node`
-    (one kernel of Concat ops only: nested ones fuse into one), or None where its inputs
-    are not contiguous, aligned ranges of its output, each an intermediate of its own
-    written by a node (a graph input or output, or a weight, stays where it is)."""
-    if set(node.op.split("+")) != {"Concat"} or node.compute.reduce_axes:
+    (`_is_concat`), or None where its inputs are not contiguous, aligned ranges of its
+    output, each an intermediate of its own written by a node (a graph input or output, or
+    a weight, stays where it is)."""
+    if not _is_concat(node):
         return None
     out = graph.tensors[node.output]
     parts = [graph.tensors[t] for t in node.inputs]
@@ -85,7 +88,7 @@ def _slices(graph: Graph, node: Node, written: set[int], fixed: set[int]) -> lis
     if (graph.storage_of(node.output) in fixed or len(set(storages)) < len(storages)
             or any(p.dtype != out.dtype for p in parts) or sum(p.nbytes for p in parts) != out.nbytes):
         return None
-    offsets = _ranges(node, [math.prod(p.shape) for p in parts])
+    offsets = _ranges(node.compute, tuple(math.prod(p.shape) for p in parts))
     if offsets is None:
         return None
     slices = []
@@ -99,20 +102,19 @@ def _slices(graph: Graph, node: Node, written: set[int], fixed: set[int]) -> lis
     return slices
 
 
-def _ranges(node: Node, sizes: list[int]) -> list[int] | None:
-    """Where each input of `node` starts in its output (elements, row-major), where the output
-    is its inputs one after another in some order; None otherwise. Checked by running the
-    Compute on inputs whose elements are all distinct (their running count), so that it
-    holds for any concatenation the frontend and fusion produce, whatever its axis and order."""
-    starts = _starts(node.compute, tuple(sizes))
-    return None if starts is None else list(starts)
+def _is_concat(node: Node) -> bool:
+    """Whether `node` is one kernel of Concat ops only (nested ones fuse into one)."""
+    return set(node.op.split("+")) == {"Concat"} and not node.compute.reduce_axes
 
 
 @functools.lru_cache(maxsize=64)
-def _starts(c: Compute, sizes: tuple[int, ...]) -> tuple[int, ...] | None:
-    """`_ranges` of a concatenation's Compute, memoised: register fusion, the chains and the
-    planner each ask about the same Concat, and running one of 8 million elements takes
-    0.6 s."""
+def _ranges(c: Compute, sizes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Where each input of concatenation `c` (of `sizes` elements) starts in its output
+    (elements, row-major), where the output is its inputs one after another in some order;
+    None otherwise. Checked by running the Compute on inputs whose elements are all distinct
+    (their running count), so that it holds for any concatenation the frontend and fusion
+    produce, whatever its axis and order. Memoised: register fusion, the chains and the
+    planner each ask about the same Concat, and running one of 8 million elements takes 0.6 s."""
     np_type = dtype(c.dtype).np_type
     if sum(sizes) > MAX_CHECKED or not np.issubdtype(np_type, np.number):
         return None

@@ -147,7 +147,7 @@ def fuse_chains(graph: Graph, target: Target, log: GroupLog | None = None) -> Gr
     a down-sampling would otherwise take its projection, and leave the down-sampling's wide
     output to cross memory."""
     protected = {graph.storage_of(t) for t in graph.outputs}
-    placed = {id(n) for n in graph.nodes if _placed(graph, n)}  # chains make no new Concat
+    placed = {id(n) for n in graph.nodes if placeable(graph, n)}  # chains make no new Concat
     for down_sampling in (True, False):
         _fuse_pass(graph, target, log, protected, placed, down_sampling)
     for i, node in enumerate(graph.nodes):
@@ -195,17 +195,11 @@ def _alone_split(node: Node, target: Target) -> int:
     return 0 if shape is None else split_factor(peak_live_bytes(node.compute, shape), l2_bytes(target))
 
 
-def _placed(graph: Graph, node: Node) -> bool:
-    """Whether `node` is a concatenation whose parts are written in place: it costs nothing
-    where it stands, and a chain that reads it would copy its parts (YOLO's neck, its
-    Concat taken into the convolutions after it, ran 1-15% slower than with the parts
-    written in place). As a chain's sink it may still end one."""
-    return set(node.op.split("+")) == {"Concat"} and placeable(graph, node)
-
-
 def _grow(graph: Graph, sink: Node, protected: set[int], placed: set[int], target: Target) -> list[Node]:
-    """The members of the largest chain ending at `sink`, in topological order; no member
-    reads one of the `placed` concatenations (ids of their nodes)."""
+    """The members of the largest chain ending at `sink`, in topological order. None of the
+    `placed` concatenations (ids of their nodes) joins as a producer: placed, it costs nothing,
+    and a chain would copy its parts (YOLO's neck, its Concat taken into the convolutions
+    after it, ran 1-15% slower than with the parts written in place); a sink may be one."""
     order = {id(n): k for k, n in enumerate(graph.nodes)}
     producers = {n.output: n for n in graph.nodes}
     readers: dict[int, set[int]] = {}

@@ -195,11 +195,11 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
             readers.setdefault(graph.storage_of(t), []).append(n)
     nodes: list[Node | None] = list(graph.nodes)  # a connected producer leaves a hole (None)
     position = {id(x): k for k, x in enumerate(graph.nodes)}
-    in_place: dict[int, bool] = {}  # id(Concat node) -> its parts can be written in place
     i = 0
     while i < len(nodes):
         n = nodes[i]
-        if n is None:
+        # a Concat whose parts are written in place by their producers takes none of them
+        if n is None or placeable(graph, n):
             i += 1
             continue
         merged = None
@@ -213,11 +213,6 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
             # view would still need it after the producer is gone.
             if len(readers.get(tid, [])) != 1:
                 continue
-            if set(n.op.split("+")) == {"Concat"}:
-                if id(n) not in in_place:
-                    in_place[id(n)] = placeable(graph, n)
-                if in_place[id(n)]:
-                    break  # its parts' producers write them in place (compiler/schedule/concat_in_place.py)
             new = _try_connect(p, n, slot, depth)
             if new is None:
                 continue
