@@ -30,7 +30,10 @@ def _model() -> bytes:
 
 
 def _winograd_kernels(result) -> bool:
-    return not any(k["ops"] == ["Conv", "Relu"] for k in result.kernels)  # the direct one fuses its Relu
+    # Winograd lowers the convolution to several nodes (transforms, batched matmul), the direct
+    # lowering to one. Not "is the Relu fused": a measured compile may time the direct Conv+Relu
+    # group slower than its parts on a loaded host and split it back (CI: two workers, two cores).
+    return sum(k["ops"].count("Conv") for k in result.kernels) > 1
 
 
 def test_the_faster_lowering_is_timed_once_and_then_taken_from_the_cache(tmp_path, monkeypatch):

@@ -79,8 +79,11 @@ def test_both_compiled_lowerings_with_relu_validate(tmp_path, winograd):
     w = random((C, C, 3, 3), seed=1, low=-0.2, high=0.2)
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
     model = make_model(nodes, {"x": random((1, C, 28, 28))}, ["y"], {"w": w, "b": random((C,), seed=2)})
-    result = compile_model(model.SerializeToString(), "cpu", {"threads": 2}, output=tmp_path / "m.tar.gz",
-                           choose=lambda _: winograd)
+    # Not measured: what is asserted is the plan's structure, and a register group timed
+    # against its parts on a loaded host (CI runs two test workers on two cores) can be
+    # split back by a slow spell alone (CI: the direct Conv+Relu ran as two kernels).
+    result = compile_model(model.SerializeToString(), "cpu", {"threads": 2, "measure": False},
+                           output=tmp_path / "m.tar.gz", choose=lambda _: winograd)
     assert result.validation["passed"] is True and result.validation["rel_l2_error"] < 1e-5
     assert any(k["ops"] == ["Conv", "Relu"] for k in result.kernels) is not winograd  # direct: Relu fused
     assert result.report["choices"] == []  # told, not timed
