@@ -50,6 +50,7 @@ from compiler.schedule.planner import Constants, build_plan, constant_options, w
 from compiler.schedule.rtile import Candidate, construct
 from compiler.schedule.split_k import SplitVerdict, time_splits
 from compiler.schedule.tilegraph.groups import Group, GroupLog, Level, Member, lowered_copy
+from compiler.schedule.tilegraph.price_record import prices_signature, recall_prices, record_prices
 from compiler.schedule.tilegraph.pricing import Pricer
 from compiler.schedule.tilegraph.registers import fuse
 from compiler.schedule.tilegraph.report import fusion_report
@@ -157,6 +158,7 @@ def compile_model(
     if opts.validate and backend.unrunnable(tgt) is None:
         reference = _Reference(c.cache, model_hash.result(), opts, data)
     c.before_timing = functools.partial(_settle, model_hash, reference and reference.loading)
+    c.recall_prices(model_hash.result())
     with st.stage("partition"):
         graph, log = c.partition(lowered)
     with st.stage("schedule"):
@@ -239,6 +241,7 @@ class _Compilation:
         self.plan = ExecutionPlan(target=self.fingerprint)
         self.new_entries: list[KernelEntry] = []  # built here, cached once the model validates
         self.pricer = Pricer(target, backend.measure_threshold_us)
+        self.prices_key: KernelSignature | None = None  # where the model's prices are kept (`recall_prices`)
         self.split_back: list[Group] = []  # groups timed slower than their parts
         self.confirmed: set[frozenset[int]] = set()  # member sets of groups timed no slower
         self.timed: dict[str, float] = {}  # key -> microseconds of group checks' kernels
@@ -482,7 +485,8 @@ class _Compilation:
         return self.backend.link(self.plan, binaries, self.target)
 
     def store(self, validation: dict) -> None:
-        """Cache the kernels built here, now that the model they belong to is accepted.
+        """Cache the kernels built here, now that the model they belong to is accepted, and
+        the cost model's prices of its plan where some were constructed here.
 
         Called only after validation passed (or was not asked for / could not run): a
         kernel of a model that disagrees with the reference never enters the cache.
@@ -493,6 +497,14 @@ class _Compilation:
             if validation.get("passed") is None and validation.get("skipped"):
                 entry.extras["not_validated"] = validation["skipped"]
             self.cache.put(entry)
+        if self.prices_key is not None and self.pricer.constructed:
+            record_prices(self.cache, self.prices_key, self.pricer.prices)
+
+    def recall_prices(self, model_sha: str) -> None:
+        """Price with the estimates an earlier compile of this model on this target made
+        (compiler/schedule/tilegraph/price_record.py), where the cache holds them."""
+        self.prices_key = prices_signature(model_sha, self.opts.input_shapes, self.target)
+        self.pricer = Pricer(self.target, self.backend.measure_threshold_us, recall_prices(self.cache, self.prices_key))
 
     def _candidate_log(self, key: str) -> list[dict]:
         """Predicted beside measured time of each candidate, so the model can be checked."""

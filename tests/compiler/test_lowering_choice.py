@@ -12,6 +12,7 @@ from compiler.errors import BuildError
 from compiler.pipeline import _Compilation, compile_model
 from compiler.runtime.cuda import gpu_runs
 from compiler.runtime.recorded import REFERENCE_PATTERN
+from compiler.schedule.tilegraph.price_record import PRICES_PATTERN
 from compiler.target.registry import get_target
 from compiler.target.toolchain import find_tool
 
@@ -47,8 +48,8 @@ def test_the_faster_lowering_is_timed_once_and_then_taken_from_the_cache(tmp_pat
     stored = [e for e in cache.entries().values() if e.signature.op_pattern == "choice:winograd"]
     assert len(stored) == 1 and stored[0].extras["choice"] == record and record["failed"] == {}
     # the convolution alone was compiled untuned on a cache of its own: only the model's kernels are kept
-    kernels = {e.key for e in cache.entries().values()
-               if e not in stored and e.signature.op_pattern != REFERENCE_PATTERN}  # not onnxruntime's record
+    kernels = {e.key for e in cache.entries().values()  # not onnxruntime's record, nor the model's prices
+               if e not in stored and e.signature.op_pattern not in (REFERENCE_PATTERN, PRICES_PATTERN)}
     assert kernels == {k["key"] for k in first.kernels}
 
     def untimed(self, choice):

@@ -9,7 +9,8 @@ stays under the backend's measuring threshold connect unpriced, as they always d
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Mapping, Sequence
 
 from compiler.cost.model import Estimate
 from compiler.cost.roofline import kernel_work
@@ -22,18 +23,26 @@ from compiler.target.base import Target
 
 class Pricer:
     """Predicted times of Computes on one target, each with its own best rTile (memoised
-    by the Compute's canonical form: a model repeats its layers)."""
+    by the hash of the Compute's canonical form: a model repeats its layers). `known`:
+    estimates by that hash from an earlier compile (price_record.py)."""
 
-    def __init__(self, target: Target, threshold_us: float) -> None:
+    def __init__(self, target: Target, threshold_us: float, known: Mapping[str, Estimate] | None = None) -> None:
         self.target, self.threshold_us = target, threshold_us
-        self._best: dict[str, Estimate] = {}
+        self._best: dict[str, Estimate] = dict(known or {})
+        self.constructed = 0  # estimates made here, not known before
 
     def best(self, compute: Compute) -> Estimate:
         """The model's estimate for the best constructed tiling of `compute`."""
-        key = compute.canonical()
+        key = hashlib.sha256(compute.canonical().encode()).hexdigest()
         if key not in self._best:
             self._best[key] = construct(compute, self.target, top_k=1)[0].estimate
+            self.constructed += 1
         return self._best[key]
+
+    @property
+    def prices(self) -> dict[str, Estimate]:
+        """Every estimate it holds, by Compute hash (what price_record.py keeps)."""
+        return dict(self._best)
 
     def floor_us(self, compute: Compute) -> float:
         """A lower bound on `compute`'s time: its roofline, from the TE analyses alone."""
