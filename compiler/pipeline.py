@@ -44,6 +44,7 @@ from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.runtime.artifact import WEIGHTS
 from compiler.runtime.interleaved import time_interleaved
+from compiler.schedule.cpu_gemm import gemm_work
 from compiler.schedule.measure import Timing, fastest, measure_top_k
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
 from compiler.schedule.planner import Constants, build_plan, constant_options, weights_blob
@@ -572,7 +573,8 @@ def kernel_times(plan: ExecutionPlan, measured: dict[str, float] | None = None) 
         if us is not None:
             tiles = (k.tile, *(t for block in k.tile.members for t in block))
             gemms = tuple((t.gemm.m, t.gemm.n, t.gemm.k) for t in tiles if t.gemm is not None)
-            out.append(KernelTime(k.id, k.symbol, k.compute, k.tile.block, us, k.ops, gemms))
+            out.append(KernelTime(k.id, k.symbol, k.compute, k.tile.block, us, k.ops, gemms,
+                                  gemm_work(k.compute, k.tile)))
     return out
 
 

@@ -61,6 +61,8 @@ class KernelTime:
     measured_us: float
     ops: tuple[str, ...] = ()
     gemms: tuple[tuple[int, int, int], ...] = ()  # (M, N, K) of the GEMMs its tasks run (CPU)
+    # (multiply-adds run, bytes of input copied per call) of its GEMM (cpu_gemm.gemm_work)
+    gemm_work: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,8 @@ def roofline_row(k: KernelTime, target: Target, bounds: Bounds | None,
         pct = 100.0 * bound_us / (seconds * 1e6)
         lost = k.measured_us - bound_us
         if pct < 100 * SHORTFALL_BELOW:
-            reason = shortfall(k.compute, k.block, target, gemms=k.gemms, bounds_us=(compute_us, memory_us))
+            reason = shortfall(k.compute, k.block, target, gemms=k.gemms, bounds_us=(compute_us, memory_us),
+                               gemm_work=k.gemm_work)
     return RooflineRow(
         id=k.id, symbol=k.symbol, op_pattern=k.compute.label, ops=tuple(k.ops), flops=flops,
         dram_bytes=nbytes, measured_us=round(k.measured_us, 3), gflops=round(flops / seconds / 1e9, 3),

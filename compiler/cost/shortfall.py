@@ -12,6 +12,12 @@ storing its accumulators: RegNetY-400MF's groups of 8 channels at 7 x 7 run GEMM
 long as each other (near the roofline's ridge a kernel that streams its operands while
 it computes on them reaches the larger only where the two overlap: MobileNetV2's
 32 -> 16 projection at 112 x 112 moves 94 us of bytes beside 110 us of FLOPs, and took 220).
+Work the FLOP count leaves out is named too: multiply-adds a GEMM runs on padding or on
+positions past a row's end (its panels of patches read in place keep a tap wherever one
+of their positions needs it: the ASPP segmenter's rate-12 convolution on 32 x 32), the
+padded copy of an input read in place made at every call, and the halo rows a
+convolution chain's depth-first tiles compute again (MobileNetV2's expand + depthwise
+chains).
 """
 
 from __future__ import annotations
@@ -30,17 +36,23 @@ SMALL_GEMM = 1 << 20
 SHALLOW_K = 32
 # Bounds within this ratio of each other are near the ridge.
 RIDGE = 0.5
+# Work beyond what the roofline counts is named from this much more: multiply-adds a GEMM
+# runs over the counted ones; bytes copied per call over the compulsory ones.
+EXTRA_WORK = 1.25
+EXTRA_COPY = 0.5
 # Operations that no FMA computes, each counted as one FLOP (compiler/ir/te.py `count_ops`).
 NOT_MULTIPLY_ADDS = frozenset({"div", "reciprocal", "pow", "exp", "log", "sqrt", "tanh", "erf", "sin", "cos",
                                "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"})
 
 
 def shortfall(compute: Compute, block: tuple[int, ...], target: Target,
-              gemms: Sequence[tuple[int, int, int]] = (), bounds_us: tuple[float, float] | None = None) -> str:
+              gemms: Sequence[tuple[int, int, int]] = (), bounds_us: tuple[float, float] | None = None,
+              gemm_work: tuple[int, int] | None = None) -> str:
     """A short reason `compute`, tiled in tasks of `block` outputs, misses its roofline bound
     on `target`, or "" where the plan gives none. `gemms`: the (M, N, K) of the GEMMs its
-    tasks run; `bounds_us`: its FLOPs' and its bytes' roofline times. Reasons are joined
-    by "; ".
+    tasks run; `bounds_us`: its FLOPs' and its bytes' roofline times; `gemm_work`: the
+    multiply-adds its GEMM runs and the bytes it copies per call (schedule/cpu_gemm.py
+    `gemm_work`). Reasons are joined by "; ".
 
     Operations that are no multiply-adds are named whichever bound is the larger: counted
     as one FLOP each, an exp or an erf is a dozen vector instructions, enough to keep a
@@ -48,6 +60,7 @@ def shortfall(compute: Compute, block: tuple[int, ...], target: Target,
     of its bytes' bound)."""
     reasons = [] if compute.stages or len(block) != len(compute.axes) else _plan_reasons(compute, block, target)
     reasons += _small_gemms(gemms)
+    reasons += _extra_work(compute, target, gemm_work)
     if bounds_us is not None and min(bounds_us) >= RIDGE * max(bounds_us) > 0:
         flops_us, bytes_us = bounds_us
         reasons.append(f"near the ridge: {bytes_us:.0f} us of bytes beside {flops_us:.0f} us of FLOPs")
@@ -91,3 +104,22 @@ def _not_multiply_adds(compute: Compute) -> list[str]:
     if per_output is None:
         return []
     return [x.op for x in walk(per_output) if isinstance(x, Call) and x.op in NOT_MULTIPLY_ADDS]
+
+
+def _extra_work(compute: Compute, target: Target, gemm_work: tuple[int, int] | None) -> list[str]:
+    """Work the roofline does not count that the plan does: a GEMM's multiply-adds beyond
+    the counted ones (taps on padding, positions past row ends) and its padded input
+    copied per call."""
+    reasons: list[str] = []
+    if gemm_work is not None:
+        an = TileAnalysis(compute)
+        macs, copied = gemm_work
+        counted = an.useful_flops() / 2  # a multiply-add counts 2 (an epilogue's few ops: less here)
+        if counted > 0 and macs >= EXTRA_WORK * counted:
+            reasons.append(f"its GEMM runs {macs / counted:.1f}x the multiply-adds counted "
+                           "(taps on padding, positions past row ends)")
+        compulsory = an.compulsory(target.levels[0].transaction)
+        if compulsory > 0 and copied >= EXTRA_COPY * compulsory:
+            reasons.append(f"copies {copied / 2**20:.1f} MiB of padded input per call "
+                           f"({copied / compulsory:.1f}x the compulsory bytes)")
+    return reasons

@@ -353,3 +353,23 @@ def prepacked_sides(m: Contraction, constant_inputs: Collection[int]) -> tuple[s
     if len(inputs) < 2 or inputs["a"] == inputs["b"]:
         return ()
     return tuple(side for side, i in inputs.items() if i in constant_inputs)
+
+
+def gemm_work(compute: Compute, tile: TileConfig) -> tuple[int, int] | None:
+    """(multiply-adds run, bytes copied per call) of `compute` on the GEMM path as `tile`
+    blocks it, or None where it takes none: every batch index, the channels exactly (rows
+    a micro-kernel runs past them not counted), every position of the panels of an operand
+    read in place (those past a row's end included), each panel over its live taps; a
+    gathered operand's every tap, padding included. The copy is the padded input an
+    operand read in place is made from (the roofline's reasons, compiler/cost/shortfall.py)."""
+    g = tile.gemm
+    if g is None:
+        return None
+    c, _ = merge_axes(compute, tile)
+    d = g.direct
+    if d is None:
+        return g.batch * g.m * g.n * g.k, 0
+    m = g.contraction(c)
+    live = live_fraction(c, live_taps(c, m.lhs if d.side == "a" else m.rhs, d))  # type: ignore[arg-type]
+    channels = g.n if d.side == "a" else g.m
+    return round(g.batch * channels * d.positions * g.k * live), 4 * d.copy_floats

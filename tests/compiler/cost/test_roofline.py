@@ -2,8 +2,9 @@
 
 import dataclasses
 
+import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from te_operators import matmul
 
 from compiler.cost.analysis import TileAnalysis
@@ -202,3 +203,40 @@ def test_a_dilated_convolution_is_priced_by_the_taps_it_reads():
     c = _dilated_conv(32, 18)
     assert TileAnalysis(c).useful_flops() / c.flops() == pytest.approx((60 / 96) ** 2)
     assert kernel_work(c, _machine())[0] == TileAnalysis(c).useful_flops()
+
+
+def test_shortfall_names_work_the_flops_leave_out():
+    """A GEMM's multiply-adds beyond the counted ones (taps on padding, positions past row
+    ends) and its padded input copied per call, each from the plan's `gemm_work`."""
+    t = _machine(cores=1)  # one task of the whole matmul, read once: no other reason
+    mm = matmul(256, 256, 256)
+    macs, compulsory = 256 ** 3, 3 * 256 * 256 * 4
+    assert shortfall(mm, (256, 256), t, gemm_work=(macs, 0)) == ""
+    assert shortfall(mm, (256, 256), t, gemm_work=(2 * macs, 0)) == \
+        "its GEMM runs 2.0x the multiply-adds counted (taps on padding, positions past row ends)"
+    assert shortfall(mm, (256, 256), t, gemm_work=(macs, compulsory // 4)) == ""
+    assert shortfall(mm, (256, 256), t, gemm_work=(macs, compulsory)) == \
+        "copies 0.8 MiB of padded input per call (1.0x the compulsory bytes)"
+
+
+def test_the_plan_gives_a_gemm_read_in_place_its_copy_and_its_multiply_adds():
+    """A stride-2 3x3 convolution read in place: its input copied padded (into phases) at
+    every call, named where it falls short; its multiply-adds at least the counted ones."""
+    from compiler.pipeline import kernel_times
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((64, 32, 3, 3)).astype(np.float32), "w")
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])
+    graph = helper.make_graph([conv], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 64, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 32, 32])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    plan = compile_model(model.SerializeToString(), get_target("cpu:x86-64-v3"),
+                         {"validate": False, "measure": False, "threads": 1}).plan
+    (k,) = kernel_times(plan, {k.symbol: 1e5 for k in plan.kernels})  # far below any bound
+    direct = plan.kernels[0].tile.gemm.direct
+    assert direct is not None and direct.copied  # the plan under test: patches read from a padded copy
+    macs, copied = k.gemm_work
+    assert macs >= 0.95 * TileAnalysis(k.compute).useful_flops() / 2
+    assert copied >= 32 * 64 * 64 * 4  # the whole input, padded
+    row = roofline_row(k, _machine(cores=1), measured_bounds(_machine(cores=1)))
+    assert "MiB of padded input per call" in row.reason
