@@ -11,7 +11,7 @@ against the bound: measured time minus roofline time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from compiler.cost.analysis import TileAnalysis
@@ -61,8 +61,9 @@ class KernelTime:
     measured_us: float
     ops: tuple[str, ...] = ()
     gemms: tuple[tuple[int, int, int], ...] = ()  # (M, N, K) of the GEMMs its tasks run (CPU)
-    # (multiply-adds run, bytes of input copied per call) of its GEMM (cpu_gemm.gemm_work)
-    gemm_work: tuple[int, int] | None = None
+    # (multiply-adds run, bytes of input copied per call) of its GEMM (cpu_gemm.gemm_work),
+    # asked only for a row that falls short (reading it from the plan costs 60 ms on ResNet-18)
+    gemm_work: Callable[[], tuple[int, int] | None] = lambda: None
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def roofline_row(k: KernelTime, target: Target, bounds: Bounds | None,
         lost = k.measured_us - bound_us
         if pct < 100 * SHORTFALL_BELOW:
             reason = shortfall(k.compute, k.block, target, gemms=k.gemms, bounds_us=(compute_us, memory_us),
-                               gemm_work=k.gemm_work)
+                               gemm_work=k.gemm_work())
     return RooflineRow(
         id=k.id, symbol=k.symbol, op_pattern=k.compute.label, ops=tuple(k.ops), flops=flops,
         dram_bytes=nbytes, measured_us=round(k.measured_us, 3), gflops=round(flops / seconds / 1e9, 3),

@@ -14,10 +14,9 @@ it computes on them reaches the larger only where the two overlap: MobileNetV2's
 32 -> 16 projection at 112 x 112 moves 94 us of bytes beside 110 us of FLOPs, and took 220).
 Work the FLOP count leaves out is named too: multiply-adds a GEMM runs on padding or on
 positions past a row's end (its panels of patches read in place keep a tap wherever one
-of their positions needs it: the ASPP segmenter's rate-12 convolution on 32 x 32), the
-padded copy of an input read in place made at every call, and the halo rows a
-convolution chain's depth-first tiles compute again (MobileNetV2's expand + depthwise
-chains).
+of their positions needs it: the ASPP segmenter's rate-12 convolution on 32 x 32), and
+the padded copy of an input read in place made at every call (the segmenter's stride-2
+convolution copies 2 MiB of its 3 MiB of compulsory bytes per call).
 """
 
 from __future__ import annotations

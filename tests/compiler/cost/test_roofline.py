@@ -235,7 +235,7 @@ def test_the_plan_gives_a_gemm_read_in_place_its_copy_and_its_multiply_adds():
     (k,) = kernel_times(plan, {k.symbol: 1e5 for k in plan.kernels})  # far below any bound
     direct = plan.kernels[0].tile.gemm.direct
     assert direct is not None and direct.copied  # the plan under test: patches read from a padded copy
-    macs, copied = k.gemm_work
+    macs, copied = k.gemm_work()
     assert macs >= 0.95 * TileAnalysis(k.compute).useful_flops() / 2
     assert copied >= 32 * 64 * 64 * 4  # the whole input, padded
     row = roofline_row(k, _machine(cores=1), measured_bounds(_machine(cores=1)))
