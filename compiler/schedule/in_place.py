@@ -10,12 +10,15 @@ multiply-adds. With few output channels that gather dominates: 41% of a
 Where consecutive output positions along the innermost output axis read input
 elements a constant `step` apart (any stride, dilation or padding), the
 micro-kernel reads the patches from the input itself: for reduce index k, position
-i of a panel is at `panel base + koff[k] + step * i`. Padding is handled once per
+i of a panel is at `panel base + koff[k] + step * i`. Padding is handled at every
 call by copying the input into a buffer extended to the window's reach (the pad
 value around it; not along a dimension a whole line reads at one index, where the live
 taps skip what leaves the input: `_trimmed_reach`), so every read is in bounds, and the
 offsets koff are a static table; where the windows reach no padding and no panel reads past the input's end
-(a 1x1 convolution whose lines fill whole panels) the input is read without a copy. The patches can be either operand:
+(a 1x1 convolution whose lines fill whole panels) the input is read without a copy. The
+team makes the copy once, or, where the tasks split only the positions, each thread
+copies the rows its tasks read (compiler/schedule/row_reach.py), in the same layout.
+The patches can be either operand:
 - B (the SIMD lanes: output positions in vectors), where step is 1: a stride s along
   the rows (2 to MAX_PHASES) is made 1 by splitting the copy's columns into s phases
   (column x at (x % s) * width + x // s), each tap's offset naming its phase, or

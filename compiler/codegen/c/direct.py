@@ -16,9 +16,11 @@ from collections.abc import Sequence
 from compiler.codegen.c.stage import write_box_copy
 from compiler.codegen.cexpr import literal
 from compiler.codegen.csource import CSource
+from compiler.ir.affine import row_major_strides
 from compiler.ir.te import Compute
 from compiler.schedule.gemm_blocking import DirectOperand, GemmBlocking
 from compiler.schedule.live_taps import Ranges, live_taps
+from compiler.schedule.row_reach import RowReach
 
 KOFF = "tf_koff"  # the kernel's static table of per-k offsets
 LIVE, LIVE_AT, LIVE_CLASS = "tf_live", "tf_live_at", "tf_live_class"  # the live taps' tables
@@ -106,3 +108,63 @@ def write_padded_copy(d: DirectOperand, shape: tuple[int, ...], src: CSource) ->
     src.line(f"for (int64_t q = {math.prod(d.stored)}L; q < {d.floats}L; ++q) pad[q] = 0.0f;")
     write_box_copy(src, "pad", f"in{d.input}", shape, d.extents, [f"({lo}L)" for lo in d.lo],
                    literal(d.pad_value, "float32"), "float", shared=True, phases=d.phases)
+
+
+HAVE = ("h0", "h1")  # the rows of each channel a thread's `pad` holds: h0 .. h1
+
+
+def write_task_copy(d: DirectOperand, reach: RowReach, shape: tuple[int, ...], first: str, count: str,
+                    src: CSource) -> None:
+    """Statements filling the rows of the thread's own `pad` that a task's positions `first`
+    .. `first + count - 1` read (`reach`, compiler/schedule/row_reach.py), so the task reads
+    what its own core just copied and no thread waits for another's copy. The thread's
+    tasks come in order (`omp for schedule(static)`): rows an earlier task of the thread
+    copied (`HAVE`, declared by the caller as 0 and -1) are not copied again, so a thread
+    copies its tasks' rows once. Positions past a line's end are computed and dropped:
+    what they read past the last row held (at most a line and a panel) is zeroed, not left
+    to whatever the scratch held."""
+    h0, h1 = HAVE
+    per_line = d.line_panels * d.panel
+    src.line(f"const int64_t l0 = ({first}) / {per_line}L, l1 = ({first} + {count} - 1) / {per_line}L;")
+    step = 1
+    for axis, extent, _ in reversed(d.outer):  # each walked axis's values over lines l0 .. l1
+        whole = f"l0 / {step * extent}L != l1 / {step * extent}L"
+        src.line(f"const int64_t v{axis}lo = {whole} ? 0 : l0 / {step}L % {extent}L;")
+        src.line(f"const int64_t v{axis}hi = {whole} ? {extent - 1}L : l1 / {step}L % {extent}L;")
+        step *= extent
+    if d.fold is not None:  # the rows of a plane walked at a period: positions / period
+        axis, _, period = d.fold
+        src.line(f"const int64_t v{axis}lo = l0 != l1 ? 0 : ({first}) % {per_line}L / {period}L;")
+        src.line(f"const int64_t v{axis}hi = l0 != l1 ? {(per_line - 1) // period}L "
+                 f": ({first} + {count} - 1) % {per_line}L / {period}L;")
+    low = [str(reach.first + reach.low)] + [f"{k}L * v{a}{'lo' if k > 0 else 'hi'}" for a, k in reach.coefs]
+    high = [str(reach.first + reach.high)] + [f"{k}L * v{a}{'hi' if k > 0 else 'lo'}" for a, k in reach.coefs]
+    src.line(f"int64_t r0 = {' + '.join(low)}, r1 = {' + '.join(high)};")
+    src.line("if (r0 < 0) r0 = 0;")
+    src.line(f"if (r1 > {d.extents[reach.dim] - 1}L) r1 = {d.extents[reach.dim] - 1}L;")
+    src.line(f"if (r0 < {h0} || r0 > {h1} + 1) {{ {h0} = r0; {h1} = r0 - 1; }}")
+    with src.block(f"if (r1 > {h1})"):
+        src.line(f"const int64_t c0 = {h1} + 1;")
+        src.line(f"{h1} = r1;")
+        write_box_copy(src, "pad", f"in{d.input}", shape, d.extents, [f"({lo}L)" for lo in d.lo],
+                       literal(d.pad_value, "float32"), "float", phases=d.phases, span=(reach.dim, "c0", "r1 + 1"))
+        _zero_spill(d, reach.dim, src)
+
+
+def _zero_spill(d: DirectOperand, dim: int, src: CSource) -> None:
+    """Zero what dropped positions read past the rows held in each channel: a line and a
+    panel past row h1, stopping where the next channel's rows held start."""
+    h0, h1 = HAVE
+    strides = row_major_strides(d.stored)
+    block = strides[dim - 1] if dim > 0 else math.prod(d.stored)
+    spill = d.stored[-1] + d.panel * d.step
+    with src.block(""):
+        for k in range(dim):
+            src.line(f"for (int64_t z{k} = 0; z{k} < {d.stored[k]}L; ++z{k})")
+        with src.block(""):
+            start = " + ".join([*(f"z{k} * {strides[k]}L" for k in range(dim)), "0"])
+            src.line(f"const int64_t q0 = {start} + ({h1} + 1) * {strides[dim]}L;")
+            src.line(f"int64_t q1 = {start} + {block}L + {h0} * {strides[dim]}L;")
+            src.line(f"if (q1 > q0 + {spill}L) q1 = q0 + {spill}L;")
+            src.line(f"if (q1 > {d.floats}L) q1 = {d.floats}L;")
+            src.line("for (int64_t q = q0; q < q1; ++q) pad[q] = 0.0f;")

@@ -72,13 +72,15 @@ def write_staging(src: CSource, s: StagedInput, c: Compute) -> None:
 
 def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[int], box: Sequence[int],
                    origins: Sequence[str], pad: str, ctype: str, shared: bool = False,
-                   phases: int = 1) -> None:
+                   phases: int = 1, span: tuple[int, str, str] | None = None) -> None:
     """Fill dense row-major `dst` (shape `box`) from the box of tensor `source` whose first
     index is `origins` (C expressions): rows clipped to the tensor and copied, everything
     outside it `pad`. `shared`: the rows are shared among the OpenMP team (a work-shared
     loop, which every thread of the team must reach; it ends on a barrier). `phases` > 1:
     each row of `dst` holds its columns split by phase (column x at (x % phases) * width
-    + x / phases, width = ceil(box[-1] / phases), the last ones the pad value)."""
+    + x / phases, width = ceil(box[-1] / phases), the last ones the pad value). `span`
+    (dimension, first, end: C expressions): only the indices from first to end along that
+    dimension (not the last) are filled."""
     rank, inner = len(box), box[-1]
     width = -(-inner // phases)
     strides = row_major_strides(source_shape)
@@ -86,7 +88,8 @@ def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[i
         if shared and rank > 1:
             src.line(f"#pragma omp for collapse({rank - 1}) schedule(static)")
         for d in range(rank - 1):
-            src.line(f"for (int64_t z{d} = 0; z{d} < {box[d]}L; ++z{d})")
+            first, end = span[1:] if span is not None and span[0] == d else ("0", f"{box[d]}L")
+            src.line(f"for (int64_t z{d} = {first}; z{d} < {end}; ++z{d})")
         with src.block(""):
             row = " + ".join(f"z{d} * {math.prod(box[d + 1:-1]) * width * phases}L" for d in range(rank - 1)) or "0"
             src.line(f"{ctype}* const dst = {dst} + {row};")
