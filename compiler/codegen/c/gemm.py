@@ -411,7 +411,7 @@ class _GemmWriter:
         for a GEMM the calling thread runs, the caller's (`SCRATCH`). `own_copy`: the
         thread's scratch also holds its own `pad` (`_own_copy`), its slack zeroed."""
         if team:
-            floats = scratch_floats(self.g)
+            floats = -(-scratch_floats(self.g) // 16) * 16  # `pad` starts on a cache line
             d = self.g.direct
             extra = -(-d.floats // 16) * 16 if own_copy and d is not None else 0
             with thread_scratch(self.src, split, "ct", floats + extra):

@@ -1,7 +1,8 @@
 """Convolutions read in place whose tasks split only the positions copy each task's input
-rows into their thread's own scratch (c/direct.py `write_task_copy`): tasks of one panel,
-at one and two threads, split rows, planes, polyphase columns and border taps, so that
-every way a thread's rows grow, restart and reach the last row of a channel is run."""
+rows into their thread's own scratch (c/direct.py `write_task_copy`): tasks of one panel
+(inside a line) and of two (across lines), at one and two threads, over rows, planes,
+polyphase columns and border taps, so that every way a thread's rows grow, restart and
+reach the last row of a channel is run."""
 
 from __future__ import annotations
 
@@ -34,21 +35,21 @@ CASES: dict[str, tuple[Compute, int]] = {
 }
 
 
-def one_panel_tasks(c: Compute, lanes: int) -> TileConfig:
-    """The planned tile with tasks of one panel of positions and one tile of channels."""
+def panel_tasks(c: Compute, lanes: int, panels: int = 1) -> TileConfig:
+    """The planned tile with tasks of `panels` panels of positions and one tile of channels."""
     tile = planned(c, default_tile(c, cpu(lanes)), cpu(lanes), (1, 2))
     g = tile.gemm
     assert g is not None and g.direct is not None and g.batch == 1
     if g.direct.side == "b":
-        g = dataclasses.replace(g, mc=-(-g.m // g.mk.rows) * g.mk.rows, nc=g.mk.cols)
+        g = dataclasses.replace(g, mc=-(-g.m // g.mk.rows) * g.mk.rows, nc=panels * g.mk.cols)
     else:
-        g = dataclasses.replace(g, nc=-(-g.n // g.mk.cols) * g.mk.cols, mc=g.mk.rows)
+        g = dataclasses.replace(g, nc=-(-g.n // g.mk.cols) * g.mk.cols, mc=panels * g.mk.rows)
     return dataclasses.replace(tile, gemm=g)
 
 
-@pytest.fixture(scope="module")
-def library(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
-    kernels = {name: (c, one_panel_tasks(c, lanes)) for name, (c, lanes) in CASES.items()}
+@pytest.fixture(scope="module", params=[1, 2], ids=["1-panel", "2-panels"])
+def library(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
+    kernels = {name: (c, panel_tasks(c, lanes, request.param)) for name, (c, lanes) in CASES.items()}
     return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("task_copy")),
                          {name: cpu(lanes) for name, (_, lanes) in CASES.items()},
                          {name: (1, 2) for name in CASES})
@@ -81,7 +82,7 @@ def test_tasks_that_split_channels_or_images_share_one_copy(tmp_path: Path) -> N
     would be copied by several tasks: the team copies the input once, as before."""
     images = window_conv(2, 5, 6, 9, 37, 3, 3)
     channels = window_conv(1, 5, 32, 20, 37, 3, 3)
-    tile = one_panel_tasks(channels, 8)
+    tile = panel_tasks(channels, 8)
     assert tile.gemm is not None
     split = dataclasses.replace(tile, gemm=dataclasses.replace(tile.gemm, mc=tile.gemm.mk.rows))
     lib = KernelLibrary({"images": (images, default_tile(images, cpu(8))), "channels": (channels, split)},
