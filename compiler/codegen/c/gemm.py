@@ -122,7 +122,10 @@ def stores_from_registers(c: Compute, g: GemmBlocking) -> int | None:
     convolution, a matmul), the post vectorizing along it. A 1x1 expand convolution with
     K = 16 (96 channels over 112 x 112, MobileNetV2) wrote and read back its whole output
     through scratch for 16 multiply-adds an output: 588 -> 456 us at one thread, 357 ->
-    310 at two (Zen 4, C harness)."""
+    310 at two (Zen 4, C harness). Not for positions read in place (c/direct.py): a 1x1
+    convolution reading its input in place as B, stored this way, ran 1.03-1.28x its time
+    through the C tile and the row-run epilogue (16 -> 96 channels over 112 x 112, 24 -> 144
+    over 56 x 56; Zen 4, same plans timed in rounds)."""
     if g.direct is not None or g.swapped or c.dtype != "float32" or g.k > g.kc:
         return None
     last = len(c.axes) - 1
