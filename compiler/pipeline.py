@@ -574,7 +574,8 @@ def kernel_times(plan: ExecutionPlan, measured: dict[str, float] | None = None) 
             tiles = (k.tile, *(t for block in k.tile.members for t in block))
             gemms = tuple((t.gemm.m, t.gemm.n, t.gemm.k) for t in tiles if t.gemm is not None)
             out.append(KernelTime(k.id, k.symbol, k.compute, k.tile.block, us, k.ops, gemms,
-                                  functools.partial(gemm_work, k.compute, k.tile)))
+                                  functools.partial(gemm_work, k.compute, k.tile),
+                                  k.tile.chain.rows if k.tile.chain is not None else None))
     return out
 
 

@@ -64,6 +64,7 @@ class KernelTime:
     # (multiply-adds run, bytes of input copied per call) of its GEMM (cpu_gemm.gemm_work),
     # asked only for a row that falls short (reading it from the plan costs 60 ms on ResNet-18)
     gemm_work: Callable[[], tuple[int, int] | None] = lambda: None
+    chain_rows: int | None = None  # a convolution chain's rows per tile (its ChainTiling)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def roofline_row(k: KernelTime, target: Target, bounds: Bounds | None,
         lost = k.measured_us - bound_us
         if pct < 100 * SHORTFALL_BELOW:
             reason = shortfall(k.compute, k.block, target, gemms=k.gemms, bounds_us=(compute_us, memory_us),
-                               gemm_work=k.gemm_work())
+                               gemm_work=k.gemm_work(), chain_rows=k.chain_rows)
     return RooflineRow(
         id=k.id, symbol=k.symbol, op_pattern=k.compute.label, ops=tuple(k.ops), flops=flops,
         dram_bytes=nbytes, measured_us=round(k.measured_us, 3), gflops=round(flops / seconds / 1e9, 3),

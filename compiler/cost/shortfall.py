@@ -16,7 +16,11 @@ Work the FLOP count leaves out is named too: multiply-adds a GEMM runs on paddin
 positions past a row's end (its panels of patches read in place keep a tap wherever one
 of their positions needs it: the ASPP segmenter's rate-12 convolution on 32 x 32), and
 the padded copy of an input read in place made at every call (the segmenter's stride-2
-convolution copies 2 MiB of its 3 MiB of compulsory bytes per call).
+convolution copies 2 MiB of its 3 MiB of compulsory bytes per call). A convolution chain
+(compiler/ir/chain.py) names the rows its tasks recompute (each tile's members compute
+the halos their readers' windows need, which the neighbouring tile computes too) and its
+members that reduce too shallow a depth to keep FMAs busy (MobileNetV2's chains: a 1x1
+expansion 16 deep and a depthwise 3x3, 9 taps, at 45-48% of the bound).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import math
 from collections.abc import Sequence
 
 from compiler.cost.analysis import TileAnalysis
+from compiler.ir.chain import chain_shape, task_kinds
 from compiler.ir.te import Call, Compute, Expr, walk
 from compiler.target.base import Target
 
@@ -46,12 +51,13 @@ NOT_MULTIPLY_ADDS = frozenset({"div", "reciprocal", "pow", "exp", "log", "sqrt",
 
 def shortfall(compute: Compute, block: tuple[int, ...], target: Target,
               gemms: Sequence[tuple[int, int, int]] = (), bounds_us: tuple[float, float] | None = None,
-              gemm_work: tuple[int, int] | None = None) -> str:
+              gemm_work: tuple[int, int] | None = None, chain_rows: int | None = None) -> str:
     """A short reason `compute`, tiled in tasks of `block` outputs, misses its roofline bound
     on `target`, or "" where the plan gives none. `gemms`: the (M, N, K) of the GEMMs its
     tasks run; `bounds_us`: its FLOPs' and its bytes' roofline times; `gemm_work`: the
     multiply-adds its GEMM runs and the bytes it copies per call (schedule/cpu_gemm.py
-    `gemm_work`). Reasons are joined by "; ".
+    `gemm_work`); `chain_rows`: a convolution chain's rows per tile (its `ChainTiling`).
+    Reasons are joined by "; ".
 
     Operations that are no multiply-adds are named whichever bound is the larger: counted
     as one FLOP each, an exp or an erf is a dozen vector instructions, enough to keep a
@@ -60,6 +66,7 @@ def shortfall(compute: Compute, block: tuple[int, ...], target: Target,
     reasons = [] if compute.stages or len(block) != len(compute.axes) else _plan_reasons(compute, block, target)
     reasons += _small_gemms(gemms)
     reasons += _extra_work(compute, target, gemm_work)
+    reasons += _chain_work(compute, chain_rows)
     if bounds_us is not None and min(bounds_us) >= RIDGE * max(bounds_us) > 0:
         flops_us, bytes_us = bounds_us
         reasons.append(f"near the ridge: {bytes_us:.0f} us of bytes beside {flops_us:.0f} us of FLOPs")
@@ -121,4 +128,29 @@ def _extra_work(compute: Compute, target: Target, gemm_work: tuple[int, int] | N
         if compulsory > 0 and copied >= EXTRA_COPY * compulsory:
             reasons.append(f"copies {copied / 2**20:.1f} MiB of padded input per call "
                            f"({copied / compulsory:.1f}x the compulsory bytes)")
+    return reasons
+
+
+def _chain_work(compute: Compute, rows: int | None) -> list[str]:
+    """A convolution chain's halo rows, computed by two tiles each, where they add
+    `EXTRA_WORK` of the FLOPs counted; and its members reducing under SHALLOW_K deep."""
+    shape = chain_shape(compute) if rows is not None and compute.stages else None
+    if shape is None or rows is None:
+        return []
+    kinds, table = task_kinds(shape, rows)
+    run = counted = 0.0
+    shallow = []
+    for k, m in enumerate(compute.members()):
+        flops = TileAnalysis(m).flops()
+        run += flops * sum(kinds[v].spans[k].count for v in table) / shape.member_rows[k]
+        counted += flops
+        depth = math.prod(a.extent for a in m.reduce_axes)
+        if m.is_reduction and depth < SHALLOW_K:
+            shallow.append(depth)
+    reasons = []
+    if counted > 0 and run >= EXTRA_WORK * counted:
+        reasons.append(f"its tiles compute {run / counted:.2f}x the FLOPs counted (halo rows computed twice)")
+    if shallow:
+        reasons.append(f"member{'s' * (len(shallow) > 1)} {', '.join(map(str, shallow))} deep: few multiply-adds "
+                       "an output against its loads and store")
     return reasons

@@ -240,3 +240,22 @@ def test_the_plan_gives_a_gemm_read_in_place_its_copy_and_its_multiply_adds():
     assert copied >= 32 * 64 * 64 * 4  # the whole input, padded
     row = roofline_row(k, _machine(cores=1), measured_bounds(_machine(cores=1)))
     assert "MiB of padded input per call" in row.reason
+
+
+def test_a_chain_names_its_shallow_members_and_recomputed_halos():
+    """MobileNetV2's stride-2 inverted residual as one chain (planned by the model for a named
+    target): far below its bound, its 16-deep expansion and 9-tap depthwise are named, and
+    with tiles of one row the halo rows its tiles compute twice."""
+    from compiler.bench.cnn_blocks import inverted_residual_stage
+    from compiler.pipeline import kernel_times
+
+    target = get_target("cpu:sapphirerapids").with_units(2)
+    plan = compile_model(inverted_residual_stage(16, 56, stride=2).SerializeToString(), target,
+                         {"validate": False, "measure": False, "threads": 2}).plan
+    chains = [k for k in kernel_times(plan, {k.symbol: 1e5 for k in plan.kernels}) if k.chain_rows is not None]
+    assert chains, "the plan under test runs the block as a chain"
+    k = chains[0]
+    row = roofline_row(k, _machine(cores=2), measured_bounds(_machine(cores=2)))
+    assert "16, 9 deep" in row.reason
+    one_row = roofline_row(dataclasses.replace(k, chain_rows=1), _machine(cores=2), measured_bounds(_machine(cores=2)))
+    assert "halo rows computed twice" in one_row.reason and "halo" not in row.reason  # 7 rows a tile: 1.05x
