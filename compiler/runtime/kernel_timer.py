@@ -4,7 +4,8 @@ and the per-kernel times of `tileforge profile`.
 The kernels are in one shared library (a kernel's candidates, or a whole model's
 model.so); each is called on random buffers of its own, after a warm-up call,
 until a small time budget is spent, all of one request in rounds (one call of each
-per round); the median is its measured time.
+per round, a kernel's candidates in an order that turns every round: `round_order`);
+the median is its measured time.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 import statistics
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,22 +102,46 @@ def time_kernels(library: bytes, calls: Sequence[KernelCall],
         # gone: a MobileNetV2 block's three kernels, timed beside their fused chain, summed
         # to 628 us, where each timed with its own candidates took 330 and the three ran
         # in 312 in the model's run (Zen 5), and the chain, 405 us, was kept.
-        rewarm = [not evict.size and _buffer_key(call) != _buffer_key(batch[i - 1]) for i, call in enumerate(batch)]
+        #
+        # Calls on the same buffers (a kernel's candidates) follow each other in an order that
+        # turns every round: the first of them after another kernel's calls ran slowest and
+        # each next one faster, rewarmed or not, the code being the same (five copies of one
+        # 1x1 convolution, Zen 4, two threads: 489, 371, 347, 340, 333 us), so a fixed order
+        # handed the model's first candidate a handicap.
+        keys = [_buffer_key(call) for call in batch]
         times: list[list[float]] = [[] for _ in batch]
-        start, budget = time.perf_counter(), _BUDGET_S * len(batch)
+        start, budget, rounds = time.perf_counter(), _BUDGET_S * len(batch), 0
         while len(times[0]) < _MAX_RUNS and (len(times[0]) < _MIN_RUNS or time.perf_counter() - start < budget):
-            for (fn, ptrs), runs, again in zip(fns, times, rewarm, strict=True):
+            for i, rewarm in round_order(keys, rounds):
+                fn, ptrs = fns[i]
                 if evict.size:
                     evict += 1.0
-                elif again:
+                elif rewarm:
                     fn(*ptrs)
                 t0 = time.perf_counter()
                 fn(*ptrs)
-                runs.append(time.perf_counter() - t0)
+                times[i].append(time.perf_counter() - t0)
+            rounds += 1
         for call, runs in zip(batch, times, strict=True):
             result[call.symbol] = statistics.median(runs) * 1e6
         del arrays
     return result
+
+
+def round_order(keys: Sequence[Hashable], round_index: int) -> list[tuple[int, bool]]:
+    """The calls of round `round_index` of `time_kernels`: (index into `keys`, whether it is
+    made once untimed first). Runs of equal keys (calls on the same buffers: a kernel's
+    candidates) keep their place, each run turned by one call a round, so that every call
+    of a run is its first equally often; the first of a run is rewarmed where other runs'
+    calls come between."""
+    runs: list[list[int]] = []
+    for i, key in enumerate(keys):
+        if runs and keys[runs[-1][0]] == key:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return [(run[(round_index + pos) % len(run)], pos == 0 and len(runs) > 1)
+            for run in runs for pos in range(len(run))]
 
 
 def _buffer_key(call: KernelCall) -> tuple[int, tuple[tuple[int, int], ...]]:

@@ -12,7 +12,7 @@ import pytest
 
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var
 from compiler.runtime import kernel_timer
-from compiler.runtime.kernel_timer import KernelCall, time_kernels
+from compiler.runtime.kernel_timer import KernelCall, round_order, time_kernels
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -50,7 +50,8 @@ def test_calls_are_timed_in_rounds(tmp_path: Path) -> None:
     """A kernel's candidates, and kernels of other Computes alike (a fused group and its
     parts): one timed call of each per round. A call on other buffers than the call before
     it is made once more, untimed, just before: in a run a kernel finds its input as its
-    producer left it, in cache. Candidates of one Compute share buffers and need none."""
+    producer left it, in cache. Candidates of one Compute share buffers and need none; their
+    order turns every round, so each is the first of them as often as the others."""
     library, log = _library(tmp_path)
     candidates = _copy(16)  # two candidates of one kernel: one Compute, so one set of buffers
     calls = [KernelCall("a", candidates), KernelCall("b", candidates), KernelCall("slow", _copy(32))]
@@ -58,8 +59,10 @@ def test_calls_are_timed_in_rounds(tmp_path: Path) -> None:
     logged = log.read_text()
     assert logged[:3] == "abs"  # the warm-up calls, then rounds of all three
     rounds = logged[3:]
-    # a follows slow (other buffers): warmed; b follows a (the same): not; slow follows b: warmed
-    assert len(rounds) % 5 == 0 and rounds == "aabss" * (len(rounds) // 5) and len(rounds) >= 15
+    # the first candidate follows slow (other buffers): warmed; the second follows it (the
+    # same buffers): not; slow follows them: warmed. a and b take turns at being first.
+    assert len(rounds) % 10 in (0, 5) and len(rounds) >= 15
+    assert rounds == ("aabss" + "bbass") * (len(rounds) // 10) + "aabss" * (len(rounds) % 10 // 5)
     assert times["slow"] > 10 * max(times["a"], times["b"])
 
 
@@ -70,3 +73,15 @@ def test_buffers_beyond_a_batch_are_timed_in_a_later_one(tmp_path: Path, monkeyp
     logged = log.read_text()
     assert logged.index("b") == logged.rindex("a") + 1  # every call of a before the first of b
     assert set(times) == {"a", "b"}
+
+
+def test_each_candidate_is_first_of_its_run_as_often_as_the_others() -> None:
+    """Runs of calls on the same buffers keep their place in a round and turn by one call a
+    round; only a run's first call is rewarmed, and only where other runs come between."""
+    keys = ["x", "x", "x", "y", "z", "z"]
+    orders = [round_order(keys, r) for r in range(3)]
+    assert [i for i, _ in orders[0]] == [0, 1, 2, 3, 4, 5]
+    assert [i for i, _ in orders[1]] == [1, 2, 0, 3, 5, 4]
+    assert [i for i, _ in orders[2]] == [2, 0, 1, 3, 4, 5]
+    assert all([w for _, w in o] == [True, False, False, True, True, False] for o in orders)
+    assert round_order(["x", "x"], 1) == [(1, False), (0, False)]  # one run: nothing comes between
