@@ -35,16 +35,18 @@ def row_reach(c: Compute, load: Load, d: DirectOperand) -> RowReach | None:
     axis moves another one (a batch of images walked in one side)."""
     if not d.copied or d.batch or len(d.extents) < 2:
         return None
-    forms = [linear_form(i) for i in load.indices]
+    affine = [linear_form(i) for i in load.indices]
+    forms = [f for f in affine if f is not None]
+    if len(forms) < len(affine):
+        return None
     walked = [axis for axis, _, _ in d.outer] + ([d.fold[0]] if d.fold is not None else [])
     dim = len(forms) - 2
     names = {c.axes[a].name: a for a in walked if c.axes[a].extent > 1}
-    if any(f is None for f in forms) or c.axes[d.inner].name in forms[dim][1]:  # type: ignore[index]
+    if c.axes[d.inner].name in forms[dim][1]:
         return None
-    for k, form in enumerate(forms):
-        if k != dim and any(v in names for v in form[1]):  # type: ignore[index]
-            return None
-    const, coefs = forms[dim]  # type: ignore[misc]
+    if any(k != dim and any(v in names for v in form[1]) for k, form in enumerate(forms)):
+        return None
+    const, coefs = forms[dim]
     reduce_names = {a.name: a.extent for a in c.reduce_axes}
     moved = tuple((names[v], k) for v, k in coefs.items() if v in names)
     if not moved:
