@@ -17,7 +17,7 @@ from compiler.codegen.c.stage import write_box_copy
 from compiler.codegen.cexpr import literal
 from compiler.codegen.csource import CSource
 from compiler.ir.affine import row_major_strides
-from compiler.ir.te import Compute
+from compiler.ir.te import Compute, Load
 from compiler.schedule.gemm_blocking import DirectOperand, GemmBlocking
 from compiler.schedule.live_taps import Ranges, live_taps
 from compiler.schedule.row_reach import RowReach
@@ -39,14 +39,20 @@ def _table(ctype: str, name: str, values: Sequence[int], src: CSource) -> None:
     src.line("};")
 
 
+def read_in_place(c: Compute, g: GemmBlocking) -> Load:
+    """The load of `g`'s operand read in place (`g.direct`, which must be set)."""
+    assert g.direct is not None
+    m = g.contraction(c)
+    load = m.lhs if g.direct.side == "a" else m.rhs
+    assert isinstance(load, Load)  # compiler/schedule/in_place.py lays out loads only
+    return load
+
+
 def direct_taps(c: Compute, g: GemmBlocking) -> list[Ranges] | None:
     """The live taps of each panel of `g`'s operand read in place (None: it skips none)."""
     if g.direct is None:
         return None
-    m = g.contraction(c)
-    load = m.lhs if g.direct.side == "a" else m.rhs
-    assert load is not None
-    return live_taps(c, load, g.direct)  # type: ignore[arg-type]
+    return live_taps(c, read_in_place(c, g), g.direct)
 
 
 def live_tables(d: DirectOperand, taps: list[Ranges], k: int, kc: int, src: CSource) -> None:
@@ -105,12 +111,24 @@ def write_padded_copy(d: DirectOperand, shape: tuple[int, ...], src: CSource) ->
     them (copied on one thread, it was the serial part of a convolution on two: 12% of a
     32-channel 3x3 one on a 128 x 128 map)."""
     src.line("#pragma omp single nowait")
-    src.line(f"for (int64_t q = {math.prod(d.stored)}L; q < {d.floats}L; ++q) pad[q] = 0.0f;")
+    _zero_slack(d, src)
     write_box_copy(src, "pad", f"in{d.input}", shape, d.extents, [f"({lo}L)" for lo in d.lo],
                    literal(d.pad_value, "float32"), "float", shared=True, phases=d.phases)
 
 
-HAVE = ("h0", "h1")  # the rows of each channel a thread's `pad` holds: h0 .. h1
+def _zero_slack(d: DirectOperand, src: CSource) -> None:
+    """The statement zeroing `pad` past the box: the slack a last panel's overrun reads."""
+    src.line(f"for (int64_t q = {math.prod(d.stored)}L; q < {d.floats}L; ++q) pad[q] = 0.0f;")
+
+
+_HAVE = ("h0", "h1")  # the rows of each channel a thread's `pad` holds: h0 .. h1
+
+
+def start_task_copies(d: DirectOperand, src: CSource) -> None:
+    """Statements readying a thread's own `pad` (declared by the caller) for its tasks'
+    copies (`write_task_copy`): its slack zeroed, no rows held yet."""
+    _zero_slack(d, src)
+    src.line(f"int64_t {_HAVE[0]} = 0, {_HAVE[1]} = -1;")
 
 
 def write_task_copy(d: DirectOperand, reach: RowReach, shape: tuple[int, ...], first: str, count: str,
@@ -119,11 +137,11 @@ def write_task_copy(d: DirectOperand, reach: RowReach, shape: tuple[int, ...], f
     .. `first + count - 1` read (`reach`, compiler/schedule/row_reach.py), so the task reads
     what its own core just copied and no thread waits for another's copy. The thread's
     tasks come in order (`omp for schedule(static)`): rows an earlier task of the thread
-    copied (`HAVE`, declared by the caller as 0 and -1) are not copied again, so a thread
+    copied (`_HAVE`, from `start_task_copies`) are not copied again, so a thread
     copies its tasks' rows once. Positions past a line's end are computed and dropped:
     what they read past the last row held (at most a line and a panel) is zeroed, not left
     to whatever the scratch held."""
-    h0, h1 = HAVE
+    h0, h1 = _HAVE
     per_line = d.line_panels * d.panel
     src.line(f"const int64_t l0 = ({first}) / {per_line}L, l1 = ({first} + {count} - 1) / {per_line}L;")
     step = 1
@@ -154,7 +172,7 @@ def write_task_copy(d: DirectOperand, reach: RowReach, shape: tuple[int, ...], f
 def _zero_spill(d: DirectOperand, dim: int, src: CSource) -> None:
     """Zero what dropped positions read past the rows held in each channel: a line and a
     panel past row h1, stopping where the next channel's rows held start."""
-    h0, h1 = HAVE
+    h0, h1 = _HAVE
     strides = row_major_strides(d.stored)
     block = strides[dim - 1] if dim > 0 else math.prod(d.stored)
     spill = d.stored[-1] + d.panel * d.step

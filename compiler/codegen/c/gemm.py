@@ -51,7 +51,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 from compiler.codegen.c.direct import (
-    HAVE,
     KOFF,
     LIVE_CLASS,
     direct_taps,
@@ -59,6 +58,8 @@ from compiler.codegen.c.direct import (
     live_list,
     live_tables,
     panel_base,
+    read_in_place,
+    start_task_copies,
     write_padded_copy,
     write_task_copy,
 )
@@ -97,8 +98,8 @@ def render_gemm(c: Compute, g: GemmBlocking, params: Sequence[str], header: str,
     if not team and (g.direct is not None or g.packed):
         raise ValueError("a GEMM run by the calling thread packs its operands itself")
     taps = direct_taps(c, g)
-    _micro_kernels(g, src, prefix, taps, stores_from_registers(c, g) is not None)
     writer = _GemmWriter(c, g, params, src, prefix, taps)
+    _micro_kernels(g, src, prefix, taps, writer.stored_axis is not None)
     split = writer.write(header, parallel, team)
     writer.write_packers(symbol)
     return split
@@ -455,8 +456,7 @@ class _GemmWriter:
             with thread_scratch(self.src, split, "ct", floats + extra):
                 if own_copy and d is not None:
                     self.src.line(f"float* const pad = ct + {floats};")
-                    self.src.line(f"for (int64_t q = {math.prod(d.stored)}L; q < {d.floats}L; ++q) pad[q] = 0.0f;")
-                    self.src.line(f"int64_t {HAVE[0]} = 0, {HAVE[1]} = -1;")
+                    start_task_copies(d, self.src)
                 yield
             return
         with self.src.block(""):
@@ -474,8 +474,7 @@ class _GemmWriter:
         d = self.g.direct
         if not team or d is None or self.g.batch != 1 or (tm if d.side == "b" else tn) != 1:
             return None
-        load = self.m.rhs if d.side == "b" else self.m.lhs
-        return row_reach(self.c, load, d) if load is not None else None
+        return row_reach(self.c, read_in_place(self.c, self.g), d)
 
     def _padded_input(self, d: DirectOperand) -> None:
         """`float* pad`, shared by the team: the input read in place, copied once, padded
