@@ -369,7 +369,6 @@ def gemm_work(compute: Compute, tile: TileConfig) -> tuple[int, int] | None:
     d = g.direct
     if d is None:
         return g.batch * g.m * g.n * g.k, 0
-    m = g.contraction(c)
-    live = live_fraction(c, live_taps(c, m.lhs if d.side == "a" else m.rhs, d))  # type: ignore[arg-type]
+    live = live_fraction(c, live_taps(c, g.read_in_place(c), d))
     channels = g.n if d.side == "a" else g.m
     return round(g.batch * channels * d.positions * g.k * live), 4 * d.copy_floats

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.ir.contraction import Contraction, match_contraction
-from compiler.ir.te import Compute
+from compiler.ir.te import Compute, Load
 from compiler.schedule.plan_json import as_json, tuples
 
 
@@ -162,6 +162,14 @@ class GemmBlocking:
         if m is None:
             raise ValueError(f"a GEMM blocking was planned for {c.label}, which is not a contraction")
         return Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows) if self.swapped else m
+
+    def read_in_place(self, c: Compute) -> Load:
+        """The load of the operand read in place (`direct`, which must be set)."""
+        assert self.direct is not None
+        m = self.contraction(c)
+        load = m.lhs if self.direct.side == "a" else m.rhs
+        assert isinstance(load, Load)  # compiler/schedule/in_place.py lays out loads only
+        return load
 
     def to_json(self) -> dict[str, Any]:
         return as_json(self)

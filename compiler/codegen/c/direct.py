@@ -17,7 +17,7 @@ from compiler.codegen.c.stage import write_box_copy
 from compiler.codegen.cexpr import literal
 from compiler.codegen.csource import CSource
 from compiler.ir.affine import row_major_strides
-from compiler.ir.te import Compute, Load
+from compiler.ir.te import Compute
 from compiler.schedule.gemm_blocking import DirectOperand, GemmBlocking
 from compiler.schedule.live_taps import Ranges, live_taps
 from compiler.schedule.row_reach import RowReach
@@ -39,20 +39,11 @@ def _table(ctype: str, name: str, values: Sequence[int], src: CSource) -> None:
     src.line("};")
 
 
-def read_in_place(c: Compute, g: GemmBlocking) -> Load:
-    """The load of `g`'s operand read in place (`g.direct`, which must be set)."""
-    assert g.direct is not None
-    m = g.contraction(c)
-    load = m.lhs if g.direct.side == "a" else m.rhs
-    assert isinstance(load, Load)  # compiler/schedule/in_place.py lays out loads only
-    return load
-
-
 def direct_taps(c: Compute, g: GemmBlocking) -> list[Ranges] | None:
     """The live taps of each panel of `g`'s operand read in place (None: it skips none)."""
     if g.direct is None:
         return None
-    return live_taps(c, read_in_place(c, g), g.direct)
+    return live_taps(c, g.read_in_place(c), g.direct)
 
 
 def live_tables(d: DirectOperand, taps: list[Ranges], k: int, kc: int, src: CSource) -> None:

@@ -58,7 +58,6 @@ from compiler.codegen.c.direct import (
     live_list,
     live_tables,
     panel_base,
-    read_in_place,
     start_task_copies,
     write_padded_copy,
     write_task_copy,
@@ -474,7 +473,7 @@ class _GemmWriter:
         d = self.g.direct
         if not team or d is None or self.g.batch != 1 or (tm if d.side == "b" else tn) != 1:
             return None
-        return row_reach(self.c, read_in_place(self.c, self.g), d)
+        return row_reach(self.c, self.g.read_in_place(self.c), d)
 
     def _padded_input(self, d: DirectOperand) -> None:
         """`float* pad`, shared by the team: the input read in place, copied once, padded
