@@ -134,8 +134,10 @@ def _extra_work(compute: Compute, target: Target, gemm_work: tuple[int, int] | N
 def _chain_work(compute: Compute, rows: int | None) -> list[str]:
     """A convolution chain's halo rows, computed by two tiles each, where they add
     `EXTRA_WORK` of the FLOPs counted; and its members reducing under SHALLOW_K deep."""
-    shape = chain_shape(compute) if rows is not None and compute.stages else None
-    if shape is None or rows is None:
+    if rows is None or not compute.stages:
+        return []
+    shape = chain_shape(compute)
+    if shape is None:
         return []
     kinds, table = task_kinds(shape, rows)
     run = counted = 0.0
