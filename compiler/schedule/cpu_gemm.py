@@ -43,6 +43,8 @@ MIN_TASKS = 4  # enough tasks to balance the cores, when the tile planned that m
 MIN_SPLIT_COLS = 4  # NR panels a column block keeps before rows are split instead
 BALANCED = 0.9  # share of the cores' time that a kernel's static tasks must keep busy
 L2_SHARE = 0.5  # of L2 for a task's A block and C tile (B panels, packing and the rest share the other half)
+# Positions read in place as A past the gathered ones' count (`orientations`) where gathering them is timed too
+WASTE_TO_GATHER = 0.05
 MIN_KC = 64  # shallower blocks spend more on loading and storing C than on FMAs
 DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
 MAX_SCRATCH_BYTES = 2 << 20
@@ -236,12 +238,13 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
     multiply-adds' worth.
 
     Where the rows operand is a constant (a convolution's weights) and the columns
-    are patches of an input, three ways compete: gathering the patches into panels
+    are patches of an input, these ways compete: gathering the patches into panels
     (the default, and all there is otherwise), reading them in place as B (the
     output positions in the SIMD lanes: needs consecutive positions to read
     consecutive elements), or swapping the sides to read them in place as A (the
     output channels in the lanes, positions broadcast: any stride; outputs stored
-    across the channels)."""
+    across the channels), or, swapped, gathering them as A where lines that end
+    mid-panel make reading in place compute many positions nobody stores."""
     mk = micro_kernel(c, m, target)
     k = math.prod(a.extent for a in c.reduce_axes)
     channels, positions = side_extent(c, m.rows), side_extent(c, m.cols)
@@ -268,15 +271,27 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
     if channels >= target.lanes:
         lanes_mk = micro_kernel(c, swapped, target)
         most = _most_rows(lanes_mk.vectors, target)
+        lanes = round_up(channels, lanes_mk.lanes)
         layouts = [d for rows in range(max(MIN_ROWS, most // 2), most + 1)
                    if (d := direct_layout(c, swapped.lhs, "a", swapped.rows, rows, unit_step=False)) is not None]
         if layouts:
             as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
-            lanes = round_up(channels, lanes_mk.lanes)
             live = live_fraction(c, live_taps(c, swapped.lhs, as_a))
-            options.append(Orientation(batch * (as_a.positions * lanes * k * live
-                                                + SCATTER_COST * channels * positions) + PACK_COST * as_a.copy_floats,
-                                       swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
+            scatter = SCATTER_COST * channels * positions
+            in_place = Orientation(batch * (as_a.positions * lanes * k * live + scatter) + PACK_COST * as_a.copy_floats,
+                                   swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a)
+            # The positions gathered into panels as A instead, each panel full of real
+            # positions where in place the panels run on past every line's end: a 7 x 7
+            # map walks 56 positions for 49 in place in panels of 4 (66 in panels of 6),
+            # 50 gathered in panels of 5, whose every k feeds more FMAs per broadcast too
+            # (ResNet's 512-channel 3x3 convolution on 7 x 7: 3.4 against 4.0 ms in the
+            # model's run, Zen 3: the model counts its FMAs and the gather, not what the
+            # fuller micro-kernel saves, so it is timed where in place walks WASTE_TO_GATHER more).
+            options.append(in_place)
+            gathered_rows = round_up(positions, lanes_mk.rows)
+            if as_a.positions > (1 + WASTE_TO_GATHER) * gathered_rows:
+                options.append(Orientation(batch * (gathered_rows * lanes * k + scatter
+                                                    + PACK_COST_SCALAR * k * positions), swapped, lanes_mk, None))
     return sorted(options, key=lambda o: o.cost)
 
 

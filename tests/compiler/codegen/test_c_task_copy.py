@@ -6,9 +6,7 @@ reach the last row of a channel is run."""
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -53,16 +51,6 @@ def library(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("task_copy")),
                          {name: cpu(lanes) for name, (_, lanes) in CASES.items()},
                          {name: (1, 2) for name in CASES})
-
-
-@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
-def threads(request: pytest.FixtureRequest) -> Iterator[int]:
-    """OpenMP threads of the regions the calling thread opens, restored after."""
-    gomp = ctypes.CDLL("libgomp.so.1")
-    before = gomp.omp_get_max_threads()
-    gomp.omp_set_num_threads(request.param)
-    yield request.param
-    gomp.omp_set_num_threads(before)
 
 
 @pytest.mark.parametrize("name", list(CASES))

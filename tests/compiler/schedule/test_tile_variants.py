@@ -79,3 +79,17 @@ def test_the_fullest_micro_kernel_is_timed_where_the_model_spared_padding_rows()
     narrow = conv3x3(16, 28)  # 14 rows would pad 16 channels to 28: not worth timing
     assert {t.gemm.mk.rows for _, t in gemm_variants(narrow, default_tile(narrow, spr), spr, (1,))
             if not t.gemm.swapped} == {8}
+
+
+def test_small_maps_also_time_the_positions_gathered_as_a() -> None:
+    # 49 positions: in place as A walks 56 (panels of 4 past each 7-wide line's end), gathered 50
+    c = conv3x3(512, 7)
+    ways = {(t.gemm.swapped, t.gemm.direct.side if t.gemm.direct else None): t.gemm
+            for _, t in gemm_variants(c, default_tile(c, AVX2), AVX2, constant_inputs=(1,))}
+    in_place, gathered = ways[(True, "a")], ways[(True, None)]
+    assert in_place.m == 56 and gathered.m == 49 and gathered.mk.rows == 5
+    assert gathered.packed and all(p.side == "b" for p in gathered.packed)  # the weights, packed at load
+    # where lines fill whole panels in place, gathering saves nothing and is not timed
+    whole = conv3x3(64, 27)
+    assert (True, None) not in {(t.gemm.swapped, t.gemm.direct) for _, t in
+                                gemm_variants(whole, default_tile(whole, AVX2), AVX2, constant_inputs=(1,))}
