@@ -74,6 +74,9 @@ MAX_PLANS = 3
 # this many and this long in all (a 3x3 convolution on 56 x 56 takes 1-3 ms a run).
 CHOICE_RUNS = 10
 CHOICE_SECONDS = 0.3
+# Instances of the op a choice is timed on at most (`choice_copies`): 16 of a 3 ms convolution
+# make a 48 ms run.
+MAX_CHOICE_COPIES = 16
 
 
 @dataclass
@@ -147,6 +150,7 @@ def compile_model(
 
     with st.stage("load"):
         data = model_bytes(model)
+        c.model_bytes = len(data)
         # hashed beside the lowering (hashlib lets go of the GIL: 0.2 s of a 209 MB model's)
         model_hash = _Background(_sha256, data)
     c.before_timing = functools.partial(_settle, model_hash)
@@ -228,6 +232,20 @@ def plan_fusion(model: bytes | str | Path | onnx.ModelProto, target: str | Targe
     return fusion_report(log, c.plan, c.target, c.pricer)
 
 
+def choice_copies(weight_bytes: int, model_size: int, target: Target) -> int:
+    """Instances of an op to time a lowering choice on (`Choice.model`). Where the model (its
+    weights, mostly) is larger than the target's last cache, every op finds its weights out
+    of cache in each run, so it is timed that way: on enough instances, each with weights of
+    its own, that they overflow that cache too (at most MAX_CHOICE_COPIES). Timed alone, called
+    again and again, an op finds its weights in cache: Winograd's, 16/9 the bytes, won a
+    256-channel convolution on 14 x 14 alone on an Emerald Rapids Xeon and lost in ResNet-18
+    (docs/PROFILE.md, stops 36 and 37). Else, or where the target does not say its caches, one."""
+    caches = [level.capacity for level in target.levels if level.name != "dram"]
+    if not caches or model_size <= max(caches) or weight_bytes <= 0:
+        return 1
+    return min(MAX_CHOICE_COPIES, max(caches) // weight_bytes + 1)
+
+
 class _Compilation:
     """The state of one compilation between stages: plan, cache entries, candidates."""
 
@@ -248,6 +266,7 @@ class _Compilation:
         self.timed: dict[str, float] = {}  # key -> microseconds of group checks' kernels
         self.before_timing: Callable[[], None] | None = None  # waits for work beside the compilation
         self.choices: dict[str, dict] = {}  # choice key -> what was timed and taken (`choose`)
+        self.model_bytes = 0  # the model's serialized size, its weights' (`choice_copies`)
         self.splits: dict[int, int] = {}  # the plan's split-K partial-sum tensors -> the contraction cut
         self.whole: set[int] = set()  # contractions whose split-K timed slower than them whole
         self.split_verdicts: dict[int, SplitVerdict] = {}  # by contraction
@@ -260,16 +279,19 @@ class _Compilation:
         times convolution algorithms; the faster is taken, and the answer kept in the kernel
         cache beside the kernels (keyed like them by target, compiler and options). Where
         nothing is timed (`_measures`: measuring off, or no device here for the target) the
-        frontend's guess stands."""
+        frontend's guess stands. Where the model's weights overflow the target's caches, the op
+        is timed with its weights out of cache too (`choice_copies`), as it runs in the model."""
         if not self._measures():
             return choice.default
         if choice.key not in self.choices:
-            sig = choice_signature(choice.kind, choice.key, self.fingerprint, self.opts.codegen_key())
+            copies = choice_copies(choice.weight_bytes, self.model_bytes, self.target)
+            sig = choice_signature(choice.kind, f"{choice.key} copies{copies}", self.fingerprint,
+                                   self.opts.codegen_key())
             entry = exact_hit(self.cache.get(sig), sig)
             if entry is not None:
                 self.choices[choice.key] = entry.extras["choice"]
             else:
-                record = self._time_choice(choice)
+                record = self._time_choice(choice, copies)
                 self.choices[choice.key] = record
                 if not record["failed"]:  # a failure may be the toolchain's of the moment: not kept
                     self.cache.put(KernelEntry(sig, {}, f"/* lowering choice {json.dumps(record)} */\n", b"",
@@ -277,14 +299,15 @@ class _Compilation:
                                                extras={"choice": record}))
         return bool(self.choices[choice.key]["taken"])
 
-    def _time_choice(self, choice: Choice) -> dict:
-        """`choice`'s record: the median milliseconds a run of the op alone takes without and
-        with the alternative lowering, which is taken, and why a lowering failed to build or
-        validate (the other is then taken untimed; the guess, where both failed)."""
+    def _time_choice(self, choice: Choice, copies: int = 1) -> dict:
+        """`choice`'s record: the median milliseconds the op takes without and with the
+        alternative lowering (a run of `copies` instances of it, each with weights of its own,
+        divided among them), which is taken, and why a lowering failed to build or validate
+        (the other is then taken untimed; the guess, where both failed)."""
         from compiler.runtime import load
         from compiler.runtime.validate import random_inputs  # onnxruntime: loaded when needed
 
-        model, opts = choice.model(), dataclasses.replace(self.opts, input_shapes={}, top_k=1)
+        model, opts = choice.model(copies), dataclasses.replace(self.opts, input_shapes={}, top_k=1)
         ms: dict[bool, float] = {}
         failed: dict[str, str] = {}
         with tempfile.TemporaryDirectory(prefix="tileforge-choice-") as tmp:
@@ -306,11 +329,11 @@ class _Compilation:
                     self.before_timing()
                 runs = time_interleaved([functools.partial(e.run, feeds) for e in exes.values()],
                                         min_runs=CHOICE_RUNS, min_seconds=CHOICE_SECONDS)
-                ms = {t: statistics.median(r) * 1e3 for t, r in zip(exes, runs, strict=True)}
+                ms = {t: statistics.median(r) * 1e3 / copies for t, r in zip(exes, runs, strict=True)}
         taken = min(ms, key=ms.__getitem__) if ms else next(iter(exes), choice.default)
         return {"kind": choice.kind, "key": choice.key, "taken": taken,
                 "ms_without": round(ms[False], 4) if ms else None,
-                "ms_with": round(ms[True], 4) if ms else None, "failed": failed}
+                "ms_with": round(ms[True], 4) if ms else None, "copies": copies, "failed": failed}
 
     # -- partition ----------------------------------------------------------------------------
 

@@ -21,13 +21,16 @@ from dataclasses import dataclass
 class Choice:
     """One op's alternative lowering: `kind` names it, `key` is the op's signature (equal
     keys get one answer in a compile), `default` is taken where nothing is timed, and
-    `model` builds an ONNX model of the op alone (random weights of its shapes) on which
-    the two lowerings can be timed."""
+    `model(copies)` builds an ONNX model on which the two lowerings can be timed: `copies`
+    instances of the op reading one input, each with random weights of its own (of
+    `weight_bytes` bytes), so that the op can be timed with its weights out of cache, as it
+    runs in a model whose weights do not fit there."""
 
     kind: str
     key: str
     default: bool
-    model: Callable[[], bytes]
+    model: Callable[[int], bytes]
+    weight_bytes: int
 
 
 Chooser = Callable[[Choice], bool]  # True: take the alternative

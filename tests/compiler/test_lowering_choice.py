@@ -2,6 +2,8 @@
 faster on this machine: timed on the op alone when first met, then kept in the kernel cache
 (compiler/pipeline.py `_Compilation.choose`)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -99,3 +101,33 @@ def test_a_target_this_machine_cannot_run_keeps_the_guess(tmp_path, monkeypatch)
     monkeypatch.setattr(_Compilation, "_time_choice", lambda self, choice: pytest.fail("timed"))
     result = compile_model(_model(), "cuda:a100", {}, output=tmp_path / "m.tar.gz")
     assert result.report["choices"] == [] and _winograd_kernels(result)
+
+
+def test_a_model_larger_than_the_caches_times_the_op_with_its_weights_out_of_cache() -> None:
+    """Copies of the op, each with weights of its own, overflow the last cache where the
+    model's weights do (timed alone, an op finds its weights in cache; in such a model it
+    does not); one copy where the model fits, or the target does not say its caches."""
+    from compiler.pipeline import MAX_CHOICE_COPIES, choice_copies
+    from compiler.target.base import MemoryLevel
+
+    target = get_target("cpu:x86-64-v3")
+    l3 = 32 << 20
+    levels = (MemoryLevel("dram", 1 << 34, 2e10, 64, shared=True), MemoryLevel("l3", l3, 1e11, 64, shared=True),
+              MemoryLevel("l2", 1 << 20, 1e11, 64))
+    cached = dataclasses.replace(target, levels=levels)
+    weights = 256 * 256 * 9 * 4  # 2.36 MB: 14 of them fit in 32 MiB, 15 overflow it
+    assert choice_copies(weights, 46 << 20, cached) == 15 and 15 * weights > l3 > 14 * weights
+    assert choice_copies(weights, 8 << 20, cached) == 1  # the model fits: its weights stay in cache
+    assert choice_copies(64 * 64 * 9 * 4, 46 << 20, cached) == MAX_CHOICE_COPIES  # small weights: at most
+    assert choice_copies(weights, 46 << 20, dataclasses.replace(target, levels=levels[:1])) == 1
+
+
+def test_copies_are_timed_per_op_and_kept_apart_from_one_copy(tmp_path, monkeypatch):
+    monkeypatch.setattr(compiler.pipeline, "choice_copies", lambda *_: 3)
+    cache = MemoryKernelCache()
+    result = compile_model(_model(), "cpu", {"threads": 1}, cache=cache, output=tmp_path / "a.tar.gz")
+    (record,) = result.report["choices"]
+    assert record["copies"] == 3 and record["ms_with"] > 0 and record["ms_without"] > 0
+    assert result.validation["passed"] is True
+    (stored,) = [e for e in cache.entries().values() if e.signature.op_pattern == "choice:winograd"]
+    assert stored.signature.shapes.endswith("copies3")  # an answer for one copy is another question

@@ -27,6 +27,8 @@ would let smaller convolutions gain too. The transformed weights take 16/9 the b
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
@@ -49,9 +51,14 @@ _AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
 # not in resnet18. Timed with the residual Add and Relu that follow it, it still gained
 # (1.23 against 1.38 ms) and resnet18 still ran slower: alone, called again and again, the
 # op finds its weights (16/9 the bytes as Winograd) and input in cache, where in the model
-# it does not (docs/PROFILE.md, stops 36 and 37). Above these the timing decides.
+# it does not (docs/PROFILE.md, stops 36 and 37): the pipeline now times it with its weights
+# out of cache where the model's overflow the caches (compiler/pipeline.py `choice_copies`).
+# On a Zen 3 (AVX2), so timed, 256 on 14 x 14 took 3.1 against 4.5 ms (1.9 against 2.5 at
+# two threads) and ResNet-18 ran 4-14% faster with it. Above these the timing decides; where
+# nothing is timed, the guess is Winograd from GUESS_TILES on.
 MIN_CHANNELS = 64  # input and output channels
-MIN_TILES = 196  # 2 x 2 output tiles: a 28 x 28 output
+MIN_TILES = 49  # 2 x 2 output tiles: a 14 x 14 output
+GUESS_TILES = 196  # a 28 x 28 output
 
 
 def winograd_fits(x: Value, w: Value, groups: int, win: Window) -> bool:
@@ -70,18 +77,24 @@ def winograd_choice(x: Value, w: Value, bias: Value | None, win: Window) -> Choi
     pads = [*win.pad_begin, *win.pad_end]
     key = f"winograd x{list(x.shape)} w{list(w.shape)} pads{pads} bias{int(bias is not None)}"
 
-    def model() -> bytes:
+    def model(copies: int) -> bytes:
         rng = np.random.default_rng(0)
-        consts = [numpy_helper.from_array((rng.standard_normal(w.shape) * 0.05).astype(np.float32), "w")]
-        if bias is not None:
-            consts.append(numpy_helper.from_array(rng.standard_normal(bias.shape).astype(np.float32), "b"))
-        node = helper.make_node("Conv", ["x", *(t.name for t in consts)], ["y"], kernel_shape=[3, 3], pads=pads)
-        out = [x.shape[0], w.shape[0], *win.out]
-        graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], consts)
+        consts, nodes, outs = [], [], []
+        for n in range(copies):
+            weights = [numpy_helper.from_array((rng.standard_normal(w.shape) * 0.05).astype(np.float32), f"w{n}")]
+            if bias is not None:
+                weights.append(numpy_helper.from_array(rng.standard_normal(bias.shape).astype(np.float32), f"b{n}"))
+            nodes.append(helper.make_node("Conv", ["x", *(t.name for t in weights)], [f"y{n}"], kernel_shape=[3, 3],
+                                          pads=pads))
+            outs.append(helper.make_tensor_value_info(f"y{n}", TensorProto.FLOAT, [x.shape[0], w.shape[0], *win.out]))
+            consts += weights
+        graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                                  outs, consts)
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
 
-    return Choice("winograd", key, default=True, model=model)
+    weight_bytes = 4 * (math.prod(w.shape) + (math.prod(bias.shape) if bias is not None else 0))
+    return Choice("winograd", key, default=win.out[0] * win.out[1] // 4 >= GUESS_TILES, model=model,
+                  weight_bytes=weight_bytes)
 
 
 def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Window) -> Value:

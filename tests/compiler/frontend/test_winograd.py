@@ -3,10 +3,11 @@ the frontend asks its chooser (compiler/frontend/choices.py) and describes the c
 for timing, and that both lowerings match onnxruntime through the frontend's interpreter
 and through compiled kernels."""
 
+import numpy as np
 import onnx
 import pytest
 from frontend_kit import check_op, make_model, random
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from compiler.frontend import import_model
 from compiler.frontend.choices import Choice, by_default
@@ -43,7 +44,7 @@ def test_winograd_convolutions_match_onnxruntime(x_shape, attrs, bias):
     ((1, C, 28, 28), (C, C, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
     ((1, C, 27, 27), (C, C, 3, 3), {"pads": [1, 1, 1, 1]}),       # odd output
     ((1, 32, 56, 56), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}),    # too few channels
-    ((1, C, 14, 14), (C, C, 3, 3), {"pads": [1, 1, 1, 1]}),       # too few tiles
+    ((1, C, 12, 12), (C, C, 3, 3), {"pads": [1, 1, 1, 1]}),       # too few tiles
     ((1, C, 28, 28), (C, C // 2, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),
     ((1, C, 28, 28), (C, C, 5, 5), {"pads": [2, 2, 2, 2]}),
 ])
@@ -61,17 +62,30 @@ def test_the_chooser_is_asked_once_per_convolution_with_the_convolution_alone():
     attrs = {"pads": [1, 0, 0, 1]}
     assert not _uses_winograd((2, C, 29, 29), (C, C, 3, 3), choose=decline, **attrs)
     assert [c.kind for c in asked] == ["winograd"] and asked[0].default is True
-    alone = onnx.load_from_string(asked[0].model())
+    alone = onnx.load_from_string(asked[0].model(1))
     onnx.checker.check_model(alone, full_check=True)
     (conv,) = alone.graph.node
     assert conv.op_type == "Conv" and {a.name: list(a.ints) for a in conv.attribute}["pads"] == [1, 0, 0, 1]
     shape = [d.dim_value for d in alone.graph.output[0].type.tensor_type.shape.dim]
     assert shape == [2, C, 28, 28]
+    assert asked[0].weight_bytes == 4 * C * C * 9  # no bias
+    # timed with its weights out of cache: copies that share the input, each with weights of its own
+    three = onnx.load_from_string(asked[0].model(3))
+    onnx.checker.check_model(three, full_check=True)
+    assert [n.input[0] for n in three.graph.node] == ["x"] * 3 and len(three.graph.output) == 3
+    weights = [numpy_helper.to_array(t) for t in three.graph.initializer]
+    assert len(weights) == 3 and all(w.shape == (C, C, 3, 3) for w in weights)
+    assert not np.array_equal(weights[0], weights[1])
     # the same convolution is the same question; the direct lowering is what a "no" gets
     _uses_winograd((2, C, 29, 29), (C, C, 3, 3), choose=decline, **attrs)
     assert asked[1].key == asked[0].key
     assert not _uses_winograd((1, 32, 56, 56), (32, 32, 3, 3), choose=decline, pads=[1, 1, 1, 1])
     assert len(asked) == 2  # a convolution Winograd does not fit is not asked about
+    # from 14 x 14 on the machine is asked; untimed, the guess is direct below 28 x 28
+    assert not _uses_winograd((1, C, 14, 14), (C, C, 3, 3), choose=decline, pads=[1, 1, 1, 1])
+    assert len(asked) == 3 and asked[2].default is False and asked[0].default is True
+    assert not _uses_winograd((1, C, 14, 14), (C, C, 3, 3), pads=[1, 1, 1, 1])
+    assert _uses_winograd((1, C, 14, 14), (C, C, 3, 3), choose=lambda choice: True, pads=[1, 1, 1, 1])
 
 
 @pytest.mark.parametrize("winograd", [True, False])
