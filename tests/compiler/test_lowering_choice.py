@@ -54,7 +54,7 @@ def test_the_faster_lowering_is_timed_once_and_then_taken_from_the_cache(tmp_pat
                if e not in stored and e.signature.op_pattern not in (REFERENCE_PATTERN, PRICES_PATTERN)}
     assert kernels == {k["key"] for k in first.kernels}
 
-    def untimed(self, choice):
+    def untimed(self, *_):
         raise AssertionError("a choice in the cache is not timed again")
 
     monkeypatch.setattr(_Compilation, "_time_choice", untimed)
@@ -65,7 +65,7 @@ def test_the_faster_lowering_is_timed_once_and_then_taken_from_the_cache(tmp_pat
 
 @pytest.mark.parametrize("options", [{"measure": False}, {"threads": 1, "measure": False}])
 def test_without_measuring_the_frontend_guess_stands(tmp_path, monkeypatch, options):
-    monkeypatch.setattr(_Compilation, "_time_choice", lambda self, choice: pytest.fail("timed"))
+    monkeypatch.setattr(_Compilation, "_time_choice", lambda self, *_: pytest.fail("timed"))
     result = compile_model(_model(), "cpu", options, output=tmp_path / "m.tar.gz")
     assert result.report["choices"] == [] and _winograd_kernels(result)
 
@@ -98,7 +98,7 @@ def test_a_target_this_machine_cannot_run_keeps_the_guess(tmp_path, monkeypatch)
     compile on a machine without a GPU still builds, with the frontend's guess."""
     if gpu_runs(get_target("cuda:a100").arch):
         pytest.skip("a GPU that runs sm_80 is present: the choice would be timed on it")
-    monkeypatch.setattr(_Compilation, "_time_choice", lambda self, choice: pytest.fail("timed"))
+    monkeypatch.setattr(_Compilation, "_time_choice", lambda self, *_: pytest.fail("timed"))
     result = compile_model(_model(), "cuda:a100", {}, output=tmp_path / "m.tar.gz")
     assert result.report["choices"] == [] and _winograd_kernels(result)
 

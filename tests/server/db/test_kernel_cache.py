@@ -133,6 +133,6 @@ def test_a_lowering_choice_is_kept_and_read_back_like_a_kernel(db_sessions, tmp_
     with db_sessions() as s:
         (row,) = s.scalars(select(Kernel).where(Kernel.op_pattern == "choice:winograd")).all()
         assert row.binary == b"" and row.extras["choice"] == record and not row.stale
-    monkeypatch.setattr(_Compilation, "_time_choice", lambda self, choice: pytest.fail("timed again"))
+    monkeypatch.setattr(_Compilation, "_time_choice", lambda self, *_: pytest.fail("timed again"))
     again = compile_model(model, "cpu", {"threads": 1}, cache=cache, output=tmp_path / "b.tar.gz")
     assert again.report["choices"] == [record] and again.cache_misses == 0
