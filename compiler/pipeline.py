@@ -299,7 +299,7 @@ class _Compilation:
                                                extras={"choice": record}))
         return bool(self.choices[choice.key]["taken"])
 
-    def _time_choice(self, choice: Choice, copies: int = 1) -> dict:
+    def _time_choice(self, choice: Choice, copies: int) -> dict:
         """`choice`'s record: the median milliseconds the op takes without and with the
         alternative lowering (a run of `copies` instances of it, each with weights of its own,
         divided among them), which is taken, and why a lowering failed to build or validate

@@ -273,15 +273,16 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
     if channels >= target.lanes:
         lanes_mk = micro_kernel(c, swapped, target)
         most = _most_rows(lanes_mk.vectors, target)
-        lanes = round_up(channels, lanes_mk.lanes)
         layouts = [d for rows in range(max(MIN_ROWS, most // 2), most + 1)
                    if (d := direct_layout(c, swapped.lhs, "a", swapped.rows, rows, unit_step=False)) is not None]
         if layouts:
             as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
+            lanes = round_up(channels, lanes_mk.lanes)
             live = live_fraction(c, live_taps(c, swapped.lhs, as_a))
             scatter = SCATTER_COST * channels * positions
-            in_place = Orientation(batch * (as_a.positions * lanes * k * live + scatter) + PACK_COST * as_a.copy_floats,
-                                   swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a)
+            options.append(Orientation(batch * (as_a.positions * lanes * k * live + scatter)
+                                       + PACK_COST * as_a.copy_floats,
+                                       swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
             # The positions gathered into panels as A instead, each panel full of real
             # positions where in place the panels run on past every line's end: a 7 x 7
             # map walks 56 positions for 49 in place in panels of 4 (66 in panels of 6),
@@ -289,7 +290,6 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
             # (ResNet's 512-channel 3x3 convolution on 7 x 7: 3.4 against 4.0 ms in the
             # model's run, Zen 3: the model counts its FMAs and the gather, not what the
             # fuller micro-kernel saves, so it is timed where in place walks WASTE_TO_GATHER more).
-            options.append(in_place)
             gathered_rows = round_up(positions, lanes_mk.rows)
             if as_a.positions > (1 + WASTE_TO_GATHER) * gathered_rows:
                 options.append(Orientation(batch * (gathered_rows * lanes * k + scatter
