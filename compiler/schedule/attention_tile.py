@@ -7,8 +7,8 @@ queries, which every few keys' product walks, within L1, the whole working set w
 half of L2. Within that the cost model ranks the pairs: more query rows per task read K
 and V fewer times, longer key blocks share each row's softmax step among more keys,
 fewer rows make more tasks for the cores. The products run `rows` keys (query rows) per
-pass, as many as the vector registers hold accumulators for; the values' product walks
-the block's keys in pieces whose value rows fit half of L1, each for all the rows.
+pass, as many as the vector registers hold accumulators for (`register_rows`); the values'
+product walks the block's keys in pieces whose value rows fit half of L1, each for all the rows.
 """
 
 from __future__ import annotations
@@ -25,13 +25,24 @@ KEY_BLOCKS = (32, 64, 128, 256, 512)
 # The task's scratch lives on its thread's stack: well within the smallest default
 # (OpenMP workers may get 2 MiB where the stack limit is unlimited).
 SCRATCH_BYTES = 1 << 19
+# Vectors of scores (query rows) or of values per row that a pass keeps in registers
+# (compiler/codegen/c/attention.py): each loaded vector serves every row of the pass.
+VECTORS_PER_PASS = 4
+MIN_ROWS = 2
+
+
+def register_rows(target: Target) -> int:
+    """Rows of a pass of the products (keys of the scores', query rows of the values'): as
+    many as the vector registers hold VECTORS_PER_PASS accumulators for, beside those
+    vectors and a broadcast. AVX-512's 32 registers take 6 (a whisper-sized attention,
+    6 heads x 1500 x 64, one thread on a Zen 4: 42.9 ms with 4 rows, 37.6 with 6; 5 and 7
+    in between, 8 spill), AVX2's 16 take 2."""
+    return max(MIN_ROWS, (target.registers - VECTORS_PER_PASS - 1) // VECTORS_PER_PASS)
 
 
 def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> list[tuple[TileConfig, Estimate]]:
     """The `top_k` block pairs the model predicts fastest for attention group `c` (parts `a`)."""
-    # keys per pass of the scores' product (and query rows per pass of the values'): each
-    # holds CHUNK vectors of accumulators, the vectors loaded need registers of their own
-    rows = 4 if target.registers >= 32 else 2
+    rows = register_rows(target)
     l1, l2 = target.level("l1").capacity, target.level("l2").capacity
     # keys per pass of the values' product over all the task's rows: their value rows in half of L1
     sub = max(rows, l1 // 2 // (a.value_dim * 4) // rows * rows)

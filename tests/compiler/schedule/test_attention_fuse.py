@@ -20,7 +20,7 @@ from compiler.ir.attention import match_attention
 from compiler.ir.graph import Graph
 from compiler.ir.graph_interp import run_graph
 from compiler.ir.te import Const, Var, call, walk
-from compiler.schedule.attention_tile import attention_tilings
+from compiler.schedule.attention_tile import VECTORS_PER_PASS, attention_tilings, register_rows
 from compiler.schedule.cuda_attention_tile import attention_fits
 from compiler.schedule.tilegraph.attention import fuse_attention
 from compiler.schedule.tilegraph.broadcast import reshaped
@@ -145,10 +145,21 @@ def test_blocks_fit_the_cache_and_the_registers() -> None:
         bq, bk, rows, sub = tile.attention
         assert bq * parts.head_dim * 4 <= target.level("l1").capacity
         assert attention_footprint(parts, bq, bk) <= target.level("l2").capacity // 2
-        assert rows == (4 if target.registers >= 32 else 2)
+        assert rows == register_rows(target)
         # the values' product walks keys in pieces whose value rows fit half of L1
         assert sub == bk or (sub < bk and sub % rows == 0)
         assert sub * parts.value_dim * 4 <= target.level("l1").capacity // 2 or sub == rows
+
+
+@pytest.mark.parametrize("preset, rows", [("cpu:x86-64-v4", 6), ("cpu:x86-64-v3", 2), ("cpu:x86-64-v2", 2)])
+def test_register_rows_fill_the_vector_registers(preset: str, rows: int) -> None:
+    """Each pass keeps `rows` x VECTORS_PER_PASS accumulators, the vectors it loads and a
+    broadcast in registers: AVX-512's 32 hold 6 rows, AVX2's and SSE's 16 two."""
+    target = get_target(preset)
+    assert register_rows(target) == rows
+    def needed(r: int) -> int:
+        return (r + 1) * VECTORS_PER_PASS + 1
+    assert needed(rows) <= target.registers < needed(rows + 1)
 
 
 def test_the_cuda_backend_fuses_attention_whose_blocks_fit_shared_memory() -> None:
