@@ -55,7 +55,6 @@ from compiler.ir.te import ACC, Compute, Const, Expr, Load, Var, call, substitut
 from compiler.schedule.attention_tile import VECTORS_PER_PASS
 
 
-
 def render_attention(c: Compute, a: Attention, blocks: tuple[int, ...], lanes: int, src: CSource,
                      symbol: str, params: list[str], header: str, parallel: bool) -> None:
     """Write `symbol`'s task function and team function `header` for attention group `c`
