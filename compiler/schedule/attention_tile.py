@@ -17,7 +17,7 @@ from compiler.cost.attention import attention_footprint, estimate_attention
 from compiler.cost.model import Estimate
 from compiler.ir.attention import Attention
 from compiler.ir.te import Compute
-from compiler.schedule.plan import TileConfig
+from compiler.schedule.plan import ATTENTION_VECTORS_PER_PASS, TileConfig
 from compiler.target.base import Target
 
 QUERY_BLOCKS = (16, 32, 64, 128, 256)
@@ -25,19 +25,16 @@ KEY_BLOCKS = (32, 64, 128, 256, 512)
 # The task's scratch lives on its thread's stack: well within the smallest default
 # (OpenMP workers may get 2 MiB where the stack limit is unlimited).
 SCRATCH_BYTES = 1 << 19
-# Vectors of scores (query rows) or of values per row that a pass keeps in registers
-# (compiler/codegen/c/attention.py): each loaded vector serves every row of the pass.
-VECTORS_PER_PASS = 4
 MIN_ROWS = 2
 
 
 def register_rows(target: Target) -> int:
     """Rows of a pass of the products (keys of the scores', query rows of the values'): as
-    many as the vector registers hold VECTORS_PER_PASS accumulators for, beside those
+    many as the vector registers hold ATTENTION_VECTORS_PER_PASS accumulators for, beside those
     vectors and a broadcast. AVX-512's 32 registers take 6 (a whisper-sized attention,
     6 heads x 1500 x 64, one thread on a Zen 4: 42.9 ms with 4 rows, 37.6 with 6; 5 and 7
     in between, 8 spill), AVX2's 16 take 2."""
-    return max(MIN_ROWS, (target.registers - VECTORS_PER_PASS - 1) // VECTORS_PER_PASS)
+    return max(MIN_ROWS, (target.registers - ATTENTION_VECTORS_PER_PASS - 1) // ATTENTION_VECTORS_PER_PASS)
 
 
 def attention_tilings(c: Compute, a: Attention, target: Target, top_k: int) -> list[tuple[TileConfig, Estimate]]:

@@ -20,6 +20,11 @@ from compiler.schedule.cuda_launch import CudaLaunch
 from compiler.schedule.gemm_blocking import GemmBlocking
 from compiler.schedule.plane_conv import PlaneConv
 
+# Vectors per row that a pass of a CPU attention group's products keeps in registers (scores
+# of query rows, or values): each loaded vector serves every register row of the pass. The
+# tile step sizes the rows by it (compiler/schedule/attention_tile.py `register_rows`) and
+# the kernel walks by it (compiler/codegen/c/attention.py).
+ATTENTION_VECTORS_PER_PASS = 4
 
 @dataclass(frozen=True)
 class TileConfig:

@@ -52,7 +52,7 @@ from compiler.codegen.csource import CSource
 from compiler.ir.attention import Attention, Causal, batch_names, row_stride
 from compiler.ir.contraction import expr_vars
 from compiler.ir.te import ACC, Compute, Const, Expr, Load, Var, call, substitute
-from compiler.schedule.attention_tile import VECTORS_PER_PASS
+from compiler.schedule.plan import ATTENTION_VECTORS_PER_PASS
 
 
 def render_attention(c: Compute, a: Attention, blocks: tuple[int, ...], lanes: int, src: CSource,
@@ -181,10 +181,10 @@ class _Body:
         return f"kp[({j}) * {self.k_row}L + r]"
 
     def _scores(self) -> None:
-        """st[j][..] = K row j . qt for the block's keys, `self.rows` keys and `VECTORS_PER_PASS`
+        """st[j][..] = K row j . qt for the block's keys, `self.rows` keys and `ATTENTION_VECTORS_PER_PASS`
         vectors of query rows per pass (a key past the last is the last again)."""
         a, lanes, src, keys = self.a, self.lanes, self.src, range(self.rows)
-        chunk = next(w for w in range(VECTORS_PER_PASS, 0, -1) if self.bq // lanes % w == 0)
+        chunk = next(w for w in range(ATTENTION_VECTORS_PER_PASS, 0, -1) if self.bq // lanes % w == 0)
         with src.block(f"for (int64_t jj = 0; jj < n; jj += {self.rows})"):
             src.extend([f"const int64_t key{k} = jj + {k} < n ? jj + {k} : n - 1;" for k in keys])
             with src.block(f"for (int64_t ii = 0; ii < {self.bq}L; ii += {chunk * lanes}L)"):
@@ -284,7 +284,7 @@ class _Body:
             src.line(f"const int64_t j1 = n - j0 < {self.sub}L ? n : j0 + {self.sub}L;")
             with src.block(f"for (int64_t ii = 0; ii < rows; ii += {self.rows})"):
                 src.extend([f"const int64_t row{k} = ii + {k} < rows ? ii + {k} : rows - 1;" for k in range(self.rows)])
-                for start, width in _chunks(full // lanes, VECTORS_PER_PASS):
+                for start, width in _chunks(full // lanes, ATTENTION_VECTORS_PER_PASS):
                     self._value_chunk(start * lanes, width)
         if full < dv:
             with src.block("for (int64_t ii = 0; ii < rows; ++ii)"), src.block("for (int64_t jj = 0; jj < n; ++jj)"):

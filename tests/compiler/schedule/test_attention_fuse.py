@@ -20,8 +20,9 @@ from compiler.ir.attention import match_attention
 from compiler.ir.graph import Graph
 from compiler.ir.graph_interp import run_graph
 from compiler.ir.te import Const, Var, call, walk
-from compiler.schedule.attention_tile import VECTORS_PER_PASS, attention_tilings, register_rows
+from compiler.schedule.attention_tile import attention_tilings, register_rows
 from compiler.schedule.cuda_attention_tile import attention_fits
+from compiler.schedule.plan import ATTENTION_VECTORS_PER_PASS
 from compiler.schedule.tilegraph.attention import fuse_attention
 from compiler.schedule.tilegraph.broadcast import reshaped
 from compiler.schedule.tilegraph.registers import fuse
@@ -153,12 +154,12 @@ def test_blocks_fit_the_cache_and_the_registers() -> None:
 
 @pytest.mark.parametrize("preset, rows", [("cpu:x86-64-v4", 6), ("cpu:x86-64-v3", 2), ("cpu:x86-64-v2", 2)])
 def test_register_rows_fill_the_vector_registers(preset: str, rows: int) -> None:
-    """Each pass keeps `rows` x VECTORS_PER_PASS accumulators, the vectors it loads and a
+    """Each pass keeps `rows` x ATTENTION_VECTORS_PER_PASS accumulators, the vectors it loads and a
     broadcast in registers: AVX-512's 32 hold 6 rows, AVX2's and SSE's 16 two."""
     target = get_target(preset)
     assert register_rows(target) == rows
     def needed(r: int) -> int:
-        return (r + 1) * VECTORS_PER_PASS + 1
+        return (r + 1) * ATTENTION_VECTORS_PER_PASS + 1
     assert needed(rows) <= target.registers < needed(rows + 1)
 
 
