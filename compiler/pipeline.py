@@ -363,7 +363,8 @@ class _Compilation:
                              for m in g.apart])
         slower = time_groups(heavy, fused, self._part, self.timed,
                              self._time,
-                             lambda key: key in self.entries)
+                             lambda key: key in self.entries,
+                             lambda key: min((t for t in self.measured.get(key) or () if t is not None), default=None))
         self.split_back += slower
         self.confirmed.update(g.ids for g in heavy if g.kept)
         return slower
