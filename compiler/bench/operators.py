@@ -101,7 +101,8 @@ def _activation_models() -> dict[str, onnx.ModelProto]:
 
 
 def _small_map_conv_models() -> dict[str, onnx.ModelProto]:
-    """MobileNet's depthwise convolutions on small maps (computed plane by plane) and a
+    """MobileNet's depthwise convolutions on small maps (computed plane by plane), ConvNeXt's
+    7x7 one (the cliff docs/PROFILE.md's stop 45 measured: 0.5x onnxruntime on a Zen 4) and a
     RegNet-width grouped convolution (patches read in place per group), with their epilogues."""
     clip = {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}
 
@@ -117,6 +118,8 @@ def _small_map_conv_models() -> dict[str, onnx.ModelProto]:
         "depthwise conv5x5+silu 480ch 14x14": _chain("dw5", [1, 480, 14, 14], [
             ("Conv", ["x", "w"], "z", {"pads": [2, 2, 2, 2], "group": 480}), ("Sigmoid", ["z"], "s", {}),
             ("Mul", ["z", "s"], "y", {})], {"w": _w(480, 1, 5, 5)}),
+        "depthwise conv7x7 384ch 14x14": _chain("dw7x7", [1, 384, 14, 14], [
+            ("Conv", ["x", "w"], "y", {"pads": [3, 3, 3, 3], "group": 384})], {"w": _w(384, 1, 7, 7)}),
         "grouped conv3x3+relu 128ch width 16 28x28": _chain("grouped16", [1, 128, 28, 28], grouped,
                                                            {"w": _w(128, 16, 3, 3)}),
     }
