@@ -364,7 +364,7 @@ class _Compilation:
         slower = time_groups(heavy, fused, self._part, self.timed,
                              self._time,
                              lambda key: key in self.entries,
-                             lambda key: min((t for t in self.measured.get(key) or () if t is not None), default=None))
+                             self._alone_us)
         self.split_back += slower
         self.confirmed.update(g.ids for g in heavy if g.kept)
         return slower
@@ -391,6 +391,11 @@ class _Compilation:
             if self.measured.get(key):
                 k.tile = self.candidates[key][fastest(self.measured[key])].tile
         return k
+
+    def _alone_us(self, key: str) -> float | None:
+        """The fastest top-k time of kernel `key` where its candidates were timed, else None."""
+        times = self.measured.get(key)
+        return times[fastest(times)] if times else None
 
     def _part(self, m: Member) -> Kernel:
         """The kernel a group's part (a lowered node, or a group it was made of) would run as

@@ -26,6 +26,7 @@ from compiler.schedule.plane_conv import PlaneConv
 # the kernel walks by it (compiler/codegen/c/attention.py).
 ATTENTION_VECTORS_PER_PASS = 4
 
+
 @dataclass(frozen=True)
 class TileConfig:
     """How one kernel is tiled.

@@ -418,11 +418,10 @@ class _KernelWriter:
     def _zipped(self, zipped: Zipped, lanes: int) -> None:
         """The element-wise nest with the innermost axis `x` (a few positions) unrolled and
         axis `d` in vectors (c/turn.py): each position's vector computed, the vectors
-        interleaved and stored as `width` whole vectors. A partial vector at the end of `d`
-        recomputes its last whole vector instead, as `_vector_row` does; a row shorter than
-        a vector runs scalar. (Winograd's output transform of a 64-channel 3x3 convolution
-        on 16 x 56, 28 tiles a row, ran its 12-tile tails scalar: 143 us against the 22 of
-        a 32 x 32 map's, whose 16 tiles a row are one AVX-512 vector.)"""
+        interleaved and stored as `width` whole vectors, a partial last one as `_whole_vectors`
+        does it (Winograd's output transform of a 64-channel 3x3 convolution on 16 x 56, 28
+        tiles a row, ran its 12-tile tails scalar: 143 us against the 22 of a 32 x 32 map's,
+        whose 16 tiles a row are one AVX-512 vector)."""
         d, x, width = zipped.axis, self.n - 1, len(zipped.bodies)
         self.src.extend(vector_typedefs(self.c.dtype, lanes))
         parts = [f"z{r}" for r in range(width)]
@@ -435,18 +434,12 @@ class _KernelWriter:
             for r, part in enumerate(parts):
                 self.src.line(f"*({VECTOR_TYPE}*)(out + {at} + {r * lanes}L) = {part};")
 
-        def rows() -> None:
-            self.src.line(f"int64_t u{d} = 0;")
-            with self.src.block(f"for (; u{d} + {lanes}L <= e{d}; u{d} += {lanes}L)"):
-                vectors_at(f"u{d}")
-            with self.src.block(f"if (u{d} < e{d} && e{d} >= {lanes}L)"):
-                vectors_at(f"e{d} - {lanes}L")
-            with self.src.block("else"), self._loop(f"v{d}", f"e{d}", start=f"u{d}"):
-                self.src.line(f"const int64_t i{d} = b{d} + v{d};")
-                with self._loop(f"u{x}", f"e{x}"):
-                    self.src.line(f"const int64_t i{x} = b{x} + u{x};")
-                    self._store(self._emit(self.c.body))
-        self._task_loops(range(d), rows)
+        def scalar_at(index: str) -> None:
+            self.src.line(f"const int64_t i{d} = b{d} + {index};")
+            with self._loop(f"u{x}", f"e{x}"):
+                self.src.line(f"const int64_t i{x} = b{x} + u{x};")
+                self._store(self._emit(self.c.body))
+        self._task_loops(range(d), lambda: self._whole_vectors(d, lanes, vectors_at, scalar_at))
 
     def _elementwise_lanes(self) -> int:
         """Lanes of the explicit-SIMD innermost loop (c/vector.py), or 0 for the `omp simd`
@@ -464,9 +457,8 @@ class _KernelWriter:
     def _vector_row(self, d: int, lanes: int, e: Expr, accs: str | None = None) -> None:
         """The innermost loop of a tile's row of `e` in whole vectors: an element-wise body,
         or with `accs` (the array of the row's accumulators, read as `acc`) a row
-        reduction's epilogue. A row with a partial vector at its end recomputes its last
-        whole vector instead (the same values written twice: the output never aliases an
-        input), so every element gets the same math; a row shorter than a vector runs scalar."""
+        reduction's epilogue; a partial vector at the row's end as `_whole_vectors` does it,
+        so every element gets the same math."""
         def vector_at(start: str) -> None:
             self.src.line(f"const int64_t i{d} = b{d} + {start};")
             names, values = self.names, set()
@@ -478,15 +470,25 @@ class _KernelWriter:
             self._take(w)
             self.src.line(f"*({VECTOR_TYPE}*)(out + {self._out_offset()}) = {value};")
 
+        def scalar_at(index: str) -> None:
+            self.src.line(f"const int64_t i{d} = b{d} + {index};")
+            names = self.names if accs is None else {**self.names, ACC: f"{accs}[{index}]"}
+            self._store(self._emit(e, names))
+        self._whole_vectors(d, lanes, vector_at, scalar_at)
+
+    def _whole_vectors(self, d: int, lanes: int, vector_at: Callable[[str], None],
+                       scalar_at: Callable[[str], None]) -> None:
+        """A task's axis `d` in whole vectors of `lanes` (`vector_at` writes the one starting
+        at a C offset into the task's block); a partial vector at its end recomputes the last
+        whole vector instead (the same values written twice: the output never aliases an
+        input), and only a block shorter than a vector runs element by element (`scalar_at`)."""
         self.src.line(f"int64_t u{d} = 0;")
         with self.src.block(f"for (; u{d} + {lanes}L <= e{d}; u{d} += {lanes}L)"):
             vector_at(f"u{d}")
         with self.src.block(f"if (u{d} < e{d} && e{d} >= {lanes}L)"):
             vector_at(f"e{d} - {lanes}L")
         with self.src.block("else"), self._loop(f"tail{d}", f"e{d}", start=f"u{d}"):
-            self.src.line(f"const int64_t i{d} = b{d} + tail{d};")
-            names = self.names if accs is None else {**self.names, ACC: f"{accs}[tail{d}]"}
-            self._store(self._emit(e, names))
+            scalar_at(f"tail{d}")
 
     def _take(self, w: VectorWriter) -> None:
         """Write a vector writer's statements, and the file-scope C they call."""
