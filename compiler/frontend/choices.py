@@ -22,8 +22,9 @@ class Choice:
     """One op's alternative lowering: `kind` names it, `key` is the op's signature (equal
     keys get one answer in a compile), `default` is taken where nothing is timed, and
     `model(copies)` builds an ONNX model on which the two lowerings can be timed: `copies`
-    instances of the op reading one input, each with random weights of its own (of
-    `weight_bytes` bytes), so that the op can be timed with its weights out of cache, as it
+    instances of the op, each with random weights of its own (of `weight_bytes` bytes),
+    reading one input or, where the op keeps its input's shape, each the output of the one
+    before (compiler/frontend/ops/winograd.py), so that the op can be timed with its weights out of cache, as it
     runs in a model whose weights do not fit there."""
 
     kind: str

@@ -131,3 +131,4 @@ def test_copies_are_timed_per_op_and_kept_apart_from_one_copy(tmp_path, monkeypa
     assert result.validation["passed"] is True
     (stored,) = [e for e in cache.entries().values() if e.signature.op_pattern == "choice:winograd"]
     assert stored.signature.shapes.endswith("copies3")  # an answer for one copy is another question
+

@@ -5,8 +5,10 @@ multiply-adds in the contraction that dominates.
 For each 2 x 2 tile of outputs and its 4 x 4 window of input, Y = A^T [(G g G^T) . (B^T d B)] A:
 - the weights' transform U = G g G^T (16 values per output and input channel) is done here,
   on the constant weights;
-- the input's, V = B^T d B, is a contraction of each 4 x 4 window (read at stride 2 from
-  the padded input, a convolution's patches) with the 16 x 16 table B^T (x) B^T;
+- the input's, V = B^T d B, is per table position a signed sum of 4 of the tile's 4 x 4
+  window (read at stride 2 from the padded input): every row of B^T holds two +-1. One
+  element-wise op selects among the 16 sums by position, and the C kernel runs each
+  position's range with its own sum (compiler/codegen/c/kernel.py `_outer_pieces`);
 - the 16 products are one batched matmul over the input channels, M = U V;
 - the output's, Y = A^T M A, is per position (i, j) of the tile a signed sum of 9 of the
   16 products (plus the bias); the four positions are interleaved as a ConvTranspose's
@@ -18,11 +20,10 @@ convolution asks its `Choice` (`winograd_choice`), which the pipeline answers by
 both on the convolution alone; the thresholds below are where it is worth asking, and the
 answer where nothing is timed.
 
-The input transform's dense table is three quarters zeros and the output transform reads
-9 products per output: both are generic kernels, which is why the channel and tile counts
-below are needed (a 64-channel 56 x 56 convolution: the batched matmul 448 us where the
-direct convolution takes 901, the transforms 200 and 197). Transform kernels of their own
-would let smaller convolutions gain too. The transformed weights take 16/9 the bytes.
+The input transform was a contraction with the dense 16 x 16 table B^T (x) B^T, three
+quarters zeros: 372 us of a 64-channel convolution on 56 x 56 at one thread on a Zen 4
+(the batched matmul 1120, the direct convolution 2100); as signed sums, 180 us. The
+transformed weights take 16/9 the bytes.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from compiler.frontend.ops.phases import interleave_phases
 from compiler.frontend.ops.windows import Window
 from compiler.frontend.registry import OpContext
 from compiler.frontend.values import Value
-from compiler.ir.te import Expr
+from compiler.ir.te import Expr, call, select
 
 _BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
@@ -55,8 +56,10 @@ _AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
 # out of cache where the model's overflow the caches (compiler/pipeline.py `choice_copies`).
 # On a Zen 3 (AVX2), so timed, 256 on 14 x 14 took 3.1 against 4.5 ms (1.9 against 2.5 at
 # two threads) and ResNet-18 ran 4-14% faster with it. Above these the timing decides; where
-# nothing is timed, the guess is Winograd from GUESS_TILES on.
-MIN_CHANNELS = 64  # input and output channels
+# nothing is timed, the guess is Winograd from GUESS_TILES on. With the input transform as
+# signed sums, on a Zen 4 (1 / 2 threads): 32 channels on 112 x 112 1.92 / 1.04 ms against
+# 2.15 / 1.08 direct, so 32 channels are asked too; 64 on 56 x 56 1.39 / 0.74 against 2.10 / 1.07.
+MIN_CHANNELS = 32  # input and output channels
 MIN_TILES = 49  # 2 x 2 output tiles: a 14 x 14 output
 GUESS_TILES = 196  # a 28 x 28 output
 
@@ -75,18 +78,30 @@ def winograd_choice(x: Value, w: Value, bias: Value | None, win: Window) -> Choi
     """The choice between Winograd and the direct convolution for convolution (x, w, bias)
     with window `win` (`winograd_fits` holds), and the convolution alone to time them on."""
     pads = [*win.pad_begin, *win.pad_end]
-    key = f"winograd x{list(x.shape)} w{list(w.shape)} pads{pads} bias{int(bias is not None)}"
+    # Copies of a convolution that keeps its input's shape run as a chain, each reading the
+    # output of the one before, as a network's do: its input in cache, its weights out of it
+    # where there are many, its intermediates reused copy after copy. Side by side, reading one
+    # input, 16 copies of a 64-channel convolution on 56 x 56 timed Winograd 1.14 against 1.06
+    # ms direct on a Zen 4, where ResNet-18 ran 9% faster with it (13.2 against 14.6 ms):
+    # sixteen outputs and their intermediates live at once did not fit the caches.
+    chained = (w.shape[0], *win.out) == x.shape[1:]
+    key = (f"winograd x{list(x.shape)} w{list(w.shape)} pads{pads} bias{int(bias is not None)}"
+           f"{' chained' if chained else ''}")
 
     def model(copies: int) -> bytes:
         rng = np.random.default_rng(0)
+        scale = 1 / math.sqrt(math.prod(w.shape[1:]))  # a chain's values neither grow nor fade
         consts, nodes, outs = [], [], []
         for n in range(copies):
-            weights = [numpy_helper.from_array((rng.standard_normal(w.shape) * 0.05).astype(np.float32), f"w{n}")]
+            weights = [numpy_helper.from_array((rng.standard_normal(w.shape) * scale).astype(np.float32), f"w{n}")]
             if bias is not None:
                 weights.append(numpy_helper.from_array(rng.standard_normal(bias.shape).astype(np.float32), f"b{n}"))
-            nodes.append(helper.make_node("Conv", ["x", *(t.name for t in weights)], [f"y{n}"], kernel_shape=[3, 3],
+            source = f"y{n - 1}" if chained and n else "x"
+            nodes.append(helper.make_node("Conv", [source, *(t.name for t in weights)], [f"y{n}"], kernel_shape=[3, 3],
                                           pads=pads))
-            outs.append(helper.make_tensor_value_info(f"y{n}", TensorProto.FLOAT, [x.shape[0], w.shape[0], *win.out]))
+            if not chained or n == copies - 1:
+                outs.append(helper.make_tensor_value_info(f"y{n}", TensorProto.FLOAT,
+                                                          [x.shape[0], w.shape[0], *win.out]))
             consts += weights
         graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
                                   outs, consts)
@@ -105,14 +120,19 @@ def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Wi
     th, tw = win.out[0] // 2, win.out[1] // 2
     u = np.einsum("xa,kcab,yb->xykc", _G, w.array.astype(np.float64), _G).reshape(16, k, c)
     weights = cx.constant(u.astype(np.float32))
-    in_table = cx.constant(np.einsum("xa,yb->xyab", _BT, _BT).reshape(16, 4, 4).astype(np.float32))
+    i = out_index(5)
 
-    i, r = out_index(5), reduce_index(2)
-    at = [i[0], i[1], *(i[3 + d] * idx(2) + r[d] - idx(win.pad_begin[d]) for d in range(2))]
+    def at(a: int, b: int) -> list[Expr]:  # the tile's window element (a, b)
+        return [i[0], i[1], *(i[3 + d] * idx(2) + idx(ab - win.pad_begin[d]) for d, ab in enumerate((a, b)))]
     reads_outside = win.padded or any(2 * t + 2 > s for t, s in zip((th, tw), x.shape[2:], strict=True))
     pad = scalar(0, x.dtype).value if reads_outside else None
-    body: Expr = load(0, x, at, pad=pad) * load(1, in_table, [i[2], r[0], r[1]])
-    v = cx.emit(compute((n, c, 16, th, tw), body, [x, in_table], reduce=[4, 4], reduce_op="sum"), [x, in_table])
+    body: Expr | None = None
+    for e in reversed(range(16)):  # a select chain over the table position: one signed sum each
+        term = _signed_sum([(load(0, x, at(a, b), pad=pad), _BT[e // 4, a] * _BT[e % 4, b])
+                            for a in range(4) for b in range(4)])
+        body = term if body is None else select(call("lt", i[2], idx(e + 1)), term, body)
+    assert body is not None
+    v = cx.emit(compute((n, c, 16, th, tw), body, [x]), [x])
 
     i, (rc,) = out_index(5), reduce_index(1)
     body = load(0, weights, [i[1], i[2], rc]) * load(1, v, [i[0], rc, i[1], i[3], i[4]])
@@ -123,16 +143,24 @@ def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Wi
         for pj in range(2):
             coeff = np.einsum("x,y->xy", _AT[pi], _AT[pj]).reshape(16)
             i = out_index(4)
-            value: Expr | None = None
-            for e, cf in enumerate(coeff):
-                if not cf:
-                    continue
-                term = load(0, m, [i[0], idx(e), i[1], i[2], i[3]])
-                value = term if value is None else (value + term if cf > 0 else value - term)
-            assert value is not None and coeff[np.nonzero(coeff)[0][0]] == 1
+            value = _signed_sum([(load(0, m, [i[0], idx(e), i[1], i[2], i[3]]), cf) for e, cf in enumerate(coeff)])
             inputs = [m]
             if bias is not None:
                 value = value + load(1, bias, [i[1]])
                 inputs.append(bias)
             phases[(pi, pj)] = cx.emit(compute((n, k, th, tw), value, inputs), inputs)
     return interleave_phases(cx, phases, (2, 2), (n, k, *win.out))
+
+
+def _signed_sum(terms: list[tuple[Expr, float]]) -> Expr:
+    """The sum of the terms whose coefficient is +1 minus those whose is -1 (the
+    transforms' tables hold 0 and +-1 where they are applied; every row has a +1)."""
+    plus = [t for t, cf in terms if cf == 1]
+    minus = [t for t, cf in terms if cf == -1]
+    assert plus and len(plus) + len(minus) == sum(cf != 0 for _, cf in terms)
+    value = plus[0]
+    for t in plus[1:]:
+        value = value + t
+    for t in minus:
+        value = value - t
+    return value

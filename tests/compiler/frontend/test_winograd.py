@@ -11,9 +11,12 @@ from onnx import helper, numpy_helper
 
 from compiler.frontend import import_model
 from compiler.frontend.choices import Choice, by_default
+from compiler.frontend.ops.windows import Window
+from compiler.frontend.ops.winograd import winograd_choice
+from compiler.frontend.values import Value
 from compiler.pipeline import compile_model
 
-C = 64  # the fewest channels that take the Winograd path (winograd.MIN_CHANNELS)
+C = 64  # channels enough for the Winograd path (winograd.MIN_CHANNELS)
 
 
 def _uses_winograd(x_shape, w_shape, choose=by_default, **attrs) -> bool:
@@ -43,7 +46,7 @@ def test_winograd_convolutions_match_onnxruntime(x_shape, attrs, bias):
     ((1, C, 28, 28), (C, C, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((1, C, 28, 28), (C, C, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
     ((1, C, 27, 27), (C, C, 3, 3), {"pads": [1, 1, 1, 1]}),       # odd output
-    ((1, 32, 56, 56), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}),    # too few channels
+    ((1, 16, 56, 56), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}),    # too few channels
     ((1, C, 12, 12), (C, C, 3, 3), {"pads": [1, 1, 1, 1]}),       # too few tiles
     ((1, C, 28, 28), (C, C // 2, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),
     ((1, C, 28, 28), (C, C, 5, 5), {"pads": [2, 2, 2, 2]}),
@@ -69,7 +72,8 @@ def test_the_chooser_is_asked_once_per_convolution_with_the_convolution_alone():
     shape = [d.dim_value for d in alone.graph.output[0].type.tensor_type.shape.dim]
     assert shape == [2, C, 28, 28]
     assert asked[0].weight_bytes == 4 * C * C * 9  # no bias
-    # timed with its weights out of cache: copies that share the input, each with weights of its own
+    # timed with its weights out of cache: copies that share the input (its output is smaller),
+    # each with weights of its own
     three = onnx.load_from_string(asked[0].model(3))
     onnx.checker.check_model(three, full_check=True)
     assert [n.input[0] for n in three.graph.node] == ["x"] * 3 and len(three.graph.output) == 3
@@ -79,7 +83,7 @@ def test_the_chooser_is_asked_once_per_convolution_with_the_convolution_alone():
     # the same convolution is the same question; the direct lowering is what a "no" gets
     _uses_winograd((2, C, 29, 29), (C, C, 3, 3), choose=decline, **attrs)
     assert asked[1].key == asked[0].key
-    assert not _uses_winograd((1, 32, 56, 56), (32, 32, 3, 3), choose=decline, pads=[1, 1, 1, 1])
+    assert not _uses_winograd((1, 16, 56, 56), (16, 16, 3, 3), choose=decline, pads=[1, 1, 1, 1])
     assert len(asked) == 2  # a convolution Winograd does not fit is not asked about
     # from 14 x 14 on the machine is asked; untimed, the guess is direct below 28 x 28
     assert not _uses_winograd((1, C, 14, 14), (C, C, 3, 3), choose=decline, pads=[1, 1, 1, 1])
@@ -101,3 +105,17 @@ def test_both_compiled_lowerings_with_relu_validate(tmp_path, winograd):
     assert result.validation["passed"] is True and result.validation["rel_l2_error"] < 1e-5
     assert any(k["ops"] == ["Conv", "Relu"] for k in result.kernels) is not winograd  # direct: Relu fused
     assert result.report["choices"] == []  # told, not timed
+
+
+@pytest.mark.parametrize("out_channels, chained", [(C, True), (2 * C, False)])
+def test_copies_of_a_shape_keeping_convolution_are_timed_as_a_chain(out_channels: int, chained: bool) -> None:
+    """Copies of a convolution that keeps its input's shape read each other's outputs, as a
+    network's layers do (each input in cache, the intermediates reused); others read one input."""
+    x = Value((1, C, 28, 28), "float32")
+    w = Value.of_array(np.zeros((out_channels, C, 3, 3), np.float32))
+    choice = winograd_choice(x, w, None, Window((3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (28, 28)))
+    graph = onnx.load_from_string(choice.model(3)).graph
+    assert [n.input[0] for n in graph.node] == (["x", "y0", "y1"] if chained else ["x"] * 3)
+    assert [o.name for o in graph.output] == (["y2"] if chained else ["y0", "y1", "y2"])
+    assert ("chained" in choice.key) == chained  # a chain's answer is kept apart from the copies'
+    onnx.checker.check_model(onnx.load_from_string(choice.model(3)), full_check=True)
