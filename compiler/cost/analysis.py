@@ -8,6 +8,7 @@ remembers answers, because construction asks about the same tiles many times.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from compiler.ir import te
@@ -15,6 +16,35 @@ from compiler.ir.affine import in_bounds_points
 from compiler.ir.dtypes import dtype
 
 Sizes = tuple[int, ...]
+
+
+def live_loads(e: te.Expr) -> Counter[int]:
+    """Per input, the loads one evaluation of `e` makes: a select by the output index
+    alone (no load in its condition) makes its larger branch's, as the C kernels run each
+    range of such a select with its own branch (compiler/codegen/c/kernel.py
+    `_outer_pieces`): Winograd's transforms select one of 36 weighted sums of 4 values.
+    Without recursion (a Concat of many parts is a select chain as deep)."""
+    counts: dict[int, Counter[int]] = {}
+    stack: list[tuple[te.Expr, bool]] = [(e, False)]
+    while stack:
+        x, ready = stack.pop()
+        if id(x) in counts:
+            continue
+        kids = te.children(x)
+        if not ready:
+            stack.append((x, True))
+            stack.extend((k, False) for k in kids)
+            continue
+        if isinstance(x, te.Call) and x.op == "select" and not any(
+                isinstance(y, te.Load) for y in te.walk(x.args[0])):
+            a, b = counts[id(x.args[1])], counts[id(x.args[2])]
+            total = Counter({i: max(a[i], b[i]) for i in a.keys() | b.keys()})
+        else:
+            total = Counter({x.input: 1}) if isinstance(x, te.Load) else Counter()
+            for k in kids:
+                total.update(counts[id(k)])
+        counts[id(x)] = total
+    return counts[id(e)]
 
 
 class TileAnalysis:
@@ -35,11 +65,10 @@ class TileAnalysis:
         self.reduce_extents: Sizes = tuple(a.extent for a in compute.reduce_axes)
         self.out_bytes = dtype(compute.dtype).nbytes
         self.in_bytes = tuple(dtype(t.dtype).nbytes for t in compute.inputs)
-        body = [x for x in te.walk(compute.body) if isinstance(x, te.Load)]
-        post = [] if compute.post is None else [
-            x for x in te.walk(compute.post) if isinstance(x, te.Load)]
-        self._body_loads = [sum(ld.input == i for ld in body) for i in range(len(compute.inputs))]
-        self._post_loads = [sum(ld.input == i for ld in post) for i in range(len(compute.inputs))]
+        body = live_loads(compute.body)
+        post = Counter() if compute.post is None else live_loads(compute.post)
+        self._body_loads = [body[i] for i in range(len(compute.inputs))]
+        self._post_loads = [post[i] for i in range(len(compute.inputs))]
         # inputs only the epilogue reads (a residual, a bias): once per output, not per reduce step
         self.post_only = tuple(i for i, (b, p) in enumerate(zip(self._body_loads, self._post_loads, strict=True))
                                if p and not b)

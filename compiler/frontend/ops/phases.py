@@ -1,7 +1,6 @@
 """Outputs computed per phase (output position mod stride along each spatial axis) and
 interleaved into one tensor: a ConvTranspose's per-phase convolutions
-(compiler/frontend/ops/conv_transpose.py), Winograd's 2 x 2 output tiles
-(compiler/frontend/ops/winograd.py)."""
+(compiler/frontend/ops/conv_transpose.py)."""
 
 from __future__ import annotations
 

@@ -1,49 +1,77 @@
-"""Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for
-Convolutional Neural Networks", 2016): a 3x3 stride-1 convolution with 2.25x fewer
-multiply-adds in the contraction that dominates.
+"""Winograd's minimal filtering F(m x m, 3x3) (Lavin and Gray, "Fast Algorithms for
+Convolutional Neural Networks", 2016): a 3x3 stride-1 convolution with fewer multiply-adds
+in the contraction that dominates, 2.25x fewer with tiles of 2 x 2 outputs (F2), 4x with
+tiles of 4 x 4 (F4, where the output is a multiple of 4 with enough tiles: `winograd_tables`).
 
-For each 2 x 2 tile of outputs and its 4 x 4 window of input, Y = A^T [(G g G^T) . (B^T d B)] A:
-- the weights' transform U = G g G^T (16 values per output and input channel) is done here,
+For each m x m tile of outputs and its (m + 2) x (m + 2) window of input (s = (m + 2)^2
+table positions: 16 or 36), Y = A^T [(G g G^T) . (B^T d B)] A:
+- the weights' transform U = G g G^T (s values per output and input channel) is done here,
   on the constant weights;
-- the input's, V = B^T d B, is per table position a signed sum of 4 of the tile's 4 x 4
-  window (read at stride 2 from the padded input): every row of B^T holds two +-1. One
-  element-wise op selects among the 16 sums by position, and the C kernel runs each
-  position's range with its own sum (compiler/codegen/c/kernel.py `_outer_pieces`);
-- the 16 products are one batched matmul over the input channels, M = U V;
-- the output's, Y = A^T M A, is per position (i, j) of the tile a signed sum of 9 of the
-  16 products (plus the bias); the four positions are interleaved as a ConvTranspose's
-  phases are (compiler/frontend/ops/phases.py).
-The tables' entries are 0, +-1 and +-1/2: the results differ from the direct sum by rounding.
+- the input's, V = B^T d B, runs in two passes: the window's columns, S[x, b] =
+  sum_a B^T[x, a] d[a, b] (read at stride m from the padded input), then V[x, y] =
+  sum_b B^T[y, b] S[x, b], each a weighted sum of at most 4 values per position (the rows
+  of B^T have 2 nonzeros in F2, 3 or 4 in F4). Each pass is one element-wise op that selects
+  among its positions' sums, and the C kernel runs each position's range with its own sum
+  (compiler/codegen/c/kernel.py `_outer_pieces`); the second pass keeps the first in memory
+  rather than recompute it at every read (compiler/schedule/tilegraph/registers.py
+  `_recomputed`);
+- the s products are one batched matmul over the input channels, M = U V;
+- the output's, Y = A^T M A, likewise in two passes, the second with the bias written
+  straight into the output's layout, viewed as (n, k, tile row, i, tile column, j).
+The results differ from the direct sum by rounding: F2's tables hold 0, +-1 and +-1/2, F4's
+weights up to 64 and 1/24, so its rounding errors are larger (still far inside the
+validation's tolerance: test_winograd.py).
 
 Which lowering is faster depends on the machine (compiler/frontend/choices.py): the
 convolution asks its `Choice` (`winograd_choice`), which the pipeline answers by timing
 both on the convolution alone; the thresholds below are where it is worth asking, and the
 answer where nothing is timed.
 
-The input transform was a contraction with the dense 16 x 16 table B^T (x) B^T, three
-quarters zeros: 372 us of a 64-channel convolution on 56 x 56 at one thread on a Zen 4
-(the batched matmul 1120, the direct convolution 2100); as signed sums, 180 us. The
-transformed weights take 16/9 the bytes.
+Measured on a Zen 4 (64 channels on 56 x 56, one thread; the direct convolution 2.10 ms,
+onnxruntime's 2.05): F2 with its input transform a contraction with the dense 16 x 16 table
+B^T (x) B^T (three quarters zeros) 1.52 ms, of which the transform 372 us; as signed sums in
+one pass 1.39 ms (the transform 180 us); F4 in one pass 1.35 ms (the batched matmul 1014 ->
+594 us, but 36 sums of 9 to 16 window values read at stride 4: 675 us); F4 in two passes
+1.10 ms (the passes 233 and 75 us). The transformed weights take s / 9 the bytes: 16/9 in
+F2, 4x in F4.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontend.choices import Choice
 from compiler.frontend.exprs import compute, idx, load, out_index, reduce_index, scalar
-from compiler.frontend.ops.phases import interleave_phases
 from compiler.frontend.ops.windows import Window
 from compiler.frontend.registry import OpContext
 from compiler.frontend.values import Value
-from compiler.ir.te import Expr, call, select
+from compiler.ir.te import Expr, Load, call, select
 
-_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
-_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
-_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
+
+@dataclass(frozen=True)
+class _Tables:
+    """F(m x m, 3 x 3): tiles of m x m outputs from (m + 2) x (m + 2) windows."""
+
+    m: int
+    bt: np.ndarray  # (m + 2) x (m + 2), the input's transform
+    g: np.ndarray  # (m + 2) x 3, the weights'
+    at: np.ndarray  # m x (m + 2), the output's
+
+
+# Lavin and Gray's tables, interpolating at 0, +-1 (F2) and 0, +-1, +-2 (F4), and infinity.
+F2 = _Tables(2, np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64),
+             np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64),
+             np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64))
+F4 = _Tables(4, np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+                          [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64),
+             np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                       [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64),
+             np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+                      np.float64))
 # Where the machine is asked (one 3x3 convolution with a Relu, Winograd against the direct
 # one, 1 / 2 threads). On a Zen 5: 32 channels on 112 x 112 0.78x; 64 on 56 x 56 1.10x /
 # 1.09x; 128 on 28 x 28 1.25x / 1.29x; 256 on 14 x 14 1.37x / 0.95x (49 tiles: the small
@@ -56,16 +84,25 @@ _AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
 # out of cache where the model's overflow the caches (compiler/pipeline.py `choice_copies`).
 # On a Zen 3 (AVX2), so timed, 256 on 14 x 14 took 3.1 against 4.5 ms (1.9 against 2.5 at
 # two threads) and ResNet-18 ran 4-14% faster with it. Above these the timing decides; where
-# nothing is timed, the guess is Winograd from GUESS_TILES on. With the input transform as
-# signed sums, on a Zen 4 (1 / 2 threads): 32 channels on 112 x 112 1.92 / 1.04 ms against
-# 2.15 / 1.08 direct, so 32 channels are asked too; 64 on 56 x 56 1.39 / 0.74 against 2.10 / 1.07.
+# nothing is timed, the guess is Winograd from GUESS_TILES on. With the transforms in two
+# passes, on a Zen 4 (1 / 2 threads, against onnxruntime, level with the direct convolution
+# there): 32 channels on 112 x 112 (F4) 1.53x / 1.50x, so 32 channels are asked too; 64 on
+# 56 x 56 (F4) 1.87x / 1.84x; 128 on 28 x 28 (F4) 2.61x / 2.48x; 256 on 14 x 14 (F2)
+# 1.92x / 1.84x.
 MIN_CHANNELS = 32  # input and output channels
 MIN_TILES = 49  # 2 x 2 output tiles: a 14 x 14 output
 GUESS_TILES = 196  # a 28 x 28 output
 
 
+def winograd_tables(win: Window) -> _Tables:
+    """F4 where the output splits into MIN_TILES 4 x 4 tiles or more, else F2: F4 takes 4x
+    fewer multiply-adds than the direct convolution, F2 2.25x."""
+    fits4 = all(o % 4 == 0 for o in win.out) and win.out[0] * win.out[1] // 16 >= MIN_TILES
+    return F4 if fits4 else F2
+
+
 def winograd_fits(x: Value, w: Value, groups: int, win: Window) -> bool:
-    """Whether convolution (x, w) runs as F(2x2, 3x3): float32, 2-D, one group, a 3x3 kernel
+    """Whether convolution (x, w) runs as Winograd (F2 at least): float32, 2-D, one group, a 3x3 kernel
     at stride 1 without dilation, constant weights (transformed here), an even output size,
     and enough channels and tiles to repay the transforms."""
     return (x.rank == 4 and x.dtype == "float32" and w.dtype == "float32" and w.is_const and groups == 1
@@ -85,8 +122,8 @@ def winograd_choice(x: Value, w: Value, bias: Value | None, win: Window) -> Choi
     # ms direct on a Zen 4, where ResNet-18 ran 9% faster with it (13.2 against 14.6 ms):
     # sixteen outputs and their intermediates live at once did not fit the caches.
     chained = (w.shape[0], *win.out) == x.shape[1:]
-    key = (f"winograd x{list(x.shape)} w{list(w.shape)} pads{pads} bias{int(bias is not None)}"
-           f"{' chained' if chained else ''}")
+    key = (f"winograd F{winograd_tables(win).m} x{list(x.shape)} w{list(w.shape)} pads{pads} "
+           f"bias{int(bias is not None)}{' chained' if chained else ''}")
 
     def model(copies: int) -> bytes:
         rng = np.random.default_rng(0)
@@ -113,54 +150,75 @@ def winograd_choice(x: Value, w: Value, bias: Value | None, win: Window) -> Choi
 
 
 def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Window) -> Value:
-    """Convolution (x, w, bias) as F(2x2, 3x3); `winograd_fits` must hold."""
+    """Convolution (x, w, bias) as F(m x m, 3x3) with `winograd_tables`' m; `winograd_fits`
+    must hold."""
     assert w.array is not None
+    f = winograd_tables(win)
+    m, side = f.m, f.m + 2  # outputs a tile side, inputs a window side
+    size = side * side  # table positions
     n, c = x.shape[:2]
     k = w.shape[0]
-    th, tw = win.out[0] // 2, win.out[1] // 2
-    u = np.einsum("xa,kcab,yb->xykc", _G, w.array.astype(np.float64), _G).reshape(16, k, c)
+    th, tw = win.out[0] // m, win.out[1] // m
+    u = np.einsum("xa,kcab,yb->xykc", f.g, w.array.astype(np.float64), f.g).reshape(size, k, c)
     weights = cx.constant(u.astype(np.float32))
+    reads_outside = win.padded or any(m * t + 2 > s for t, s in zip((th, tw), x.shape[2:], strict=True))
+    pad = scalar(0, x.dtype).value if reads_outside else None
+
+    # V = B^T d B in two passes, each a weighted sum of at most 4 values per position: the
+    # columns' transform S[x, b] = sum_a B^T[x, a] d[a, b], then V[x, y] = sum_b B^T[y, b] S[x, b].
     i = out_index(5)
 
-    def at(a: int, b: int) -> list[Expr]:  # the tile's window element (a, b)
-        return [i[0], i[1], *(i[3 + d] * idx(2) + idx(ab - win.pad_begin[d]) for d, ab in enumerate((a, b)))]
-    reads_outside = win.padded or any(2 * t + 2 > s for t, s in zip((th, tw), x.shape[2:], strict=True))
-    pad = scalar(0, x.dtype).value if reads_outside else None
-    body: Expr | None = None
-    for e in reversed(range(16)):  # a select chain over the table position: one signed sum each
-        term = _signed_sum([(load(0, x, at(a, b), pad=pad), _BT[e // 4, a] * _BT[e % 4, b])
-                            for a in range(4) for b in range(4)])
-        body = term if body is None else select(call("lt", i[2], idx(e + 1)), term, body)
-    assert body is not None
-    v = cx.emit(compute((n, c, 16, th, tw), body, [x]), [x])
+    def window(a: int, b: int) -> Load:  # element (a, b) of the tile's window
+        return load(0, x, [i[0], i[1], *(i[3 + d] * idx(m) + idx(ab - win.pad_begin[d]) for d, ab in enumerate((a, b)))],
+                    pad=pad)
+    body = _by_position(i[2], [[(window(a, q % side), f.bt[q // side, a]) for a in range(side)] for q in range(size)])
+    columns = cx.emit(compute((n, c, size, th, tw), body, [x]), [x])
+    i = out_index(5)
+    body = _by_position(i[2], [[(load(0, columns, [i[0], i[1], idx(e - e % side + b), i[3], i[4]]), f.bt[e % side, b])
+                                for b in range(side)] for e in range(size)])
+    v = cx.emit(compute((n, c, size, th, tw), body, [columns]), [columns])
 
     i, (rc,) = out_index(5), reduce_index(1)
     body = load(0, weights, [i[1], i[2], rc]) * load(1, v, [i[0], rc, i[1], i[3], i[4]])
-    m = cx.emit(compute((n, 16, k, th, tw), body, [weights, v], reduce=[c], reduce_op="sum"), [weights, v])
+    products = cx.emit(compute((n, size, k, th, tw), body, [weights, v], reduce=[c], reduce_op="sum"), [weights, v])
 
-    phases = {}
-    for pi in range(2):
-        for pj in range(2):
-            coeff = np.einsum("x,y->xy", _AT[pi], _AT[pj]).reshape(16)
-            i = out_index(4)
-            value = _signed_sum([(load(0, m, [i[0], idx(e), i[1], i[2], i[3]]), cf) for e, cf in enumerate(coeff)])
-            inputs = [m]
-            if bias is not None:
-                value = value + load(1, bias, [i[1]])
-                inputs.append(bias)
-            phases[(pi, pj)] = cx.emit(compute((n, k, th, tw), value, inputs), inputs)
-    return interleave_phases(cx, phases, (2, 2), (n, k, *win.out))
+    # Y = A^T M A in two passes likewise, the second written interleaved: (n, k, tile row,
+    # position i, tile column, position j), a view of the output.
+    i = out_index(5)
+    body = _by_position(i[2], [[(load(0, products, [i[0], idx(a * side + q % side), i[1], i[3], i[4]]), f.at[q // side, a])
+                                for a in range(side)] for q in range(m * side)])
+    rows = cx.emit(compute((n, k, m * side, th, tw), body, [products]), [products])
+    i = out_index(6)
+    body = _by_position(i[5], [[(load(0, rows, [i[0], i[1], i[3] * idx(side) + idx(b), i[2], i[4]]), f.at[pj, b])
+                                for b in range(side)] for pj in range(m)])
+    inputs = [rows]
+    if bias is not None:
+        body = body + load(1, bias, [i[1]])
+        inputs.append(bias)
+    y = cx.emit(compute((n, k, th, m, tw, m), body, inputs), inputs)
+    return cx.view(y, (n, k, *win.out))
 
 
-def _signed_sum(terms: list[tuple[Expr, float]]) -> Expr:
-    """The sum of the terms whose coefficient is +1 minus those whose is -1 (the
-    transforms' tables hold 0 and +-1 where they are applied; every row has a +1)."""
-    plus = [t for t, cf in terms if cf == 1]
-    minus = [t for t, cf in terms if cf == -1]
-    assert plus and len(plus) + len(minus) == sum(cf != 0 for _, cf in terms)
-    value = plus[0]
-    for t in plus[1:]:
-        value = value + t
-    for t in minus:
-        value = value - t
+def _by_position(position: Expr, sums: list[list[tuple[Expr, float]]]) -> Expr:
+    """The weighted sum `sums[p]` where `position` is p: a select chain the C kernel runs
+    range by range (compiler/codegen/c/kernel.py `_outer_pieces`; the interleaved
+    innermost position, c/turn.py `zipped_axis`)."""
+    body: Expr | None = None
+    for p in reversed(range(len(sums))):
+        term = _weighted_sum(sums[p])
+        body = term if body is None else select(call("lt", position, idx(p + 1)), term, body)
+    assert body is not None
+    return body
+
+
+def _weighted_sum(terms: list[tuple[Expr, float]]) -> Expr:
+    """The sum of the terms times their coefficients, those of 0 left out and those of +-1
+    added or subtracted without a multiply (every row of the tables has a +1, first here)."""
+    ordered = sorted((tc for tc in terms if tc[1]), key=lambda tc: tc[1] != 1)
+    assert ordered and ordered[0][1] == 1
+    value = ordered[0][0]
+    for t, cf in ordered[1:]:
+        if abs(cf) != 1:
+            t = t * scalar(abs(cf), t)
+        value = value + t if cf > 0 else value - t
     return value

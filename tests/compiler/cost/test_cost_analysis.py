@@ -4,7 +4,9 @@ import pytest
 from te_operators import conv2d, gather_rows, matmul, row_mean
 
 from compiler.cost import TileAnalysis
+from compiler.cost.analysis import live_loads
 from compiler.ir import te
+from compiler.ir.te import Var, call, select
 
 
 @pytest.mark.parametrize("compute", [matmul(96, 80, 64), conv2d(1, 8, 12, 12, 16, 3, 3, 1, 1),
@@ -34,3 +36,14 @@ def test_memo_returns_the_same_answers():
     an = TileAnalysis(matmul(64, 64, 64))
     first = an.traffic((16, 16), 32)
     assert an.traffic((16, 16), 32) is first
+
+
+def test_a_select_by_the_output_index_loads_its_larger_branch():
+    """The C kernels run each range of such a select with its own branch: what a tile
+    holds in registers is one branch's loads, not the chain's (Winograd's 36 positions)."""
+    i0, i1 = Var("i0"), Var("i1")
+    x = [te.Load(0, (i0, i1 + k), "float32") for k in range(4)]
+    by_index = select(call("lt", i0, 2), x[0] + x[1] + x[2], x[3] * 2.0 - x[0])
+    assert live_loads(by_index) == {0: 3}
+    by_value = select(call("lt", x[3], 0.0), x[0] + x[1], x[2])  # a condition that loads: all run
+    assert live_loads(by_value) == {0: 4}

@@ -12,6 +12,7 @@ from bounds_kit import assert_loads_in_bounds
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontend import import_model
+from compiler.frontend.choices import Chooser, by_default
 from compiler.ir.graph_interp import run_graph
 
 NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
@@ -68,10 +69,12 @@ def assert_matches(got: np.ndarray, want: np.ndarray, rel_l2: float = 1e-5) -> N
         np.testing.assert_array_equal(got, want)
 
 
-def check_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rel_l2: float = 1e-5) -> None:
-    """run_graph(import_model(model)) equals onnxruntime on `feeds`; no load can leave its tensor."""
+def check_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rel_l2: float = 1e-5,
+                choose: Chooser = by_default) -> None:
+    """run_graph(import_model(model)) equals onnxruntime on `feeds`; no load can leave its tensor.
+    `choose` answers the lowering choices (compiler/frontend/choices.py)."""
     want = run_ort(model, feeds)
-    graph = import_model(model.SerializeToString())
+    graph = import_model(model.SerializeToString(), choose=choose)
     assert_loads_in_bounds(graph)
     got = run_graph(graph, feeds)
     assert set(got) == set(want)
@@ -90,11 +93,11 @@ def random(shape: Sequence[int], dtype=np.float32, seed: int = 0, low: float = -
 
 def check_op(op: str, inputs: dict[str, np.ndarray], weights: dict[str, np.ndarray] | None = None,
              outputs: int = 1, opset: int = 18, rel_l2: float = 1e-5, input_order: Sequence[str] | None = None,
-             **attrs) -> None:
+             choose: Chooser = by_default, **attrs) -> None:
     """One `op` node vs onnxruntime. Inputs named in `weights` are initializers, the rest model inputs;
     `input_order` lists the node's input names when they are not inputs-then-weights ("" = omitted)."""
     weights = weights or {}
     names = list(input_order) if input_order is not None else [*inputs, *weights]
     out = [f"y{k}" for k in range(outputs)]
     node = helper.make_node(op, names, out, **attrs)
-    check_model(make_model([node], inputs, out, weights, opset), inputs, rel_l2)
+    check_model(make_model([node], inputs, out, weights, opset), inputs, rel_l2, choose)

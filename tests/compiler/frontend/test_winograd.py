@@ -12,34 +12,50 @@ from onnx import helper, numpy_helper
 from compiler.frontend import import_model
 from compiler.frontend.choices import Choice, by_default
 from compiler.frontend.ops.windows import Window
-from compiler.frontend.ops.winograd import winograd_choice
+from compiler.frontend.ops.winograd import F2, F4, winograd_choice
 from compiler.frontend.values import Value
 from compiler.pipeline import compile_model
 
 C = 64  # channels enough for the Winograd path (winograd.MIN_CHANNELS)
 
 
-def _uses_winograd(x_shape, w_shape, choose=by_default, **attrs) -> bool:
+def _table_positions(x_shape, w_shape, choose=by_default, **attrs) -> int | None:
+    """The batched matmul's count of table positions (16: F(2x2, 3x3), 36: F(4x4, 3x3)),
+    None where the convolution runs direct."""
     node = helper.make_node("Conv", ["x", "w"], ["y"], **attrs)
     model = make_model([node], {"x": random(x_shape)}, ["y"], {"w": random(w_shape, seed=1)})
     graph = import_model(model, choose=choose)
     n, k = x_shape[0], w_shape[0]
-    return any(nd.compute.shape[:3] == (n, 16, k) for nd in graph.nodes)  # the batched matmul of 16
+    return next((nd.compute.shape[1] for nd in graph.nodes
+                 if nd.compute.is_reduction and nd.compute.shape[:3:2] == (n, k) and nd.compute.shape[1] in (16, 36)),
+                None)
 
 
-@pytest.mark.parametrize("x_shape,attrs", [
-    ((1, C, 28, 28), {"pads": [1, 1, 1, 1]}),
-    ((2, C, 30, 30), {}),                                # no padding: every window inside
-    ((1, C, 29, 29), {"pads": [1, 0, 0, 1]}),            # asymmetric
-    ((1, C, 28, 28), {"auto_pad": "SAME_UPPER"}),
+def _take(_: Choice) -> bool:
+    """The chooser that takes every alternative (Winograd below the untimed guess's size too)."""
+    return True
+
+
+def _uses_winograd(x_shape, w_shape, choose=by_default, **attrs) -> bool:
+    return _table_positions(x_shape, w_shape, choose, **attrs) is not None
+
+
+@pytest.mark.parametrize("x_shape,attrs,positions", [
+    ((1, C, 28, 28), {"pads": [1, 1, 1, 1]}, 36),        # 7 x 7 tiles of 4 x 4
+    ((2, C, 30, 30), {}, 36),                            # no padding: every window inside
+    ((1, C, 29, 29), {"pads": [1, 0, 0, 1]}, 36),        # asymmetric
+    ((1, C, 28, 28), {"auto_pad": "SAME_UPPER"}, 36),
+    ((1, C, 14, 14), {"pads": [1, 1, 1, 1]}, 16),        # not a multiple of 4: 7 x 7 tiles of 2 x 2
+    ((1, C, 16, 16), {"pads": [1, 1, 1, 1]}, 16),        # 4 x 4 tiles of 4 x 4 are too few
+    ((2, C, 32, 30), {"pads": [1, 1, 1, 1]}, 16),        # 30 is no multiple of 4
 ])
 @pytest.mark.parametrize("bias", [True, False])
-def test_winograd_convolutions_match_onnxruntime(x_shape, attrs, bias):
-    assert _uses_winograd(x_shape, (C, C, 3, 3), **attrs)
+def test_winograd_convolutions_match_onnxruntime(x_shape, attrs, positions, bias):
+    assert _table_positions(x_shape, (C, C, 3, 3), _take, **attrs) == positions
     weights = {"w": random((C, C, 3, 3), seed=1, low=-0.2, high=0.2)}
     if bias:
         weights["b"] = random((C,), seed=2)
-    check_op("Conv", {"x": random(x_shape)}, weights, **attrs)
+    check_op("Conv", {"x": random(x_shape)}, weights, choose=_take, **attrs)
 
 
 @pytest.mark.parametrize("x_shape,w_shape,attrs", [
@@ -119,3 +135,12 @@ def test_copies_of_a_shape_keeping_convolution_are_timed_as_a_chain(out_channels
     assert [o.name for o in graph.output] == (["y2"] if chained else ["y0", "y1", "y2"])
     assert ("chained" in choice.key) == chained  # a chain's answer is kept apart from the copies'
     onnx.checker.check_model(onnx.load_from_string(choice.model(3)), full_check=True)
+
+
+@pytest.mark.parametrize("tables", [F2, F4], ids=["F2", "F4"])
+def test_the_tables_compute_the_correlation(tables) -> None:
+    """A^T [(G g) . (B^T d)] is the 3-tap correlation of d with g at m outputs."""
+    rng = np.random.default_rng(0)
+    d, g = rng.standard_normal(tables.m + 2), rng.standard_normal(3)
+    want = [d[i:i + 3] @ g for i in range(tables.m)]
+    np.testing.assert_allclose(tables.at @ ((tables.g @ g) * (tables.bt @ d)), want, rtol=1e-12, atol=1e-12)

@@ -4,6 +4,7 @@ import copy
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontend import import_model
@@ -124,3 +125,23 @@ def test_value_read_as_is_and_through_a_view_by_one_node_stays_in_memory():
                helper.make_node("MatMul", ["r", "v"], ["y"])],
               [("x", [4, 6])], ["y"], [("shape", np.array([6, 4], np.int64))])
     assert [n.op for n in fused_and_checked(m).nodes] == ["Relu", "MatMul"]
+
+
+@pytest.mark.parametrize("reads, fused", [(3, True), (4, False)])
+def test_a_producer_read_at_many_places_stays_in_memory(reads: int, fused: bool):
+    """An Add read at `reads` offsets per element (a window sum, a transform's pass): inlined,
+    every place would add again; from MIN_RECOMPUTED_READS places on it is kept apart."""
+    g = Graph()
+    x = g.new_tensor((3, 8), "float32", TensorKind.INPUT, "x")
+    g.inputs.append(x.id)
+    ax, tt = (Axis("i0", 3), Axis("i1", 8)), TensorType((3, 8), "float32")
+    i0, i1 = Var("i0"), Var("i1")
+    s = g.add_node("Add", Compute(ax, Load(0, (i0, i1), "float32") + Load(1, (i0, i1), "float32"), (tt, tt),
+                                  "float32", label="Add"), (x.id, x.id))
+    window = Load(0, (i0, i1), "float32")
+    for k in range(1, reads):
+        window = window + Load(0, (i0, call("min", i1 + k, 7)), "float32")
+    y = g.add_node("Sum", Compute(ax, window, (tt,), "float32", label="Sum"), (s.id,))
+    y.name = "y"
+    g.outputs.append(y.id)
+    assert [n.op for n in graph_fused_and_checked(g).nodes] == (["Add+Sum"] if fused else ["Add", "Sum"])
