@@ -18,6 +18,9 @@ table positions: 16 or 36), Y = A^T [(G g G^T) . (B^T d B)] A:
 - the s products are one batched matmul over the input channels, M = U V;
 - the output's, Y = A^T M A, likewise in two passes, the second with the bias written
   straight into the output's layout, viewed as (n, k, tile row, i, tile column, j).
+An output that is no multiple of m gets partial tiles at its edges, their window read past
+the input as padding and their outputs past the edge cut off (ResNet's 7 x 7 maps: 4 x 4
+tiles of 2 x 2 for 49 outputs).
 The results differ from the direct sum by rounding: F2's tables hold 0, +-1 and +-1/2, F4's
 weights up to 64 and 1/24, so its rounding errors are larger (still far inside the
 validation's tolerance: test_winograd.py).
@@ -88,27 +91,32 @@ F4 = _Tables(4, np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, 
 # passes, on a Zen 4 (1 / 2 threads, against onnxruntime, level with the direct convolution
 # there): 32 channels on 112 x 112 (F4) 1.53x / 1.50x, so 32 channels are asked too; 64 on
 # 56 x 56 (F4) 1.87x / 1.84x; 128 on 28 x 28 (F4) 2.61x / 2.48x; 256 on 14 x 14 (F2)
-# 1.92x / 1.84x.
+# 1.92x / 1.84x; 512 on 7 x 7 (F2, partial tiles) 1.50x / 1.49x, direct 1.07x / 1.02x.
 MIN_CHANNELS = 32  # input and output channels
-MIN_TILES = 49  # 2 x 2 output tiles: a 14 x 14 output
+MIN_TILES = 16  # 2 x 2 output tiles: a 7 x 7 output (partial tiles at its edges)
+F4_MIN_TILES = 49  # 4 x 4 output tiles, whole: a 28 x 28 output
 GUESS_TILES = 196  # a 28 x 28 output
 
 
 def winograd_tables(win: Window) -> _Tables:
-    """F4 where the output splits into MIN_TILES 4 x 4 tiles or more, else F2: F4 takes 4x
+    """F4 where the output splits into F4_MIN_TILES 4 x 4 tiles or more, else F2: F4 takes 4x
     fewer multiply-adds than the direct convolution, F2 2.25x."""
-    fits4 = all(o % 4 == 0 for o in win.out) and win.out[0] * win.out[1] // 16 >= MIN_TILES
+    fits4 = all(o % 4 == 0 for o in win.out) and _tiles(win, 4) >= F4_MIN_TILES
     return F4 if fits4 else F2
+
+
+def _tiles(win: Window, m: int) -> int:
+    """Tiles of m x m outputs that cover the output (partial ones at its edges)."""
+    return math.prod(-(-o // m) for o in win.out)
 
 
 def winograd_fits(x: Value, w: Value, groups: int, win: Window) -> bool:
     """Whether convolution (x, w) runs as Winograd (F2 at least): float32, 2-D, one group, a 3x3 kernel
-    at stride 1 without dilation, constant weights (transformed here), an even output size,
+    at stride 1 without dilation, constant weights (transformed here),
     and enough channels and tiles to repay the transforms."""
     return (x.rank == 4 and x.dtype == "float32" and w.dtype == "float32" and w.is_const and groups == 1
             and win.kernel == (3, 3) and win.strides == (1, 1) and win.dilations == (1, 1)
-            and all(o % 2 == 0 for o in win.out) and min(x.shape[1], w.shape[0]) >= MIN_CHANNELS
-            and win.out[0] * win.out[1] // 4 >= MIN_TILES)
+            and min(x.shape[1], w.shape[0]) >= MIN_CHANNELS and _tiles(win, 2) >= MIN_TILES)
 
 
 def winograd_choice(x: Value, w: Value, bias: Value | None, win: Window) -> Choice:
@@ -158,7 +166,7 @@ def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Wi
     size = side * side  # table positions
     n, c = x.shape[:2]
     k = w.shape[0]
-    th, tw = win.out[0] // m, win.out[1] // m
+    th, tw = (-(-o // m) for o in win.out)  # tiles; the last row and column may be partial
     u = np.einsum("xa,kcab,yb->xykc", f.g, w.array.astype(np.float64), f.g).reshape(size, k, c)
     weights = cx.constant(u.astype(np.float32))
     reads_outside = win.padded or any(m * t + 2 > s for t, s in zip((th, tw), x.shape[2:], strict=True))
@@ -195,8 +203,11 @@ def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Wi
     if bias is not None:
         body = body + load(1, bias, [i[1]])
         inputs.append(bias)
-    y = cx.emit(compute((n, k, th, m, tw, m), body, inputs), inputs)
-    return cx.view(y, (n, k, *win.out))
+    y = cx.view(cx.emit(compute((n, k, th, m, tw, m), body, inputs), inputs), (n, k, th * m, tw * m))
+    if (th * m, tw * m) == win.out:
+        return y
+    i = out_index(4)  # partial tiles: the outputs past the edge are cut off
+    return cx.emit(compute((n, k, *win.out), load(0, y, i), [y]), [y])
 
 
 def _by_position(position: Expr, sums: list[list[tuple[Expr, float]]]) -> Expr:
