@@ -83,3 +83,21 @@ def test_a_model_that_cannot_export_gets_a_row_saying_why(tmp_path: Path) -> Non
     row = bench_one(broken, "dynamo", [1], tmp_path)
     assert row.status == "export failed" and row.error.startswith("AttributeError")
     assert not row.results
+
+
+def test_the_flop_count_is_the_models_not_a_lowerings() -> None:
+    """A 3x3 convolution the default guess runs as Winograd still counts its direct
+    multiply-adds: 2 per tap that reads the input (not the padding)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from compiler.bench.real_suite import model_flops
+
+    c, side = 64, 28
+    w = numpy_helper.from_array(np.zeros((c, c, 3, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, side, side])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, side, side])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    taps = (3 * side - 2) ** 2  # (output, tap) pairs inside the input, both axes
+    assert model_flops(model.SerializeToString()) == pytest.approx(2 * c * c * taps, rel=0.02)
