@@ -346,7 +346,7 @@ class _KernelWriter:
                 return
             if d < self.n - 1 and (pieces := self._outer_pieces(d, body)):
                 for first, end, piece in pieces:
-                    start, stop = f"(b{d} < {first}L ? {first}L - b{d} : 0)", f"({end}L - b{d} < e{d} ? {end}L - b{d} : e{d})"
+                    start, stop = self._in_task(d, first, end)
                     with self._loop(f"u{d}", stop, start=start):
                         self.src.line(f"const int64_t i{d} = b{d} + u{d};")
                         nest(d + 1, piece)
@@ -362,33 +362,27 @@ class _KernelWriter:
     def _interior_row(self, body: Expr) -> _InteriorRow | None:
         """Where element-wise `body`'s padded loads stay inside their tensors along the
         innermost axis: the row's checks (on the outer indices alone), the range [lo, hi]
-        of the innermost index, and the body with those loads unpadded; None where some
-        padded load is not affine or mixes the innermost index with another."""
+        of the innermost index (`_interior_range`), and the body with those loads
+        unpadded; None where there is no padded load or no such range."""
         x = self.n - 1
-        var = self.c.axes[x].name
         loads = [ld for ld in walk(body) if isinstance(ld, Load) and ld.pad is not None]
-        lo, hi, checks = 0, self.c.axes[x].extent - 1, []
+        interior = self._interior_range(x, body)
+        if not loads or interior is None:
+            return None
+        checks = []
         for ld in loads:
             for index, n in zip(ld.indices, self.c.inputs[ld.input].shape, strict=True):
                 form = linear_form(index)
-                if form is None or any(v not in self.names for v in form[1]):
-                    return None
-                coef = form[1].get(var, 0)
-                if coef == 0:
-                    low, high = form_bounds(form, self.ranges)
-                    if low < 0 or high >= n:
-                        at = " + ".join([str(form[0]), *(f"{k} * {self.names[v]}" for v, k in form[1].items())])
-                        checks.append(f"(uint64_t)({at}) < {n}UL")
+                assert form is not None  # `_interior_range` found every padded index affine
+                if self.c.axes[x].name in form[1]:
                     continue
-                if coef < 0 or len(form[1]) > 1:
-                    return None
-                lo = max(lo, -(form[0] // coef))  # coef * x + c >= 0
-                hi = min(hi, (n - 1 - form[0]) // coef)  # coef * x + c <= n - 1
-        if not loads or lo > hi:
-            return None
+                low, high = form_bounds(form, self.ranges)
+                if low < 0 or high >= n:
+                    at = " + ".join([str(form[0]), *(f"{k} * {self.names[v]}" for v, k in form[1].items())])
+                    checks.append(f"(uint64_t)({at}) < {n}UL")
         unpadded = substitute(body, lambda e: Load(e.input, e.indices, e.dtype)
                               if isinstance(e, Load) and e.pad is not None else None)
-        return _InteriorRow(tuple(dict.fromkeys(checks)), lo, hi, unpadded)
+        return _InteriorRow(tuple(dict.fromkeys(checks)), *interior, unpadded)
 
     def _split_row(self, body: Expr, interior: _InteriorRow) -> None:
         """The innermost loop of an element-wise body with padded loads: where the row's
@@ -401,7 +395,7 @@ class _KernelWriter:
             with self._loop(f"u{x}", end, "#pragma omp simd", start=first):
                 self.src.line(f"const int64_t i{x} = b{x} + u{x};")
                 self._store(self._emit(e))
-        lo, hi = f"(b{x} < {interior.lo}L ? {interior.lo}L - b{x} : 0)", f"({interior.hi + 1}L - b{x} < e{x} ? {interior.hi + 1}L - b{x} : e{x})"
+        lo, hi = self._in_task(x, interior.lo, interior.hi + 1)
         with self.src.block(f"if ({' && '.join(interior.checks) or '1'})"):
             self.src.line(f"const int64_t lo{x} = {lo} < e{x} ? {lo} : e{x}, hi{x} = {hi} > lo{x} ? {hi} : lo{x};")
             row("0", f"lo{x}", body)
@@ -421,9 +415,14 @@ class _KernelWriter:
         cuts = split_points(body, axis.name, axis.extent)
         if not cuts or len(cuts) >= MAX_PIECES:
             return []
-        env = {**self.ranges}
-        return [(lo, hi, specialize(body, {**env, axis.name: (lo, hi - 1)}))
+        return [(lo, hi, specialize(body, {**self.ranges, axis.name: (lo, hi - 1)}))
                 for lo, hi in itertools.pairwise([0, *cuts, axis.extent])]
+
+    def _in_task(self, d: int, first: int, end: int) -> tuple[str, str]:
+        """C bounds of `u<d>` over the positions [first, end) of axis `d` that lie in the
+        task's block (an empty range where none do)."""
+        return (f"(b{d} < {first}L ? {first}L - b{d} : 0)",
+                f"({end}L - b{d} < e{d} ? {end}L - b{d} : e{d})")
 
     def _turned(self, turned: Turned, lanes: int) -> None:
         """The element-wise nest with axis `d` in vectors and the innermost axis `x` in
@@ -709,10 +708,18 @@ class _KernelWriter:
     def _interior_edges(self, d: int) -> tuple[int, int] | None:
         """[lo, hi] of axis d outside which some padded load may leave its tensor
         (None when there is no such edge or it cannot be found simply)."""
+        interior = self._interior_range(d, self.c.body)
+        return None if interior == (0, self.s.extents[d] - 1) else interior
+
+    def _interior_range(self, d: int, body: Expr) -> tuple[int, int] | None:
+        """[lo, hi] of axis d inside which `body`'s padded loads cannot leave their tensors
+        along it (the whole axis where none depends on it); None where there is no such
+        range or it cannot be found simply (an index not affine, or mixing d with another
+        output axis)."""
         var = self.c.axes[d].name
         spatial = {a.name for a in self.c.axes}
         lo, hi = 0, self.s.extents[d] - 1
-        for ld in (x for x in walk(self.c.body) if isinstance(x, Load) and x.pad is not None):
+        for ld in (x for x in walk(body) if isinstance(x, Load) and x.pad is not None):
             for index, n in zip(ld.indices, self.c.inputs[ld.input].shape, strict=True):
                 form = linear_form(index)
                 if form is None:
@@ -726,9 +733,7 @@ class _KernelWriter:
                 low, high = form_bounds((form[0], rest), self.ranges)
                 lo = max(lo, -(low // coef))  # coef * x + low >= 0
                 hi = min(hi, (n - 1 - high) // coef)  # coef * x + high <= n - 1
-        if lo > hi or (lo == 0 and hi == self.s.extents[d] - 1):
-            return None
-        return lo, hi
+        return None if lo > hi else (lo, hi)
 
     def _spatial(self, order: Sequence[int], bounds: Sequence[int], inner: Callable[[], None],
                  unroll: bool = False) -> None:

@@ -105,9 +105,14 @@ def winograd_tables(win: Window) -> _Tables:
     return F4 if fits4 else F2
 
 
+def _tile_grid(win: Window, m: int) -> tuple[int, ...]:
+    """Tiles of m x m outputs along each axis that cover the output (partial ones at its
+    edges)."""
+    return tuple(-(-o // m) for o in win.out)
+
+
 def _tiles(win: Window, m: int) -> int:
-    """Tiles of m x m outputs that cover the output (partial ones at its edges)."""
-    return math.prod(-(-o // m) for o in win.out)
+    return math.prod(_tile_grid(win, m))
 
 
 def winograd_fits(x: Value, w: Value, groups: int, win: Window) -> bool:
@@ -166,7 +171,7 @@ def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Wi
     size = side * side  # table positions
     n, c = x.shape[:2]
     k = w.shape[0]
-    th, tw = (-(-o // m) for o in win.out)  # tiles; the last row and column may be partial
+    th, tw = _tile_grid(win, m)  # the last row and column may be partial
     u = np.einsum("xa,kcab,yb->xykc", f.g, w.array.astype(np.float64), f.g).reshape(size, k, c)
     weights = cx.constant(u.astype(np.float32))
     reads_outside = win.padded or any(m * t + 2 > s for t, s in zip((th, tw), x.shape[2:], strict=True))
