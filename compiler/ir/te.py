@@ -19,6 +19,7 @@ import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from compiler.ir.dtypes import INDEX, dtype
 
@@ -328,6 +329,21 @@ class Compute:
     def all_axes(self) -> tuple[Axis, ...]:
         return (*self.axes, *self.reduce_axes)
 
+    @cached_property
+    def loads(self) -> tuple[Load, ...]:
+        """Every load in body and post, in walk order (`loads_of`). Kept on the instance: the
+        cost model asks for the loads of one Compute at every tile it prices, and a fused
+        body (a Winograd transform's select chain) is thousands of nodes to walk."""
+        out = [x for x in walk(self.body) if isinstance(x, Load)]
+        if self.post is not None:
+            out += [x for x in walk(self.post) if isinstance(x, Load)]
+        return tuple(out)
+
+    @cached_property
+    def distinct_loads(self) -> tuple[Load, ...]:
+        """The loads, each distinct one once (first-seen order): what a region depends on."""
+        return tuple(dict.fromkeys(self.loads))
+
     def member_inputs(self, k: int | None = None) -> tuple[TensorType, ...]:
         """What stage `k` (default: this Compute's own body) reads: the group's inputs, then
         the outputs of the stages before it."""
@@ -413,10 +429,7 @@ def count_ops(e: Expr) -> int:
 
 def loads_of(c: Compute) -> list[Load]:
     """Every load in body and post."""
-    out = [x for x in walk(c.body) if isinstance(x, Load)]
-    if c.post is not None:
-        out += [x for x in walk(c.post) if isinstance(x, Load)]
-    return out
+    return list(c.loads)
 
 
 def substitute(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
@@ -598,7 +611,7 @@ def region_of(c: Compute, tile: Tile) -> list[list[Interval]]:
     """
     env = {a.name: tile.interval(a) for a in c.all_axes()}
     boxes: list[list[Interval] | None] = [None] * len(c.inputs)
-    for ld in loads_of(c):
+    for ld in c.distinct_loads:
         shape = c.inputs[ld.input].shape
         box = []
         for d, idx in enumerate(ld.indices):

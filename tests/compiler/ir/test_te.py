@@ -53,6 +53,17 @@ def test_region_of_matmul_tile():
     assert a == [(8, 15), (0, 31)] and b == [(0, 31), (0, 15)]
 
 
+def test_loads_are_walked_once_and_a_region_counts_each_distinct_load():
+    i, r = Var("i0"), Var("r0")
+    x = Load(0, (i + r,), "float32")
+    shifted = Load(0, (i + r + 2,), "float32")
+    c = Compute(axes=(Axis("i0", 8),), body=x * x + shifted, inputs=(TensorType((12,), "float32"),),
+                dtype="float32", reduce_axes=(Axis("r0", 3),), reduce_op="sum")
+    assert te.loads_of(c) == [x, x, shifted] and c.loads is c.loads  # kept on the instance
+    assert c.distinct_loads == (x, shifted)
+    assert te.region_of(c, Tile({"i0": 4, "r0": 3}, {"i0": 2})) == [[(2, 9)]]  # 2..7 and 4..9
+
+
 def test_bigger_tiles_move_fewer_bytes_in_total():
     c = matmul(256, 256, 256)
     small = te.traffic(c, Tile({"i0": 8, "i1": 8, "r0": 256}))
