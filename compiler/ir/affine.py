@@ -51,13 +51,17 @@ def linear_form(e: Expr) -> LinearForm | None:
 
 
 def load_stride(load: Load, shape: Sequence[int], var: str) -> int | None:
-    """Elements the load's flat address moves when `var` grows by one (None: not affine)."""
+    """Elements the load's flat address moves when `var` grows by one (None: an index that
+    involves `var` is not affine in it). An index without `var` moves nothing, affine or not:
+    a nearest-neighbour upsampling's row `h // 2` leaves its columns contiguous."""
     total, stride = 0, 1
     for idx, n in zip(reversed(load.indices), reversed(shape), strict=True):
         form = linear_form(idx)
         if form is None:
-            return None
-        total += form[1].get(var, 0) * stride
+            if any(isinstance(x, Var) and x.name == var for x in walk(idx)):
+                return None
+        else:
+            total += form[1].get(var, 0) * stride
         stride *= n
     return total
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from compiler.codegen.c.vector import vectorizes
 from compiler.ir.affine import load_stride
-from compiler.ir.contraction import expr_vars
 from compiler.ir.index_split import specialize, split_points
 from compiler.ir.te import Compute, Expr, Load, walk
 
@@ -93,15 +92,15 @@ class Zipped:
 
 def zipped_axis(c: Compute, block: Sequence[int], lanes: int) -> Zipped | None:
     """Where element-wise `c`'s innermost axis is a few positions (2 or 4: a stride-2
-    ConvTranspose's phases, split off its output axes) each computed as vectors along the
-    next axis and interleaved (`interleave_lines`) into whole output vectors; else None."""
+    ConvTranspose's phases, split off its output axes; a nearest-neighbour upsampling's
+    repeats of each column, which read the same value at every position) each computed as
+    vectors along the next axis and interleaved (`interleave_lines`) into whole output
+    vectors; else None."""
     n = len(c.axes)
     if lanes not in TURN_LANES or n < 2 or c.dtype != "float32" or c.is_reduction:
         return None
     width, var = c.axes[-1].extent, c.axes[-2].name
     if width not in (2, 4) or width >= lanes or block[-1] != width or block[-2] < lanes:
-        return None
-    if c.axes[-1].name not in expr_vars(c.body):
         return None
     env = {a.name: (0, a.extent - 1) for a in c.axes}
     bodies = tuple(specialize(c.body, {**env, c.axes[-1].name: (r, r)}) for r in range(width))

@@ -125,6 +125,19 @@ def _affine_index(table: np.ndarray, i: Expr) -> Expr | None:
     return None
 
 
+# Nearest-neighbour factors along the innermost axis whose repeats are zipped (`_repeated_columns`).
+ZIPPED_REPEATS = (2, 4)
+
+
+def _repeated_columns(index: Expr, i: Expr, n_out: int, n_in: int) -> int | None:
+    """k where the innermost axis reads input column `i // k` (an integer nearest-neighbour
+    upsampling, k in ZIPPED_REPEATS) and the output is exactly k times the input; else None."""
+    for k in ZIPPED_REPEATS:
+        if n_out == k * n_in and index == call("floordiv", i, idx(k)):
+            return k
+    return None
+
+
 def resize_values(cx: OpContext, x: Value, out_shape: Sequence[int], scales: Sequence[float],
                   m: ResizeMode, roi: Sequence[tuple[float, float]]) -> Value:
     """x resampled to `out_shape` (one Compute; tap tables are its extra inputs)."""
@@ -161,6 +174,15 @@ def resize_values(cx: OpContext, x: Value, out_shape: Sequence[int], scales: Seq
         at[d] = clamp(load(len(inputs), table, [i[d], r]), 0, x.shape[d] - 1)
         weights.append(load(len(inputs) + 1, w, [i[d], r]))
         inputs += [table, w]
+    repeat = _repeated_columns(at[-1], i[-1], out_shape[-1], x.shape[-1]) if not (reduce or outside) else None
+    if repeat is not None:
+        # each input column written `repeat` times side by side: computed over [..., w, repeat]
+        # (the body reads column w whatever the position) and viewed as the output, so the
+        # kernel loads whole vectors of the row and zips them with themselves
+        # (compiler/codegen/c/turn.py `zipped_axis`) instead of gathering one lane at a time
+        at[-1] = i[-1]
+        c = compute([*out_shape[:-1], x.shape[-1], repeat], load(0, x, at), inputs)
+        return cx.view(cx.emit(c, inputs), out_shape)
     body: Expr = load(0, x, at)
     for w_expr in weights:
         body = body * w_expr

@@ -116,6 +116,16 @@ def upsampling_interleave(stride: int, channels: int, size: int) -> Compute:
     return node.compute
 
 
+def nearest_upsampling(scale: int, channels: int, size: int) -> Compute:
+    """A nearest-neighbour Resize by an integer `scale` (YOLO's and FPN's upsampling): over
+    [..., width, scale], each position reading the same input column."""
+    s = np.array([1, 1, scale, scale], np.float32)
+    m = model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest")],
+              [("x", [1, channels, size, size])], ["y"], [("s", s)])
+    (node,) = fuse(import_model(m.SerializeToString())).nodes
+    return node.compute
+
+
 ZIPPED = {
     # name: (compute, target preset whose lanes the kernel is rendered for, task block or
     # None for one task); 13 positions per row leave a partial vector at each row's end (its
@@ -125,6 +135,8 @@ ZIPPED = {
     "phases_4_avx2": (upsampling_interleave(4, 2, 13), "cpu:x86-64-v3", None),
     "phases_2_sse": (upsampling_interleave(2, 4, 13), "cpu:x86-64-v2", None),
     "phases_2_avx2_tasks_of_8": (upsampling_interleave(2, 4, 13), "cpu:x86-64-v3", [1, 4, 13, 2, 8, 2]),
+    "nearest_2_avx512": (nearest_upsampling(2, 3, 21), "cpu:x86-64-v4", None),
+    "nearest_4_avx2": (nearest_upsampling(4, 2, 11), "cpu:x86-64-v3", None),
 }
 
 

@@ -111,6 +111,19 @@ def test_integer_nearest_upsampling_is_index_arithmetic():
     assert len(node.inputs) == 1 and not node.compute.reduce_axes
 
 
+@pytest.mark.parametrize("scale", [2, 4])
+def test_integer_nearest_upsampling_repeats_whole_columns(scale):
+    """An innermost factor of 2 or 4 is computed over [..., width, factor] (each column
+    repeated, zipped into vectors by the kernel) and viewed as the output."""
+    x = random((1, 3, 5, 19))
+    s = np.array([1, 1, 3, scale], np.float32)
+    check_op("Resize", {"x": x}, {"s": s}, input_order=["x", "", "s"], opset=13, mode="nearest")
+    model = make_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest")],
+                       {"x": x}, ["y"], {"s": s}, opset=13)
+    (node,) = import_model(model).nodes
+    assert node.compute.shape == (1, 3, 15, 19, scale)
+
+
 def test_function_defined_op_lowers_through_its_body():
     q, k, v = random((2, 3, 4, 8), seed=1), random((2, 3, 6, 8), seed=2), random((2, 3, 6, 8), seed=3)
     check_op("Attention", {"q": q, "k": k, "v": v}, opset=23, is_causal=1)
