@@ -12,6 +12,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.bench.measure import compare_latency
+from compiler.bench.sections import machine_description
 from compiler.cache import MemoryKernelCache
 
 
@@ -143,6 +144,7 @@ def operator_section(threads: int) -> tuple[list[str], list[dict]]:
     """Markdown lines and JSON rows of the operator table (cold compiles, `threads` threads)."""
     from compiler.pipeline import compile_model
 
+    machine = machine_description()
     rows: list[dict] = []
     for name, model in operator_models().items():
         data = model.SerializeToString()
@@ -172,6 +174,8 @@ def operator_section(threads: int) -> tuple[list[str], list[dict]]:
         "candidates on this CPU; toolchain = gcc for the chosen kernels; predicted = the",
         "micro-performance model's estimate of the chosen tiling; measured = that kernel timed",
         "during compilation; tileforge / onnxruntime = median end-to-end latency.",
+        "",
+        f"Measured on {machine} (`--section operators` reruns this section alone).",
         "",
         "| operator | construct ms | tune s | toolchain s | predicted us | measured us | tileforge us | onnxruntime us | speedup |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",

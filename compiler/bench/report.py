@@ -21,7 +21,7 @@ from compiler.cache import FileKernelCache
 GPU_CHECK_FILE = "gpu_check.md"
 # The sections `--section` reruns alone, and the key of each one's rows in the JSON.
 SECTIONS = {"real": "real_models", "compile": "cli_compile_seconds", "cnn": "cnn_blocks", "fusion": "fusion",
-            "attention": "attention_blocks"}
+            "attention": "attention_blocks", "operators": "operators"}
 
 
 def gpu_section(path: Path) -> list[str]:
@@ -106,12 +106,14 @@ def run_section(name: str, out: Path, threads: list[int]) -> None:
     from compiler.bench.cnn_blocks import cnn_section
     from compiler.bench.compile_time import compile_time_section
     from compiler.bench.fusion import fusion_section
+    from compiler.bench.operators import operator_section
     from compiler.bench.real_suite import real_section
     from compiler.bench.sections import write_section
 
     makers = {"real": lambda: real_section(threads), "compile": compile_time_section,
               "cnn": lambda: cnn_section(max(threads)), "fusion": lambda: fusion_section(max(threads)),
-              "attention": lambda: attention_section(max(threads))}
+              "attention": lambda: attention_section(max(threads)),
+              "operators": lambda: operator_section(threads[0])}
     lines, rows = makers[name]()
     write_section(out, lines)
     js = out.with_suffix(".json")
@@ -125,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo model names")
     p.add_argument("--section", choices=["all", *SECTIONS], default="all",
-                   help="rerun one section alone (real models, compile time, CNN blocks, fusion, attention blocks) "
+                   help="rerun one section alone (real models, compile time, CNN blocks, fusion, attention blocks, "
+                        "operators) "
                         "and splice it into --out")
     a = p.parse_args(argv)
     threads = [int(t) for t in a.threads.split(",")]
