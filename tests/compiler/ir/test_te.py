@@ -64,6 +64,18 @@ def test_loads_are_walked_once_and_a_region_counts_each_distinct_load():
     assert te.region_of(c, Tile({"i0": 4, "r0": 3}, {"i0": 2})) == [[(2, 9)]]  # 2..7 and 4..9
 
 
+def test_load_stride_ignores_a_non_affine_index_without_the_variable():
+    """A nearest upsampling's row `h // 2` leaves its columns contiguous; an index that is
+    not affine in the variable itself still has no stride."""
+    from compiler.ir.affine import load_stride
+
+    h, w = Var("i0"), Var("i1")
+    rows = Load(0, (te.call("floordiv", h, te.Const(2, "int64")), w), "float32")
+    assert load_stride(rows, (4, 8), "i1") == 1 and load_stride(rows, (4, 8), "i0") is None
+    cols = Load(0, (h, te.call("floordiv", w, te.Const(2, "int64"))), "float32")
+    assert load_stride(cols, (4, 8), "i1") is None and load_stride(cols, (4, 8), "i0") == 8
+
+
 def test_bigger_tiles_move_fewer_bytes_in_total():
     c = matmul(256, 256, 256)
     small = te.traffic(c, Tile({"i0": 8, "i1": 8, "r0": 256}))
