@@ -174,12 +174,14 @@ def resize_values(cx: OpContext, x: Value, out_shape: Sequence[int], scales: Seq
         at[d] = clamp(load(len(inputs), table, [i[d], r]), 0, x.shape[d] - 1)
         weights.append(load(len(inputs) + 1, w, [i[d], r]))
         inputs += [table, w]
-    repeat = _repeated_columns(at[-1], i[-1], out_shape[-1], x.shape[-1]) if not (reduce or outside) else None
+    zipped = x.dtype == "float32" and not (reduce or outside)
+    repeat = _repeated_columns(at[-1], i[-1], out_shape[-1], x.shape[-1]) if zipped else None
     if repeat is not None:
         # each input column written `repeat` times side by side: computed over [..., w, repeat]
         # (the body reads column w whatever the position) and viewed as the output, so the
         # kernel loads whole vectors of the row and zips them with themselves
-        # (compiler/codegen/c/turn.py `zipped_axis`) instead of gathering one lane at a time
+        # (compiler/codegen/c/turn.py `zipped_axis`, float32 vectors) instead of gathering
+        # one lane at a time
         at[-1] = i[-1]
         c = compute([*out_shape[:-1], x.shape[-1], repeat], load(0, x, at), inputs)
         return cx.view(cx.emit(c, inputs), out_shape)

@@ -124,6 +124,17 @@ def test_integer_nearest_upsampling_repeats_whole_columns(scale):
     assert node.compute.shape == (1, 3, 15, 19, scale)
 
 
+def test_integer_nearest_upsampling_of_other_element_types_is_not_split():
+    """Only float32 rows are zipped into vectors: an int8 upsampling keeps the output's shape."""
+    x = random((1, 2, 3, 16), np.int8, low=-50, high=50)
+    s = np.array([1, 1, 2, 2], np.float32)
+    check_op("Resize", {"x": x}, {"s": s}, input_order=["x", "", "s"], opset=13, mode="nearest")
+    model = make_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest")],
+                       {"x": x}, ["y"], {"s": s}, opset=13)
+    (node,) = import_model(model).nodes
+    assert node.compute.shape == (1, 2, 6, 32)
+
+
 def test_function_defined_op_lowers_through_its_body():
     q, k, v = random((2, 3, 4, 8), seed=1), random((2, 3, 6, 8), seed=2), random((2, 3, 6, 8), seed=3)
     check_op("Attention", {"q": q, "k": k, "v": v}, opset=23, is_causal=1)
