@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Call, Compute, Const, Expr, Load, Var, walk
 
@@ -58,7 +59,7 @@ def load_stride(load: Load, shape: Sequence[int], var: str) -> int | None:
     for idx, n in zip(reversed(load.indices), reversed(shape), strict=True):
         form = linear_form(idx)
         if form is None:
-            if any(isinstance(x, Var) and x.name == var for x in walk(idx)):
+            if var in expr_vars(idx):
                 return None
         else:
             total += form[1].get(var, 0) * stride
