@@ -14,8 +14,8 @@ from compiler.ir.te import Compute
 from compiler.schedule.cpu_gemm import MIN_KC, l1_bytes, with_gemm_blocking
 from compiler.schedule.parallel import runs_serially
 from compiler.schedule.partition import is_chain_group, plan_chain, runs_as_chain
+from compiler.schedule.per_channel import planned_per_channel
 from compiler.schedule.plan import TileConfig
-from compiler.schedule.plane_conv import planned_plane
 from compiler.schedule.row_members import whole_task_tile
 from compiler.target.base import MemoryLevel, Target
 
@@ -51,7 +51,7 @@ def member_tile(cut: Compute, target: Target) -> TileConfig:
     (compiler/codegen/c/kernel.py; ShuffleNetV2's 14 x 14 pointwise convolutions on
     AVX-512 ran 4x slower than as a GEMM)."""
     tile = whole_task_tile(cut, target)
-    plane = planned_plane(cut, tile.vector, target.lanes, l1_bytes(target))
+    plane = planned_per_channel(cut, tile.vector, target.lanes, l1_bytes(target))
     if plane is not None:
         return replace(tile, plane=plane)
     # blocked for the one core that runs it (the chain's tasks, not its blocks, fill the cores)

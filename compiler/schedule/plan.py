@@ -18,7 +18,7 @@ from compiler.ir.te import Compute
 from compiler.schedule.chain_tiling import ChainTiling
 from compiler.schedule.cuda_launch import CudaLaunch
 from compiler.schedule.gemm_blocking import GemmBlocking
-from compiler.schedule.plane_conv import PlaneConv
+from compiler.schedule.per_channel import PerChannel, per_channel_from_json
 
 # Vectors per row that a pass of a CPU attention group's products keeps in registers (scores
 # of query rows, or values): each loaded vector serves every register row of the pass. The
@@ -52,8 +52,8 @@ class TileConfig:
     `row_softmax`, whether a row group takes the softmax row kernel rather than its
     members (compiler/schedule/row_softmax.py); `row_reduction`, whether a reduction
     folds each output's contiguous row rather than running micro-tiles
-    (compiler/schedule/row_reduction.py); `plane`, a per-channel convolution's plane-by-plane
-    layout (compiler/schedule/plane_conv.py; None: micro-tiles); `attention`, an attention group's (query rows,
+    (compiler/schedule/row_reduction.py); `plane`, a per-channel convolution's layout, plane by
+    plane or channels in lanes (compiler/schedule/per_channel.py; None: micro-tiles); `attention`, an attention group's (query rows,
     keys, register rows) per block (compiler/schedule/attention_tile.py; on CUDA the
     register rows are query rows per thread, compiler/schedule/cuda_attention_tile.py); `chain`, a convolution chain
     group's split, tile rows and order (compiler/schedule/partition.py; its `members` then hold each task
@@ -72,7 +72,7 @@ class TileConfig:
     serial: bool = False
     row_softmax: bool = False
     row_reduction: bool = False
-    plane: PlaneConv | None = None
+    plane: PerChannel | None = None
     attention: tuple[int, ...] = ()
     chain: ChainTiling | None = None
 
@@ -113,7 +113,7 @@ class TileConfig:
                           chunk=int(j.get("chunk", 0)), stage=tuple(j.get("stage", ())),
                           serial=bool(j.get("serial", False)), row_softmax=bool(j.get("row_softmax", False)),
                           row_reduction=bool(j.get("row_reduction", False)),
-                          plane=None if "plane" not in j else PlaneConv.from_json(j["plane"]),
+                          plane=None if "plane" not in j else per_channel_from_json(j["plane"]),
                           attention=tuple(j.get("attention", ())),
                           chain=ChainTiling.from_json(j["chain"]) if "chain" in j else None)
 

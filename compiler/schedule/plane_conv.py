@@ -177,26 +177,6 @@ def _flat_reduce(c: Compute) -> list[dict[str, int]]:
     return points
 
 
-def planned_plane(c: Compute, vector: int, lanes: int, l1_bytes: int) -> PlaneConv | None:
-    """The plane layout where `c` takes that path on a target of `lanes` lanes and an L1
-    of `l1_bytes`: it must cost no more than micro-tiles of the tile's `vector` would."""
-    return plane_choices(c, vector, lanes, l1_bytes)[0][1]
-
-
-def plane_choices(c: Compute, vector: int, lanes: int, l1_bytes: int) -> list[tuple[float, PlaneConv | None]]:
-    """The ways to compute `c`, cheapest first by the model, each with its cost relative to
-    the cheapest: planes (the layout) and micro-tiles of the tile's `vector` (None); only
-    micro-tiles where `c` cannot take planes. Planes win a tie."""
-    p = plane_conv(c, lanes)
-    if p is None:
-        return [(1.0, None)]
-    taps = math.prod(a.extent for a in c.reduce_axes)
-    ways = sorted([(plane_cost(p, taps, l1_bytes), p), (micro_tile_cost(p, taps, vector), None)],
-                  key=lambda way: way[0])
-    cheapest = ways[0][0]
-    return [(cost / cheapest if cheapest > 0 else 1.0, way) for cost, way in ways]
-
-
 def plane_cost(p: PlaneConv, taps: int, l1_bytes: int) -> float:
     """One plane's vector multiply-adds: every computed vector, for every tap; dearer by
     L1_SPILL where the copy and the line outgrow half of L1."""

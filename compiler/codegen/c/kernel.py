@@ -28,7 +28,8 @@ Loop structure (the CPU side of Roller's rTile):
 Contractions in float32 (matmul, convolution as implicit GEMM) take the packed,
 explicit-SIMD path of compiler/codegen/c/gemm.py instead, where the plan gave them a
 GEMM blocking (`TileConfig.gemm`, compiler/schedule/cpu_gemm.py); per-channel
-convolutions the plan lays out plane by plane (`TileConfig.plane`) take c/plane.py's. Every such decision
+convolutions the plan lays out plane by plane or with channels in lanes (`TileConfig.plane`) take
+c/plane.py's or c/lanes.py's. Every such decision
 is the plan's (compiler/schedule/cpu_tile.py); this module only renders it.
 
 Kernel ABI: `void sym(T_out* restrict out, const T0* restrict in0, ...)`
@@ -51,6 +52,7 @@ from dataclasses import dataclass, replace
 from compiler.codegen.c.attention import render_attention
 from compiler.codegen.c.chain import render_chain
 from compiler.codegen.c.gemm import render_gemm
+from compiler.codegen.c.lanes import render_lanes
 from compiler.codegen.c.plane import render_plane
 from compiler.codegen.c.rows import render_row_group
 from compiler.codegen.c.softmax import render_row_softmax
@@ -93,7 +95,9 @@ from compiler.ir.contraction import expr_vars
 from compiler.ir.dtypes import dtype
 from compiler.ir.index_split import specialize, split_points
 from compiler.ir.te import ACC, INIT, Call, Compute, Expr, Load, substitute, walk
+from compiler.schedule.lane_conv import LaneConv
 from compiler.schedule.merge_axes import merge_axes, merge_reduce_axes
+from compiler.schedule.per_channel import PerChannel
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.row_softmax import is_row_softmax
 from compiler.schedule.staging import StagedInput
@@ -158,12 +162,21 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
         return src.text(), False
     if tile.plane is not None:
         src.line("#include <stdlib.h>")
-        parallel = render_plane(compute, tile.plane, params, header, not tile.serial, src)
+        parallel = _render_per_channel(compute, tile.plane, params, header, not tile.serial, src)
         write_standalone(src, symbol, params, parallel)
         return src.text(), False
     parallel, checked = _write_loops(src, compute, tile, symbol, header, params, team=True, lanes=target.lanes)
     write_standalone(src, symbol, params, parallel)
     return src.text(), checked
+
+
+def _render_per_channel(compute: Compute, layout: PerChannel, params: Sequence[str], header: str, parallel: bool,
+                        src: CSource, prefix: str = "tf", team: bool = True) -> bool:
+    """A per-channel convolution as its layout says: channels in lanes (c/lanes.py) or
+    plane by plane (c/plane.py); whether its tasks are split among the team."""
+    if isinstance(layout, LaneConv):
+        return render_lanes(compute, layout, params, header, parallel, src, prefix, team)
+    return render_plane(compute, layout, params, header, parallel, src, prefix, team)
 
 
 def _write_member(src: CSource, compute: Compute, tile: TileConfig, name: str, params: Sequence[str]) -> bool:
@@ -177,7 +190,7 @@ def _write_member(src: CSource, compute: Compute, tile: TileConfig, name: str, p
                     team=False)
         return False
     if tile.plane is not None:  # likewise its plane copies
-        render_plane(compute, tile.plane, params, header, False, src, prefix=name, team=False)
+        _render_per_channel(compute, tile.plane, params, header, False, src, prefix=name, team=False)
         return False
     return _write_loops(src, compute, tile, name, header, params, team=False)[1]
 

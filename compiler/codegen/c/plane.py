@@ -18,7 +18,7 @@ output row's valid positions are stored.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from compiler.codegen.c.gemm import LINE_FLOATS, SCRATCH
@@ -50,7 +50,7 @@ def render_plane(c: Compute, p: PlaneConv, params: Sequence[str], header: str, p
     split = team and parallel and planes > 1
     with src.block(header):
         mark_used(src, params)
-        with thread_scratch(src, split, "cp", p.scratch_floats) if team else _given(src, "cp"):
+        with thread_scratch(src, split, "cp", p.scratch_floats) if team else given_scratch(src, "cp"):
             src.line(f"float* const res = cp + {2 * p.copy_floats};")
             src.line(f"for (int64_t q = 0; q < {2 * p.copy_floats}L; ++q) cp[q] = {literal(p.pad_value, 'float32')};")
             src.line("int64_t copied = -1;  /* the plane last copied in */")
@@ -64,14 +64,14 @@ def render_plane(c: Compute, p: PlaneConv, params: Sequence[str], header: str, p
                     _copy(p, src, "pl + 1", f"cp + ((pl + 1) & 1) * {p.copy_floats}L")
                     src.line("copied = pl + 1;")
                 src.line(f"const float* const xp = cp + (pl & 1) * {p.copy_floats}L;")
-                post = _vector_post(c)
+                post = vector_post(c, c.axes[-1].name)
                 _line(c, p, src, post, koff, toff, planes)
                 _store(c, p, src, post)
     return split
 
 
 @contextmanager
-def _given(src: CSource, name: str) -> Iterator[None]:
+def given_scratch(src: CSource, name: str) -> Iterator[None]:
     """A block with `float* name`: the scratch the caller handed in."""
     with src.block(""):
         src.line(f"float* const {name} = {SCRATCH};")
@@ -160,14 +160,27 @@ def _phase_runs(lo: int, reach: int, size: int, stride: int) -> list[tuple[int, 
     return runs
 
 
-def _vector_post(c: Compute) -> Expr | None:
-    """`post`, where it can be applied to whole vectors of the line: it reads nothing that
-    moves along the plane's rows or columns."""
+def vector_post(c: Compute, var: str) -> Expr | None:
+    """`post`, where it can be applied to whole vectors along axis `var` (the plane's
+    columns, or its channels): it reads nothing that moves along the plane's rows or
+    columns."""
     plane = {a.name for a in c.axes[-2:]}
-    if c.post is None or expr_vars(c.post) & plane or not vectorizes(c.post, c.axes[-1].name, c.inputs,
-                                                                      "float32", {ACC}):
+    if c.post is None or expr_vars(c.post) & plane or not vectorizes(c.post, var, c.inputs, "float32", {ACC}):
         return None
     return c.post
+
+
+def with_vector_post(c: Compute, post: Expr | None, acc: str, names: Mapping[str, str], var: str, lanes: int,
+                     counter: Iterator[int], src: CSource) -> str:
+    """C vector expression: accumulator `acc` with `post` applied along axis `var` (its
+    statements appended to `src`), or `acc` itself without a `post`."""
+    if post is None:
+        return acc
+    w = VectorWriter(c.inputs, {**names, ACC: acc}, counter, var, lanes, {ACC})
+    value = w.emit_vector(post)
+    src.extend(w.lines)
+    src.define(w.definitions)
+    return value
 
 
 def _line(c: Compute, p: PlaneConv, src: CSource, post: Expr | None, koff: str, toff: str,
@@ -207,12 +220,7 @@ def _line(c: Compute, p: PlaneConv, src: CSource, post: Expr | None, koff: str, 
                 src.line(f"const float* const x = xp + {koff}[k] + j;")
                 src.extend([f"{a} += tk[k] * *(const {VECTOR_TYPE}*)(x + {g * lanes});" for g, a in enumerate(accs)])
             for g, a in enumerate(accs):
-                value = a
-                if post is not None:
-                    w = VectorWriter(c.inputs, {**names, ACC: a}, counter, c.axes[-1].name, lanes, {ACC})
-                    value = w.emit_vector(post)
-                    src.extend(w.lines)
-                    src.define(w.definitions)
+                value = with_vector_post(c, post, a, names, c.axes[-1].name, lanes, counter, src)
                 src.line(f"*({VECTOR_TYPE}*)(res + j + {g * lanes}) = {value};")
 
 

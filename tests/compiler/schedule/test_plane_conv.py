@@ -7,7 +7,7 @@ import pytest
 from compiler import frontend
 from compiler.bench.cnn_blocks import _conv
 from compiler.bench.models import _Builder
-from compiler.schedule.plane_conv import planned_plane
+from compiler.schedule.per_channel import planned_per_channel
 
 L1 = 48 << 10
 
@@ -24,5 +24,5 @@ def _depthwise(channels: int, size: int, stride: int):
     (112, 2, False), (56, 1, False), (56, 2, True), (28, 1, True), (14, 1, True),
 ])
 def test_planes_where_they_fit_half_of_l1(size: int, stride: int, planes: bool) -> None:
-    plane = planned_plane(_depthwise(32, size, stride), 16, 16, L1)
+    plane = planned_per_channel(_depthwise(32, size, stride), 16, 16, L1)
     assert (plane is not None) == planes

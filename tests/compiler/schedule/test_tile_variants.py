@@ -1,6 +1,6 @@
 """The other ways to run an rTile on a CPU (compiler/schedule/cpu_tile.py `cpu_tile_variants`):
 a GEMM's every orientation the model weighs (compiler/schedule/cpu_gemm.py `gemm_variants`),
-a depthwise convolution's planes or micro-tiles, ranked by the model and planned in full, so
+a depthwise convolution's planes, lanes or micro-tiles, ranked by the model and planned in full, so
 that the compile can measure them where the model's ranking may be wrong for the host."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler import frontend
 from compiler.schedule.cpu_gemm import gemm_variants, with_gemm_blocking
 from compiler.schedule.cpu_tile import cpu_tile_variants, plan_cpu_tile
+from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 from compiler.target.registry import get_target
 
@@ -57,16 +58,24 @@ def test_a_gemm_with_one_way_has_no_variants() -> None:
     assert cpu_tile_variants(c, tile, AVX2) == []
 
 
-def test_a_depthwise_convolution_has_planes_and_micro_tiles() -> None:
-    # planes win on small maps, micro-tiles on wide ones (plane_conv.py): the other is the variant
+def _form(tile: TileConfig) -> str:
+    return "micro" if tile.plane is None else type(tile.plane).__name__
+
+
+def test_a_depthwise_convolution_has_planes_lanes_and_micro_tiles() -> None:
+    # planes win on small maps, micro-tiles on wide ones (plane_conv.py), channels in lanes
+    # where they split into whole vectors (lane_conv.py): the others are the variants
     for size, planes in ((14, True), (112, False)):
         c = conv3x3(32, size, group=32)
         tile = default_tile(c, AVX2)
         planned = plan_cpu_tile(c, tile, AVX2, constant_inputs=(1,))
-        (relative, other), = cpu_tile_variants(c, tile, AVX2, constant_inputs=(1,))
-        assert planned.gemm is None and other.gemm is None and relative > 1.0
-        assert (planned.plane is not None, other.plane is not None) == (planes, not planes)
-        assert other.serial == planned.serial
+        variants = cpu_tile_variants(c, tile, AVX2, constant_inputs=(1,))
+        forms = [_form(planned)] + [_form(t) for _, t in variants]
+        # 112 x 112: the lanes' copy outgrows the scratch
+        assert sorted(forms) == sorted({"PlaneConv", "micro"} | ({"LaneConv"} if planes else set()))
+        assert (_form(planned) != "micro") == planes
+        for relative, other in variants:
+            assert other.gemm is None and relative >= 1.0 and other.serial == planned.serial
 
 
 def test_the_fullest_micro_kernel_is_timed_where_the_model_spared_padding_rows() -> None:

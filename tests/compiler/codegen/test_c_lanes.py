@@ -1,0 +1,100 @@
+"""Per-channel convolutions with channels in the vector lanes (compiler/schedule/lane_conv.py,
+compiler/codegen/c/lanes.py) against the interpreter: small and odd maps, strides,
+dilation, a batch, windows larger than the map, epilogues on vectors (a bias and a
+select) and per element (a residual read along the plane), at 16, 8 and 4 lanes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from c_harness import KernelLibrary
+
+from compiler.ir import te
+from compiler.ir.interp import evaluate
+from compiler.ir.te import Axis, Compute, Expr, Load, TensorType, Var, call, select
+from compiler.schedule.lane_conv import LaneConv, lane_conv, lane_cost
+from compiler.schedule.plan import TileConfig
+from compiler.schedule.plane_conv import plane_conv, plane_cost
+from compiler.target import get_target
+
+RNG = np.random.default_rng(41)
+LANES = {16: get_target("cpu:x86-64-v4"), 8: get_target("cpu:x86-64-v3"), 4: get_target("cpu:x86-64-v2")}
+n, ch, y, x, ky, kx = (Var(v) for v in ("i0", "i1", "i2", "i3", "r0", "r1"))
+
+
+def depthwise(batch: int, channels: int, size: int, kernel: int, stride: int = 1, dilation: int = 1,
+              epilogue: str = "") -> Compute:
+    """Conv(group=channels), 'same' padding: output (batch, channels, ceil(size / stride), ...)."""
+    pad = dilation * (kernel // 2)
+    out = -(-size // stride)
+    data = Load(0, (n, ch, y * stride + ky * dilation - pad, x * stride + kx * dilation - pad), "float32", pad=0.0)
+    taps = Load(1, (ch, te.const(0, "int64"), ky, kx), "float32")
+    inputs = [TensorType((batch, channels, size, size), "float32"), TensorType((channels, 1, kernel, kernel), "float32")]
+    post: Expr | None = None
+    acc = Var("acc", "float32")
+    if epilogue == "bias_leaky":  # reads along the channels only: applied to whole vectors
+        inputs.append(TensorType((channels,), "float32"))
+        v = acc + Load(2, (ch,), "float32")
+        post = select(call("lt", v, 0.0), v * 0.1, v)
+    elif epilogue == "residual":  # reads the input along the plane: applied per element
+        post = acc + Load(0, (n, ch, y, x), "float32")
+    axes = (Axis("i0", batch), Axis("i1", channels), Axis("i2", out), Axis("i3", out))
+    return Compute(axes, data * taps, tuple(inputs), "float32", (Axis("r0", kernel), Axis("r1", kernel)), "sum", post)
+
+
+def _lanes_tile(c: Compute, lanes: int) -> TileConfig:
+    p = plane_conv(c, lanes)
+    assert p is not None
+    lc = lane_conv(p)
+    assert isinstance(lc, LaneConv)
+    return TileConfig(tuple(a.extent for a in c.axes), (1,) * len(c.axes), (1, 1), 1, plane=lc)
+
+
+CASES = {
+    "7x7_on_14": (1, 32, 14, 7, 1, 1, ""),
+    "5x5_stride2_odd": (1, 16, 15, 5, 2, 1, "bias_leaky"),
+    "3x3_dilated_batch2": (2, 16, 9, 3, 1, 2, "residual"),
+    "7x7_on_7": (1, 16, 7, 7, 1, 1, "bias_leaky"),
+    "3x3_on_5": (1, 48, 5, 3, 2, 1, "residual"),  # fewer positions than a block of lanes
+}
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
+    kernels, targets = {}, {}
+    for name, case in CASES.items():
+        for lanes, target in LANES.items():
+            c = depthwise(*case)
+            kernels[f"k{name}_{lanes}"] = (c, _lanes_tile(c, lanes))
+            targets[f"k{name}_{lanes}"] = target
+    return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("lanes")), targets, plan=False)
+
+
+@pytest.mark.parametrize("lanes", sorted(LANES))
+@pytest.mark.parametrize("name", list(CASES))
+def test_channels_in_lanes_match_the_interpreter(library: KernelLibrary, name: str, lanes: int) -> None:
+    c = library.kernels[f"k{name}_{lanes}"][0]
+    inputs = [RNG.standard_normal(t.shape).astype(np.float32) for t in c.inputs]
+    got = library.run(f"k{name}_{lanes}", inputs)
+    np.testing.assert_allclose(got, evaluate(c, inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_the_layout_round_trips_and_refuses_partial_vectors() -> None:
+    c = depthwise(1, 32, 14, 7)
+    tile = _lanes_tile(c, 16)
+    assert TileConfig.from_json(tile.to_json()) == tile
+    p = plane_conv(depthwise(1, 24, 14, 7), 16)
+    assert p is not None and lane_conv(p) is None  # 24 channels: no whole vectors of 16
+
+
+def test_lanes_are_cheaper_for_large_windows_on_small_maps_only() -> None:
+    def ratio(size: int, kernel: int) -> float:
+        c = depthwise(1, 64, size, kernel)
+        p = plane_conv(c, 16)
+        lc = lane_conv(p) if p is not None else None
+        assert p is not None and lc is not None
+        return lane_cost(lc) / plane_cost(p, kernel * kernel, 48 << 10)
+    assert ratio(14, 7) < 1 and ratio(7, 7) < 1
+    assert ratio(28, 3) > 1
