@@ -12,6 +12,8 @@ import pytest
 import compiler.schedule.chain_members as chain_members
 from compiler.bench.cnn_blocks import inverted_residual_stage, mbconv_stage
 from compiler.pipeline import compile_model
+from compiler.schedule.lane_conv import LaneConv
+from compiler.schedule.per_channel import per_channel_choices
 
 _OPTS = {"tolerance": 1e-4, "threads": 2, "measure": False}
 
@@ -84,3 +86,20 @@ def test_members_narrower_than_a_vector_take_planes_and_gemms(target: str, tmp_p
     assert len(result.kernels) == 1 and members
     assert any(m.get("plane") for m in members)
     assert any(m.get("gemm") and m["gemm"]["k"] < chain_members.MIN_KC for m in members)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cpu:x86-64-v3"])
+def test_a_depthwise_member_with_channels_in_lanes_matches_onnxruntime(target: str, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # the depthwise member takes channels in lanes wherever they fit (compiler/schedule/
+    # lane_conv.py; on AVX-512 the model picks them here anyway), rendered inside the chain
+    # on the scratch the chain hands it
+    def lanes_first(c, vector: int, lanes: int, l1: int):
+        ways = [way for _, way in per_channel_choices(c, vector, lanes, l1)]
+        return next((w for w in ways if isinstance(w, LaneConv)), ways[0])
+    monkeypatch.setattr(chain_members, "planned_per_channel", lanes_first)
+    model = inverted_residual_stage(32, 7, repeats=2)
+    result = compile_model(model, target, _OPTS, output=tmp_path / "a.tar.gz")
+    assert result.validation["passed"] and result.validation["rel_l2_error"] <= 1e-4
+    members = [m for k in _chains(result) for kind in k["tile"]["members"] for m in kind]
+    assert any("channel" in (m.get("plane") or {}) for m in members)
