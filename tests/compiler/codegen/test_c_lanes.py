@@ -25,10 +25,11 @@ n, ch, y, x, ky, kx = (Var(v) for v in ("i0", "i1", "i2", "i3", "r0", "r1"))
 
 
 def depthwise(batch: int, channels: int, size: int, kernel: int, stride: int = 1, dilation: int = 1,
-              epilogue: str = "") -> Compute:
-    """Conv(group=channels), 'same' padding: output (batch, channels, ceil(size / stride), ...)."""
-    pad = dilation * (kernel // 2)
-    out = -(-size // stride)
+              epilogue: str = "", same: bool = True) -> Compute:
+    """Conv(group=channels), 'same' padding (output (batch, channels, ceil(size / stride), ...))
+    or none."""
+    pad = dilation * (kernel // 2) if same else 0
+    out = -(-size // stride) if same else (size - dilation * (kernel - 1) - 1) // stride + 1
     data = Load(0, (n, ch, y * stride + ky * dilation - pad, x * stride + kx * dilation - pad), "float32", pad=0.0)
     taps = Load(1, (ch, te.const(0, "int64"), ky, kx), "float32")
     inputs = [TensorType((batch, channels, size, size), "float32"), TensorType((channels, 1, kernel, kernel), "float32")]
@@ -58,6 +59,8 @@ CASES = {
     "3x3_dilated_batch2": (2, 16, 9, 3, 1, 2, "residual"),
     "7x7_on_7": (1, 16, 7, 7, 1, 1, "bias_leaky"),
     "3x3_on_5": (1, 48, 5, 3, 2, 1, "residual"),  # fewer positions than a block of lanes
+    # no padding, stride 2 on an even map: the last row and column are read by no window
+    "3x3_valid_stride2": (1, 16, 8, 3, 2, 1, "bias_leaky", False),
 }
 
 
