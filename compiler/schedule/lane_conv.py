@@ -41,8 +41,9 @@ MOVE = 0.6
 
 @dataclass(frozen=True)
 class LaneConv:
-    """Input `data` read `lanes` channels at a time (the plane axis `channel`, whose extent
-    the lanes divide) through a padded copy of their planes, a vector of the channels at
+    """Input `data` read `lanes` channels at a time (the plane axis `channel`; where the
+    lanes do not divide its extent, the last task's spare lanes repeat its last channel
+    and are not stored) through a padded copy of their planes, a vector of the channels at
     each position; input `taps` holds each channel's filter taps. `outer_axes`: the
     other plane axes, each (position, extent, data step, taps step), as `channel` is."""
 
@@ -70,7 +71,17 @@ class LaneConv:
     @property
     def groups(self) -> int:
         """Tasks: every outer plane and every `lanes` channels."""
-        return math.prod(extent for _, extent, _, _ in self.outer_axes) * (self.channel[1] // self.lanes)
+        return math.prod(extent for _, extent, _, _ in self.outer_axes) * self.channel_blocks
+
+    @property
+    def channel_blocks(self) -> int:
+        """Tasks along the channels: `lanes` channels each, the last maybe fewer."""
+        return -(-self.channel[1] // self.lanes)
+
+    @property
+    def partial(self) -> bool:
+        """Whether the last task along the channels has fewer than `lanes`."""
+        return self.channel[1] % self.lanes != 0
 
     @property
     def copy_positions(self) -> int:
@@ -94,9 +105,9 @@ class LaneConv:
 
 
 def lane_conv(p: PlaneConv) -> LaneConv | None:
-    """Plane layout `p` re-laid with channels in its lanes, or None where its innermost
-    plane axis does not split into whole vectors or the scratch would not fit."""
-    if not p.plane_axes or p.plane_axes[-1][1] % p.lanes:
+    """Plane layout `p` re-laid with channels in its lanes, or None where no plane axis
+    walks the channels or the scratch would not fit."""
+    if not p.plane_axes:
         return None
     qr, qc = p.quarter
     (sh, sw), cols = p.phases, p.reach[1]
@@ -113,8 +124,10 @@ def lane_conv(p: PlaneConv) -> LaneConv | None:
 def lane_cost(lc: LaneConv) -> float:
     """One channel's share of a task, in the plane path's units (`plane_cost`): a vector
     multiply-add per output position and tap, and the two transposes, each `lanes`
-    positions a block of lanes x log2(lanes) / 2 shuffles, `lanes` loads and stores."""
+    positions a block of lanes x log2(lanes) / 2 shuffles, `lanes` loads and stores; the
+    spare lanes of a last, partial task are paid for by the channels there are."""
     lanes = lc.lanes
+    filled = lc.channel[1] / (lc.channel_blocks * lanes)
     blocks = -(-lc.in_plane[0] * lc.in_plane[1] // lanes) + -(-lc.positions // lanes)
     per_block = lanes * int(math.log2(lanes)) // 2 * SHUFFLE + 2 * lanes * MOVE
-    return (lc.positions * len(lc.toff) * LANE_FMA + blocks * per_block) / lanes
+    return (lc.positions * len(lc.toff) * LANE_FMA + blocks * per_block) / lanes / filled

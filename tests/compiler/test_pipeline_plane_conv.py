@@ -83,6 +83,7 @@ def test_depthwise_planes_match_onnxruntime(target: str, batch: int, channels: i
 @pytest.mark.parametrize(("batch", "channels", "size", "stride", "kernel", "epilogue"), [
     (2, 32, 14, 1, 7, "silu"),  # ConvNeXt's window on a 14 x 14 map, SiLU on the vectors
     (1, 16, 11, 2, 5, "clip"),  # EfficientNet's stride-2 5 x 5 on an odd map
+    (1, 20, 14, 1, 7, "silu"),  # channels no vector width divides but SSE's: a partial last task
 ])
 def test_channels_in_lanes_match_onnxruntime(target: str, batch: int, channels: int, size: int, stride: int,
                                              kernel: int, epilogue: str, tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ positions are written), the results and the taps. A task
    that moves within a plane;
 4. transposes the results back and stores each channel's run of positions (the last,
    partial block lane by lane), `post` applied there where it could not be on vectors.
+Where the lanes do not divide the channels, the last task's spare lanes read its last
+channel again (no load past the tensors) and are not stored; its epilogue runs per element.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def render_lanes(c: Compute, lc: LaneConv, params: Sequence[str], header: str, p
                 _task_indices(c, lc, src)
                 _gather_taps(lc, src)
                 _copy_in(lc, src, dst)
-                post = vector_post(c, c.axes[lc.channel[0]].name)
+                # a partial task's spare lanes would read past the epilogue's operands
+                post = None if lc.partial else vector_post(c, c.axes[lc.channel[0]].name)
                 _compute(c, lc, src, base, post)
                 _store(c, lc, src, post)
     return split
@@ -104,8 +107,10 @@ def _task_indices(c: Compute, lc: LaneConv, src: CSource) -> None:
     """Declare every plane axis `i<d>` of task `g` (the channel axis at the task's first
     channel), and its data and taps pointers `dp`, `tp` (channel 0 of the task)."""
     d, extent = lc.channel[:2]
-    blocks = extent // lc.lanes
+    blocks = lc.channel_blocks
     src.line(f"const int64_t i{d} = g % {blocks}L * {lc.lanes}L;")
+    if lc.partial:  # the task's channels: its spare lanes read its last one again
+        src.line(f"const int64_t nv = {extent}L - i{d} < {lc.lanes}L ? {extent}L - i{d} : {lc.lanes}L;")
     walked = {pos: ext for pos, ext, _, _ in lc.outer_axes}
     inner = blocks
     for a in reversed(range(len(c.axes) - 2)):
@@ -128,7 +133,13 @@ def _gather_taps(lc: LaneConv, src: CSource) -> None:
     offsets = ", ".join(map(str, lc.toff))
     src.line(f"static const int32_t toff[{len(lc.toff)}] = {{{offsets}}};")
     with src.block(f"for (int64_t k = 0; k < {len(lc.toff)}L; ++k) for (int64_t l = 0; l < {lc.lanes}L; ++l)"):
-        src.line(f"wk[k * {lc.lanes}L + l] = tp[l * {lc.channel[3]}L + toff[k]];")
+        src.line(f"wk[k * {lc.lanes}L + l] = tp[{_lane(lc, 'l')} * {lc.channel[3]}L + toff[k]];")
+
+
+def _lane(lc: LaneConv, lane: str) -> str:
+    """C expression: the channel (from the task's first) lane `lane` reads: itself, or in a
+    partial task the last of the `nv` channels it has, past them."""
+    return f"({lane} < nv ? {lane} : nv - 1)" if lc.partial else lane
 
 
 def _rows(prefix: str, lanes: int) -> list[str]:
@@ -141,13 +152,14 @@ def _copy_in(lc: LaneConv, src: CSource, dst: str) -> None:
     lanes, step, plane = lc.lanes, lc.channel[2], lc.in_plane[0] * lc.in_plane[1]
     r = _rows("r", lanes)
     with src.block(f"for (int64_t f = 0; f + {lanes}L <= {plane}L; f += {lanes}L)"):
-        src.extend([f"{VECTOR_TYPE} {v} = *(const {VECTOR_TYPE}*)(dp + {j * step}L + f);" for j, v in enumerate(r)])
+        src.extend([f"{VECTOR_TYPE} {v} = *(const {VECTOR_TYPE}*)(dp + {_lane(lc, str(j))} * {step}L + f);"
+                    for j, v in enumerate(r)])
         src.extend(transpose_lines(r, lanes))
         src.extend([f"*({VECTOR_TYPE}*)(cp + {dst}[f + {j}]) = {v};" for j, v in enumerate(r)])
     if plane % lanes:
         with src.block(f"for (int64_t f = {plane - plane % lanes}L; f < {plane}L; ++f) "
                        f"for (int64_t l = 0; l < {lanes}L; ++l)"):
-            src.line(f"cp[{dst}[f] + l] = dp[l * {step}L + f];")
+            src.line(f"cp[{dst}[f] + l] = dp[{_lane(lc, 'l')} * {step}L + f];")
 
 
 def _compute(c: Compute, lc: LaneConv, src: CSource, base: str, post: Expr | None) -> None:
@@ -195,11 +207,12 @@ def _store(c: Compute, lc: LaneConv, src: CSource, post: Expr | None) -> None:
                     for j, v in enumerate(r)])
         src.extend(transpose_lines(r, lanes))
         for j, v in enumerate(r):
+            guard = f"if ({j}L < nv) " if lc.partial and j else ""  # lane 0 is always the task's
             if full and not per_element:
-                src.line(f"*({VECTOR_TYPE}*)(ob + {j * cstride}L + f) = {v};")
+                src.line(f"{guard}*({VECTOR_TYPE}*)(ob + {j * cstride}L + f) = {v};")
                 continue
             end = f"{lanes}L" if full else f"{positions}L - f"
-            with src.block(f"for (int64_t e = 0; e < {end}; ++e)"):
+            with src.block(f"{guard}for (int64_t e = 0; e < {end}; ++e)"):
                 value = f"{v}[e]"
                 if per_element:
                     names = {a.name: f"i{n}" for n, a in enumerate(c.axes[:h])}

@@ -1,7 +1,8 @@
 """Per-channel convolutions with channels in the vector lanes (compiler/schedule/lane_conv.py,
 compiler/codegen/c/lanes.py) against the interpreter: small and odd maps, strides,
-dilation, a batch, windows larger than the map, epilogues on vectors (a bias and a
-select) and per element (a residual read along the plane), at 16, 8 and 4 lanes."""
+dilation, a batch, windows larger than the map, channels the lanes do not divide,
+epilogues on vectors (a bias and a select) and per element (a residual read along the
+plane), at 16, 8 and 4 lanes."""
 
 from __future__ import annotations
 
@@ -61,6 +62,9 @@ CASES = {
     "3x3_on_5": (1, 48, 5, 3, 2, 1, "residual"),  # fewer positions than a block of lanes
     # no padding, stride 2 on an even map: the last row and column are read by no window
     "3x3_valid_stride2": (1, 16, 8, 3, 2, 1, "bias_leaky", False),
+    # channels the lanes do not divide (ShuffleNetV2's 58): the last task's spare lanes
+    "partial_channels": (2, 20, 14, 3, 1, 1, "bias_leaky"),
+    "partial_58_stride2": (1, 58, 15, 3, 2, 1, ""),
 }
 
 
@@ -84,12 +88,11 @@ def test_channels_in_lanes_match_the_interpreter(library: KernelLibrary, name: s
     np.testing.assert_allclose(got, evaluate(c, inputs), rtol=1e-5, atol=1e-5)
 
 
-def test_the_layout_round_trips_and_refuses_partial_vectors() -> None:
-    c = depthwise(1, 32, 14, 7)
-    tile = _lanes_tile(c, 16)
-    assert TileConfig.from_json(tile.to_json()) == tile
-    p = plane_conv(depthwise(1, 24, 14, 7), 16)
-    assert p is not None and lane_conv(p) is None  # 24 channels: no whole vectors of 16
+def test_the_layout_round_trips() -> None:
+    for channels in (32, 24):  # whole vectors of 16, and a last task of 8
+        tile = _lanes_tile(depthwise(1, channels, 14, 7), 16)
+        assert TileConfig.from_json(tile.to_json()) == tile
+        assert isinstance(tile.plane, LaneConv) and tile.plane.groups == 2
 
 
 def test_lanes_are_cheaper_for_large_windows_on_small_maps_only() -> None:
