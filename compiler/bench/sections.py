@@ -19,11 +19,16 @@ def splice(text: str, lines: list[str]) -> str:
         start = end = gpu - 1 if gpu < len(old) else len(old)
     else:
         start = old.index(heading)
-        end = next((i - 1 for i, x in enumerate(old) if i > start and x.startswith("## ")), len(old))
+        end = next((i for i, x in enumerate(old) if i > start and x.startswith("## ")), len(old))
+        while end - 1 > start and not old[end - 1].strip():  # the blank lines before the next heading stay
+            end -= 1
         lead = lines.index(heading)  # the blank lines `lines` puts before its heading replace those there
         while lead and start and not old[start - 1].strip():
             start, lead = start - 1, lead - 1
-    return "\n".join(old[:start] + lines + old[end:]) + "\n"
+    tail = old[end:]
+    if tail and tail[0].startswith("## ") and lines[-1].strip():  # a next section that starts at its heading
+        tail = ["", *tail]
+    return "\n".join(old[:start] + lines + tail) + "\n"
 
 
 def write_section(out: Path, lines: list[str]) -> None:

@@ -47,6 +47,11 @@ def test_splice_replaces_the_section_in_place_and_inserts_it_before_the_gpu_one(
     # a section whose lines start at its heading keeps the line above it, blank or not
     doc = "# Benchmarks\n\nops table\nmedian line\n## Attention\n\nold\n\n## GPU\n\ng\n"
     assert splice(doc, ["## Attention", "", "new"]) == doc.replace("old", "new")
+    # ... and the section above it, rerun, replaces its own last line (it was kept, and
+    # BENCHMARKS.md gathered a stale median line under the operator table)
+    doc = "# Benchmarks\n\n## Operators\n\nops\nmedian old\n## Attention\n\na\n"
+    assert splice(doc, ["", "## Operators", "", "ops 2", "median new"]) == (
+        "# Benchmarks\n\n## Operators\n\nops 2\nmedian new\n\n## Attention\n\na\n")
 
 
 def test_geomean() -> None:
