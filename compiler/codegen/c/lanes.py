@@ -22,9 +22,10 @@ channel again (no load past the tensors) and are not stored; its epilogue runs p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from compiler.codegen.c.plane import given_scratch, vector_post, with_vector_post
+from compiler.codegen.c.plane import given_scratch, held, vector_post, with_vector_post
 from compiler.codegen.c.team import mark_used, thread_scratch
 from compiler.codegen.c.vector import VECTOR_TYPE, transpose_lines, vector_typedefs
 from compiler.codegen.cexpr import ExprWriter, flat_offset, literal, new_counter
@@ -74,8 +75,9 @@ def _fill_pad(lc: LaneConv, src: CSource) -> None:
     write only the input's own positions. (Filling the whole copy took a 28 x 28 map's
     58 KB per call, as much as a tenth of a small convolution.)"""
     (rows, cols), (ly, lx), (ry, rx), lanes = lc.in_plane, lc.lo, lc.reach, lc.lanes
-    y0, y1 = min(max(0, -ly), ry), max(min(ry, rows - ly), 0)
-    x0, x1 = min(max(0, -lx), rx), max(min(rx, cols - lx), 0)
+    (first_y, end_y), (first_x, end_x) = held(ly, ry, rows), held(lx, rx, cols)  # input indices the copy holds
+    y0, y1 = min(first_y - ly, ry), max(end_y - ly, 0)
+    x0, x1 = min(first_x - lx, rx), max(end_x - lx, 0)
     pad = literal(lc.pad_value, "float32")
     full = [(0, y0), (max(y0, y1), ry)]  # rows no input row lands in, whole
     for first, end in full:
@@ -194,13 +196,15 @@ def _store(c: Compute, lc: LaneConv, src: CSource, post: Expr | None) -> None:
     d, ow = lc.channel[0], lc.out_plane[1]
     h, w = len(c.axes) - 2, len(c.axes) - 1
     ob = flat_offset(c.shape, [f"i{a}" if a < h else "0" for a in range(len(c.axes))])
-    cstride = 1
-    for n in c.shape[d + 1:]:
-        cstride *= n
+    cstride = math.prod(c.shape[d + 1:])  # output elements between consecutive channels
     src.line(f"float* const ob = out + {ob};")
     r = _rows("s", lanes)
     per_element = c.post is not None and post is None
     counter = new_counter()
+    names = {a.name: f"i{n}" for n, a in enumerate(c.axes[:h])}
+    names[c.axes[h].name] = f"((f + e) / {ow}L)"
+    names[c.axes[w].name] = f"((f + e) % {ow}L)"
+    ranges = {a.name: (0, a.extent - 1) for a in c.axes}
 
     def block(full: bool) -> None:
         src.extend([f"{VECTOR_TYPE} {v} = *(const {VECTOR_TYPE}*)(res + (f + {j}) * {lanes}L);"
@@ -215,12 +219,8 @@ def _store(c: Compute, lc: LaneConv, src: CSource, post: Expr | None) -> None:
             with src.block(f"{guard}for (int64_t e = 0; e < {end}; ++e)"):
                 value = f"{v}[e]"
                 if per_element:
-                    names = {a.name: f"i{n}" for n, a in enumerate(c.axes[:h])}
-                    names[c.axes[d].name] = f"(i{d} + {j}L)"
-                    names[c.axes[h].name] = f"((f + e) / {ow}L)"
-                    names[c.axes[w].name] = f"((f + e) % {ow}L)"
-                    writer = ExprWriter(c.inputs, {**names, ACC: value}, counter,
-                                        {a.name: (0, a.extent - 1) for a in c.axes})
+                    writer = ExprWriter(c.inputs, {**names, c.axes[d].name: f"(i{d} + {j}L)", ACC: value},
+                                        counter, ranges)
                     value = writer.emit(c.post)
                     src.extend(writer.lines)
                 src.line(f"ob[{j * cstride}L + f + e] = {value};")

@@ -143,7 +143,7 @@ def _copy(p: PlaneConv, src: CSource, plane: str, copy: str) -> None:
                 row(ys, py)
 
 
-def _held(lo: int, reach: int, size: int) -> tuple[int, int]:
+def held(lo: int, reach: int, size: int) -> tuple[int, int]:
     """The input indices [first, end) the copy holds along a dimension of `size`: the
     window's reach from `lo`, clipped to the input."""
     return max(0, lo), min(size, lo + reach)
@@ -152,7 +152,7 @@ def _held(lo: int, reach: int, size: int) -> tuple[int, int]:
 def _phase_runs(lo: int, reach: int, size: int, stride: int) -> list[tuple[int, int]]:
     """Per phase, the first input index in [0, size) the copy holds at that phase, and
     how many (every `stride`-th) there are."""
-    first, end = _held(lo, reach, size)
+    first, end = held(lo, reach, size)
     runs = []
     for phase in range(stride):
         start = first + (phase - (first - lo)) % stride
@@ -200,7 +200,7 @@ def _line(c: Compute, p: PlaneConv, src: CSource, post: Expr | None, koff: str, 
     groups, per_group = line // (GROUP * lanes), 0  # cache lines prefetched a group (0: none)
     if groups and planes > 2:
         rows, cols = p.in_plane
-        first, end = _held(p.lo[0], p.reach[0], rows)
+        first, end = held(p.lo[0], p.reach[0], rows)
         cache_lines = -(-(end - first) * cols // LINE_FLOATS)
         per_group = -(-cache_lines // groups)
         src.line(f"const char* const pf = pl + 2 < {planes}L ? "
