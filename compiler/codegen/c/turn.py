@@ -22,6 +22,7 @@ from compiler.codegen.c.vector import vectorizes
 from compiler.ir.affine import load_stride
 from compiler.ir.index_split import specialize, split_points
 from compiler.ir.te import Compute, Expr, Load, walk
+from compiler.ir.zipped import zips
 
 TURN_LANES = (4, 8, 16)  # square tiles transpose_lines turns (float32 vectors of SSE to AVX-512)
 
@@ -97,10 +98,10 @@ def zipped_axis(c: Compute, block: Sequence[int], lanes: int) -> Zipped | None:
     vectors along the next axis and interleaved (`interleave_lines`) into whole output
     vectors; else None."""
     n = len(c.axes)
-    if lanes not in TURN_LANES or n < 2 or c.dtype != "float32" or c.is_reduction:
+    if lanes not in TURN_LANES or n < 2 or c.is_reduction:
         return None
     width, var = c.axes[-1].extent, c.axes[-2].name
-    if width not in (2, 4) or width >= lanes or block[-1] != width or block[-2] < lanes:
+    if not zips(c.dtype, width) or width >= lanes or block[-1] != width or block[-2] < lanes:
         return None
     env = {a.name: (0, a.extent - 1) for a in c.axes}
     bodies = tuple(specialize(c.body, {**env, c.axes[-1].name: (r, r)}) for r in range(width))

@@ -16,6 +16,7 @@ from compiler.frontend.registry import OpContext, Outputs, lowering
 from compiler.frontend.values import Value
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import ACC, Expr, Var, call, select
+from compiler.ir.zipped import ZIPPED_WIDTHS, zips
 
 
 @dataclass(frozen=True)
@@ -125,15 +126,12 @@ def _affine_index(table: np.ndarray, i: Expr) -> Expr | None:
     return None
 
 
-# Nearest-neighbour factors along the innermost axis whose repeats are zipped (`_repeated_columns`).
-ZIPPED_REPEATS = (2, 4)
-
-
-def _repeated_columns(index: Expr, i: Expr, n_out: int, n_in: int) -> int | None:
+def _repeated_columns(index: Expr, i: Expr, n_out: int, n_in: int, element: str) -> int | None:
     """k where the innermost axis reads input column `i // k` (an integer nearest-neighbour
-    upsampling, k in ZIPPED_REPEATS) and the output is exactly k times the input; else None."""
-    for k in ZIPPED_REPEATS:
-        if n_out == k * n_in and index == call("floordiv", i, idx(k)):
+    upsampling whose k repeats of `element` values the backend zips) and the output is
+    exactly k times the input; else None."""
+    for k in ZIPPED_WIDTHS:
+        if zips(element, k) and n_out == k * n_in and index == call("floordiv", i, idx(k)):
             return k
     return None
 
@@ -174,14 +172,13 @@ def resize_values(cx: OpContext, x: Value, out_shape: Sequence[int], scales: Seq
         at[d] = clamp(load(len(inputs), table, [i[d], r]), 0, x.shape[d] - 1)
         weights.append(load(len(inputs) + 1, w, [i[d], r]))
         inputs += [table, w]
-    zipped = x.dtype == "float32" and not (reduce or outside)
-    repeat = _repeated_columns(at[-1], i[-1], out_shape[-1], x.shape[-1]) if zipped else None
+    picked = not (reduce or outside)  # each output element one input element
+    repeat = _repeated_columns(at[-1], i[-1], out_shape[-1], x.shape[-1], x.dtype) if picked else None
     if repeat is not None:
         # each input column written `repeat` times side by side: computed over [..., w, repeat]
         # (the body reads column w whatever the position) and viewed as the output, so the
         # kernel loads whole vectors of the row and zips them with themselves
-        # (compiler/codegen/c/turn.py `zipped_axis`, float32 vectors) instead of gathering
-        # one lane at a time
+        # (compiler/ir/zipped.py) instead of gathering one lane at a time
         at[-1] = i[-1]
         c = compute([*out_shape[:-1], x.shape[-1], repeat], load(0, x, at), inputs)
         return cx.view(cx.emit(c, inputs), out_shape)
