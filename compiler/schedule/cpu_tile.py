@@ -38,7 +38,8 @@ def plan_cpu_tile(compute: Compute, tile: TileConfig, target: Target,
         tile = dataclasses.replace(tile, members=member_tiles(compute, tile, target),
                                    row_softmax=is_row_softmax(compute))
     elif tile.gemm is None:
-        tile = _with_loops(compute, tile, target, planned_per_channel(compute, tile.vector, target.lanes, l1_bytes(target)))
+        plane = planned_per_channel(compute, tile.vector, target.lanes, l1_bytes(target), constant_inputs)
+        tile = _with_loops(compute, tile, target, plane)
     return dataclasses.replace(tile, serial=runs_serially(compute))
 
 
@@ -61,5 +62,5 @@ def cpu_tile_variants(compute: Compute, tile: TileConfig, target: Target,
     gemm = gemm_variants(compute, tile, target, constant_inputs)
     ways = gemm[1:] if gemm else [
         (relative, _with_loops(compute, tile, target, plane))
-        for relative, plane in per_channel_choices(compute, tile.vector, target.lanes, l1_bytes(target))[1:]]
+        for relative, plane in per_channel_choices(compute, tile.vector, target.lanes, l1_bytes(target), constant_inputs)[1:]]
     return [(relative, dataclasses.replace(t, serial=runs_serially(compute))) for relative, t in ways]

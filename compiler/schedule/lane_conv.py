@@ -45,7 +45,10 @@ class LaneConv:
     lanes do not divide its extent, the last task's spare lanes repeat its last channel
     and are not stored) through a padded copy of their planes, a vector of the channels at
     each position; input `taps` holds each channel's filter taps. `outer_axes`: the
-    other plane axes, each (position, extent, data step, taps step), as `channel` is."""
+    other plane axes, each (position, extent, data step, taps step), as `channel` is.
+    `packed_taps`: the taps (a weight, the same for every outer plane) come packed at load,
+    each task's `lanes` channels' taps one vector a tap (`packed_taps_floats` in all), so
+    that a task reads them instead of gathering them."""
 
     data: int
     taps: int
@@ -62,6 +65,7 @@ class LaneConv:
     tap_at: tuple[int, ...]  # per flat reduce index: its copy position for output (0, 0)
     toff: tuple[int, ...]  # per flat reduce index: offset of its tap from the taps base
     out_plane: tuple[int, int]
+    packed_taps: bool = False
 
     @property
     def positions(self) -> int:
@@ -91,10 +95,17 @@ class LaneConv:
 
     @property
     def scratch_floats(self) -> int:
-        """A thread's scratch: the copy, the results (in whole transposed blocks) and the
-        taps, each position or tap a vector."""
+        """A thread's scratch: the copy, the results (in whole transposed blocks) and,
+        unless they come packed, the taps, each position or tap a vector."""
         results = -(-self.positions // self.lanes) * self.lanes
-        return (self.copy_positions + results + len(self.toff)) * self.lanes
+        taps = 0 if self.packed_taps else len(self.toff)
+        return (self.copy_positions + results + taps) * self.lanes
+
+    @property
+    def packed_taps_floats(self) -> int:
+        """The taps packed at load: every task's, a vector a tap (a partial task's spare
+        lanes repeating its last channel's)."""
+        return self.channel_blocks * len(self.toff) * self.lanes
 
     def to_json(self) -> dict:
         return as_json(self)
@@ -104,9 +115,10 @@ class LaneConv:
         return LaneConv(**{k: tuples(v) for k, v in j.items()})
 
 
-def lane_conv(p: PlaneConv) -> LaneConv | None:
+def lane_conv(p: PlaneConv, constant_taps: bool = False) -> LaneConv | None:
     """Plane layout `p` re-laid with channels in its lanes, or None where no plane axis
-    walks the channels or the scratch would not fit."""
+    walks the channels or the scratch would not fit. Taps that are a weight
+    (`constant_taps`) and the same for every outer plane are packed at load."""
     if not p.plane_axes:
         return None
     qr, qc = p.quarter
@@ -116,8 +128,10 @@ def lane_conv(p: PlaneConv) -> LaneConv | None:
         phase, rest = divmod(k, qr * qc)
         y, x = rest // qc * sh + phase // sw, rest % qc * sw + phase % sw
         tap_at.append(y * cols + x)
-    lc = LaneConv(p.data, p.taps, p.lanes, p.plane_axes[:-1], p.plane_axes[-1], p.data_base, p.taps_base,
-                  p.in_plane, p.lo, p.reach, p.phases, p.pad_value, tuple(tap_at), p.toff, p.out_plane)
+    outer = p.plane_axes[:-1]
+    packed = constant_taps and all(taps_step == 0 for _, _, _, taps_step in outer)
+    lc = LaneConv(p.data, p.taps, p.lanes, outer, p.plane_axes[-1], p.data_base, p.taps_base,
+                  p.in_plane, p.lo, p.reach, p.phases, p.pad_value, tuple(tap_at), p.toff, p.out_plane, packed)
     return lc if lc.scratch_floats <= MAX_PLANE_FLOATS else None
 
 

@@ -8,6 +8,7 @@ three; the pipeline times the others beside its pick where the compilation measu
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 from compiler.ir.te import Compute
 from compiler.schedule.lane_conv import LaneConv, lane_conv, lane_cost
@@ -16,17 +17,18 @@ from compiler.schedule.plane_conv import PlaneConv, micro_tile_cost, plane_conv,
 PerChannel = PlaneConv | LaneConv
 
 
-def per_channel_choices(c: Compute, vector: int, lanes: int, l1_bytes: int) -> list[tuple[float, PerChannel | None]]:
+def per_channel_choices(c: Compute, vector: int, lanes: int, l1_bytes: int,
+                        constant_inputs: Collection[int] = ()) -> list[tuple[float, PerChannel | None]]:
     """The ways to compute `c`, cheapest first by the model, each with its cost relative to
-    the cheapest: planes, channels in lanes (where the channels split into whole vectors)
-    and micro-tiles of the tile's `vector` (None); only micro-tiles where `c` cannot take
-    planes. Planes win a tie."""
+    the cheapest: planes, channels in lanes (their taps packed at load where
+    `constant_inputs`, the positions of weights, hold them) and micro-tiles of the tile's
+    `vector` (None); only micro-tiles where `c` cannot take planes. Planes win a tie."""
     p = plane_conv(c, lanes)
     if p is None:
         return [(1.0, None)]
     taps = math.prod(a.extent for a in c.reduce_axes)
     ways: list[tuple[float, PerChannel | None]] = [(plane_cost(p, taps, l1_bytes), p)]
-    lc = lane_conv(p)
+    lc = lane_conv(p, p.taps in constant_inputs)
     if lc is not None:
         ways.append((lane_cost(lc), lc))
     ways.append((micro_tile_cost(p, taps, vector), None))
@@ -35,10 +37,11 @@ def per_channel_choices(c: Compute, vector: int, lanes: int, l1_bytes: int) -> l
     return [(cost / cheapest if cheapest > 0 else 1.0, way) for cost, way in ways]
 
 
-def planned_per_channel(c: Compute, vector: int, lanes: int, l1_bytes: int) -> PerChannel | None:
+def planned_per_channel(c: Compute, vector: int, lanes: int, l1_bytes: int,
+                        constant_inputs: Collection[int] = ()) -> PerChannel | None:
     """The model's way to run `c` on a target of `lanes` lanes and an L1 of `l1_bytes`
-    (None: micro-tiles of the tile's `vector`)."""
-    return per_channel_choices(c, vector, lanes, l1_bytes)[0][1]
+    (None: micro-tiles of the tile's `vector`); `constant_inputs` as for `per_channel_choices`."""
+    return per_channel_choices(c, vector, lanes, l1_bytes, constant_inputs)[0][1]
 
 
 def per_channel_from_json(j: dict) -> PerChannel:

@@ -1,5 +1,6 @@
 """Room in the arena for the weights that CPU kernels read packed (compiler/schedule/cpu_gemm.py
-decides which, compiler/codegen/c/gemm.py writes the packing functions).
+decides which, compiler/codegen/c/gemm.py writes the packing functions; a depthwise
+convolution's taps with channels in the lanes: compiler/codegen/c/lanes.py).
 
 A kernel whose constant GEMM operand is packed once, at load, reads it from a
 region placed after the intermediates: the entry point's `tf_prepare` fills
@@ -11,14 +12,20 @@ runtime allocates once per loaded artifact.
 from __future__ import annotations
 
 from compiler.schedule.arena import align_up
+from compiler.schedule.lane_conv import LaneConv
 from compiler.schedule.plan import ExecutionPlan, Prepack, TileConfig
 
 
 def prepacked_inputs(tile: TileConfig) -> dict[int, int]:
     """Input position -> bytes, for the constant inputs that a kernel tiled by `tile` reads
-    packed (its GEMM blocking says which): the caller passes, at that position, memory
-    that `<symbol>_pack<position>(dst, weight)` filled once."""
-    return {} if tile.gemm is None else {p.input: p.nbytes for p in tile.gemm.packed}
+    packed (its GEMM blocking says which, or its channels-in-lanes layout: its taps): the
+    caller passes, at that position, memory that `<symbol>_pack<position>(dst, weight)`
+    filled once."""
+    if tile.gemm is not None:
+        return {p.input: p.nbytes for p in tile.gemm.packed}
+    if isinstance(tile.plane, LaneConv) and tile.plane.packed_taps:
+        return {tile.plane.taps: tile.plane.packed_taps_floats * 4}
+    return {}
 
 
 def place_prepacked(plan: ExecutionPlan) -> None:

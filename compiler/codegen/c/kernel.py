@@ -162,7 +162,7 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
         return src.text(), False
     if tile.plane is not None:
         src.line("#include <stdlib.h>")
-        parallel = _render_per_channel(compute, tile.plane, params, header, not tile.serial, src)
+        parallel = _render_per_channel(compute, tile.plane, params, header, not tile.serial, src, symbol)
         write_standalone(src, symbol, params, parallel)
         return src.text(), False
     parallel, checked = _write_loops(src, compute, tile, symbol, header, params, team=True, lanes=target.lanes)
@@ -171,11 +171,12 @@ def _render(compute: Compute, tile: TileConfig, symbol: str, target: Target | No
 
 
 def _render_per_channel(compute: Compute, layout: PerChannel, params: Sequence[str], header: str, parallel: bool,
-                        src: CSource, prefix: str = "tf", team: bool = True) -> bool:
-    """A per-channel convolution as its layout says: channels in lanes (c/lanes.py) or
-    plane by plane (c/plane.py); whether its tasks are split among the team."""
+                        src: CSource, symbol: str, prefix: str = "tf", team: bool = True) -> bool:
+    """A per-channel convolution as its layout says: channels in lanes (c/lanes.py, any
+    packing function named after `symbol`) or plane by plane (c/plane.py); whether its
+    tasks are split among the team."""
     if isinstance(layout, LaneConv):
-        return render_lanes(compute, layout, params, header, parallel, src, prefix, team)
+        return render_lanes(compute, layout, params, header, parallel, src, symbol, prefix, team)
     return render_plane(compute, layout, params, header, parallel, src, prefix, team)
 
 
@@ -190,7 +191,7 @@ def _write_member(src: CSource, compute: Compute, tile: TileConfig, name: str, p
                     team=False)
         return False
     if tile.plane is not None:  # likewise its plane copies
-        _render_per_channel(compute, tile.plane, params, header, False, src, prefix=name, team=False)
+        _render_per_channel(compute, tile.plane, params, header, False, src, name, prefix=name, team=False)
         return False
     return _write_loops(src, compute, tile, name, header, params, team=False)[1]
 

@@ -5,7 +5,9 @@ One task per `lanes` consecutive channels (and outer plane), split statically am
 team. Each thread owns a scratch block: the padded copy (a vector of the task's channels
 at each position, filled with the pad value once per call; per task only the input's own
 positions are written), the results and the taps. A task
-1. gathers each tap's `lanes` channels into one vector;
+1. gathers each tap's `lanes` channels into one vector, or, where the taps are a weight
+   (`LaneConv.packed_taps`), reads the vectors that `<symbol>_pack<taps>` laid out once
+   at load (compiler/schedule/prepack.py);
 2. transposes its input planes into the copy, `lanes` positions of `lanes` channels at a
    time: one load per channel, log2(lanes) rounds of two-vector shuffles
    (c/vector.py `transpose_lines`), one store per position at its place in the copy
@@ -37,11 +39,14 @@ GROUP = 8  # positions computed together: chains enough for two multiply-add pip
 
 
 def render_lanes(c: Compute, lc: LaneConv, params: Sequence[str], header: str, parallel: bool,
-                 src: CSource, prefix: str = "tf", team: bool = True) -> bool:
-    """Append the tables (named after `prefix`) and the team function (`header`,
-    parameters `params`) of `c` computed as `lc` lays it out; returns whether the tasks
-    are split among the team. Without `team`, `header` runs every task on the calling
-    thread in the `lc.scratch_floats` of scratch its last parameter points to."""
+                 src: CSource, symbol: str, prefix: str = "tf", team: bool = True) -> bool:
+    """Append the tables (named after `prefix`), the team function (`header`, parameters
+    `params`) of `c` computed as `lc` lays it out and, where its taps come packed, their
+    load-time packing function (`symbol`_pack<taps>); returns whether the tasks are split
+    among the team. Without `team`, `header` runs every task on the calling thread in the
+    `lc.scratch_floats` of scratch its last parameter points to."""
+    if lc.packed_taps and not team:
+        raise ValueError("a per-channel convolution run by the calling thread gathers its taps itself")
     lanes = lc.lanes
     src.extend(vector_typedefs("float32", lanes))
     rows, cols = lc.in_plane
@@ -54,18 +59,25 @@ def render_lanes(c: Compute, lc: LaneConv, params: Sequence[str], header: str, p
         with thread_scratch(src, split, "cp", lc.scratch_floats) if team else given_scratch(src, "cp"):
             copy_floats = lc.copy_positions * lanes
             src.line(f"float* const res = cp + {copy_floats}L;")
-            src.line(f"float* const wk = res + {-(-lc.positions // lanes) * lanes * lanes}L;")
+            if not lc.packed_taps:
+                src.line(f"float* const wk = res + {-(-lc.positions // lanes) * lanes * lanes}L;")
             _fill_pad(lc, src)
             if split:
                 src.line("#pragma omp for schedule(static) nowait")
             with src.block(f"for (int64_t g = 0; g < {lc.groups}L; ++g)"):
                 _task_indices(c, lc, src)
-                _gather_taps(lc, src)
+                if lc.packed_taps:
+                    src.line(f"const float* const wk = in{lc.taps} + g % {lc.channel_blocks}L * "
+                             f"{len(lc.toff) * lanes}L;")
+                else:
+                    _gather_taps(lc, src)
                 _copy_in(lc, src, dst)
                 # a partial task's spare lanes would read past the epilogue's operands
                 post = None if lc.partial else vector_post(c, c.axes[lc.channel[0]].name)
                 _compute(c, lc, src, base, post)
                 _store(c, lc, src, post)
+    if lc.packed_taps:
+        _write_tap_packer(lc, src, symbol)
     return split
 
 
@@ -105,14 +117,23 @@ def _position_bases(lc: LaneConv) -> list[int]:
     return [(y * sh * rx + x * sw) * lc.lanes for y in range(oh) for x in range(ow)]
 
 
+def _first_channel(lc: LaneConv, block: str, src: CSource) -> None:
+    """Declare the channel axis `i<d>` at the first channel of channel block `block` (a C
+    expression) and, where the lanes do not divide the channels, `nv`: the block's
+    channels (its spare lanes read its last one again)."""
+    d, extent = lc.channel[:2]
+    src.line(f"const int64_t i{d} = {block} * {lc.lanes}L;")
+    if lc.partial:
+        src.line(f"const int64_t nv = {extent}L - i{d} < {lc.lanes}L ? {extent}L - i{d} : {lc.lanes}L;")
+
+
 def _task_indices(c: Compute, lc: LaneConv, src: CSource) -> None:
     """Declare every plane axis `i<d>` of task `g` (the channel axis at the task's first
-    channel), and its data and taps pointers `dp`, `tp` (channel 0 of the task)."""
-    d, extent = lc.channel[:2]
+    channel), and its data pointer `dp` and, unless they come packed, its taps pointer `tp`
+    (channel 0 of the task)."""
+    d = lc.channel[0]
     blocks = lc.channel_blocks
-    src.line(f"const int64_t i{d} = g % {blocks}L * {lc.lanes}L;")
-    if lc.partial:  # the task's channels: its spare lanes read its last one again
-        src.line(f"const int64_t nv = {extent}L - i{d} < {lc.lanes}L ? {extent}L - i{d} : {lc.lanes}L;")
+    _first_channel(lc, f"g % {blocks}L", src)
     walked = {pos: ext for pos, ext, _, _ in lc.outer_axes}
     inner = blocks
     for a in reversed(range(len(c.axes) - 2)):
@@ -126,16 +147,30 @@ def _task_indices(c: Compute, lc: LaneConv, src: CSource) -> None:
     axes = (*lc.outer_axes, lc.channel)
     src.line(f"const float* const dp = in{lc.data} + "
              + " + ".join([f"{lc.data_base}L", *(f"i{a} * {s}L" for a, _, s, _ in axes)]) + ";")
-    src.line(f"const float* const tp = in{lc.taps} + "
-             + " + ".join([f"{lc.taps_base}L", *(f"i{a} * {s}L" for a, _, _, s in axes)]) + ";")
+    if not lc.packed_taps:
+        src.line(f"const float* const tp = in{lc.taps} + "
+                 + " + ".join([f"{lc.taps_base}L", *(f"i{a} * {s}L" for a, _, _, s in axes)]) + ";")
 
 
 def _gather_taps(lc: LaneConv, src: CSource) -> None:
-    """`wk`: each tap's value for the task's channels, one vector a tap."""
+    """`wk`: each tap's value for the task's channels (from `tp`'s), one vector a tap."""
     offsets = ", ".join(map(str, lc.toff))
     src.line(f"static const int32_t toff[{len(lc.toff)}] = {{{offsets}}};")
     with src.block(f"for (int64_t k = 0; k < {len(lc.toff)}L; ++k) for (int64_t l = 0; l < {lc.lanes}L; ++l)"):
         src.line(f"wk[k * {lc.lanes}L + l] = tp[{_lane(lc, 'l')} * {lc.channel[3]}L + toff[k]];")
+
+
+def _write_tap_packer(lc: LaneConv, src: CSource, symbol: str) -> None:
+    """`void symbol_pack<taps>(float* dst, const float* in<taps>)`: every task's taps as
+    `_gather_taps` lays them out, one task after another (the weight's outer planes all
+    share them: `lane_conv` packs only then)."""
+    d, taps = lc.channel[0], f"in{lc.taps}"
+    with (src.block(f"void {symbol}_pack{lc.taps}(float* restrict dst, const float* restrict {taps})"),
+          src.block(f"for (int64_t g = 0; g < {lc.channel_blocks}L; ++g)")):
+        _first_channel(lc, "g", src)
+        src.line(f"const float* const tp = {taps} + {lc.taps_base}L + i{d} * {lc.channel[3]}L;")
+        src.line(f"float* const wk = dst + g * {len(lc.toff) * lc.lanes}L;")
+        _gather_taps(lc, src)
 
 
 def _lane(lc: LaneConv, lane: str) -> str:

@@ -2,7 +2,7 @@
 compiler/codegen/c/lanes.py) against the interpreter: small and odd maps, strides,
 dilation, a batch, windows larger than the map, channels the lanes do not divide,
 epilogues on vectors (a bias and a select) and per element (a residual read along the
-plane), at 16, 8 and 4 lanes."""
+plane), at 16, 8 and 4 lanes; each with its taps gathered per task and packed at load."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from compiler.ir.te import Axis, Compute, Expr, Load, TensorType, Var, call, sel
 from compiler.schedule.lane_conv import LaneConv, lane_conv, lane_cost
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.plane_conv import plane_conv, plane_cost
+from compiler.schedule.prepack import prepacked_inputs
 from compiler.target import get_target
 
 RNG = np.random.default_rng(41)
@@ -46,11 +47,11 @@ def depthwise(batch: int, channels: int, size: int, kernel: int, stride: int = 1
     return Compute(axes, data * taps, tuple(inputs), "float32", (Axis("r0", kernel), Axis("r1", kernel)), "sum", post)
 
 
-def _lanes_tile(c: Compute, lanes: int) -> TileConfig:
+def _lanes_tile(c: Compute, lanes: int, packed: bool = False) -> TileConfig:
     p = plane_conv(c, lanes)
     assert p is not None
-    lc = lane_conv(p)
-    assert isinstance(lc, LaneConv)
+    lc = lane_conv(p, constant_taps=packed)
+    assert isinstance(lc, LaneConv) and lc.packed_taps == packed
     return TileConfig(tuple(a.extent for a in c.axes), (1,) * len(c.axes), (1, 1), 1, plane=lc)
 
 
@@ -73,19 +74,44 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
     kernels, targets = {}, {}
     for name, case in CASES.items():
         for lanes, target in LANES.items():
-            c = depthwise(*case)
-            kernels[f"k{name}_{lanes}"] = (c, _lanes_tile(c, lanes))
-            targets[f"k{name}_{lanes}"] = target
+            for packed in (False, True):
+                c = depthwise(*case)
+                kernels[_symbol(name, lanes, packed)] = (c, _lanes_tile(c, lanes, packed))
+                targets[_symbol(name, lanes, packed)] = target
     return KernelLibrary(kernels, Path(tmp_path_factory.mktemp("lanes")), targets, plan=False)
 
 
+def _symbol(name: str, lanes: int, packed: bool) -> str:
+    return f"k{name}_{lanes}{'_packed' if packed else ''}"
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["gathered", "packed"])
 @pytest.mark.parametrize("lanes", sorted(LANES))
 @pytest.mark.parametrize("name", list(CASES))
-def test_channels_in_lanes_match_the_interpreter(library: KernelLibrary, name: str, lanes: int) -> None:
-    c = library.kernels[f"k{name}_{lanes}"][0]
+def test_channels_in_lanes_match_the_interpreter(library: KernelLibrary, name: str, lanes: int,
+                                                 packed: bool) -> None:
+    symbol = _symbol(name, lanes, packed)
+    c = library.kernels[symbol][0]
     inputs = [RNG.standard_normal(t.shape).astype(np.float32) for t in c.inputs]
-    got = library.run(f"k{name}_{lanes}", inputs)
+    got = library.run(symbol, inputs)  # packed taps: through the packer, as tf_prepare runs it
     np.testing.assert_allclose(got, evaluate(c, inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_taps_are_packed_only_where_a_weight_is_the_same_for_every_plane() -> None:
+    c = depthwise(2, 24, 14, 7)
+    tile = _lanes_tile(c, 16, packed=True)
+    assert isinstance(tile.plane, LaneConv)
+    # two tasks of 16 lanes (the second's spare lanes repeat channel 23), 49 taps each
+    assert prepacked_inputs(tile) == {1: 2 * 49 * 16 * 4}
+    assert prepacked_inputs(_lanes_tile(c, 16)) == {}
+    assert TileConfig.from_json(tile.to_json()) == tile
+    data = Load(0, (n, ch, y + ky - 3, x + kx - 3), "float32", pad=0.0)
+    per_sample = Compute(c.axes, data * Load(1, (n, ch, ky, kx), "float32"),
+                         (c.inputs[0], TensorType((2, 24, 7, 7), "float32")), "float32", c.reduce_axes, "sum")
+    p = plane_conv(per_sample, 16)
+    assert p is not None
+    lc = lane_conv(p, constant_taps=True)  # taps that differ per batch element stay gathered
+    assert lc is not None and not lc.packed_taps
 
 
 def test_the_layout_round_trips() -> None:
