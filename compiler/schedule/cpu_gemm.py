@@ -44,6 +44,15 @@ MIN_TILE_COLS = 256  # column blocks grow to this: A is packed once per column b
 MIN_TASKS = 4  # enough tasks to balance the cores, when the tile planned that many
 MIN_SPLIT_COLS = 4  # NR panels a column block keeps before rows are split instead
 BALANCED = 0.9  # share of the cores' time that a kernel's static tasks must keep busy
+# ... and the share a variant blocked to keep them evenly busy keeps (`gemm_variants`): timed
+# beside the first where the compilation measures. Narrower blocks balance the cores but
+# pack A or B again, which pays on long tasks, not on short ones: GPT-2's QKV projection
+# (128 x 768 x 2304, two threads, Zen 4) ran 9 column blocks, 5 and 4 a core (busy 0.9),
+# in 2.28 ms; as 18 tasks 2.05 ms. MobileNetV2's convolutions (tasks of 5-20 us), some so
+# narrowed after they timed faster alone, ran the model 3% slower at two threads: only
+# tasks of EVEN_TASK_FLOPS or more are offered the variant.
+EVEN = 0.95
+EVEN_TASK_FLOPS = 20e6  # 170 us on a Zen 4 core, 100 on an AVX-512 Xeon's
 L2_SHARE = 0.5  # of L2 for a task's A block and C tile (B panels, packing and the rest share the other half)
 # Positions read in place as A past the gathered ones' count (`orientations`) where gathering them is timed too
 WASTE_TO_GATHER = 0.05
@@ -79,19 +88,28 @@ def with_gemm_blocking(compute: Compute, tile: TileConfig, target: Target,
 def gemm_variants(compute: Compute, tile: TileConfig, target: Target,
                   constant_inputs: Collection[int] = ()) -> list[tuple[float, TileConfig]]:
     """`tile` with the GEMM blocking of each orientation of `compute` (`orientations`),
-    the model's cheapest first, each with its cost relative to that one; empty where
-    `compute` does not take the packed GEMM path. The model ranks them; where the device
-    is present, measuring them decides (a host whose registers the model reads wrong
-    still gets its fastest: AVX2's 16 give the swapped orientation micro-kernels of 4 or
-    5 rows, slower than gathering the patches on an AMD Zen 3)."""
+    the model's cheapest first, each with its cost relative to that one, and after the
+    first its blocking for cores kept EVEN busy where that differs and its tasks are long
+    (the model prices them alike); empty where `compute` does not take the packed GEMM path. The model ranks
+    them; where the device is present, measuring them decides (a host whose registers the
+    model reads wrong still gets its fastest: AVX2's 16 give the swapped orientation
+    micro-kernels of 4 or 5 rows, slower than gathering the patches on an AMD Zen 3)."""
     merged = _merged_contraction(compute, tile, target)
     if merged is None:
         return []
     c, m, merged_tile = merged
     ways = orientations(c, m, target, constant_inputs)
-    return [(way.cost / ways[0].cost if ways[0].cost > 0 else 1.0,
-             dataclasses.replace(tile, gemm=gemm_blocking(c, m, merged_tile, target, constant_inputs, way)))
-            for way in ways]
+    variants = [(way.cost / ways[0].cost if ways[0].cost > 0 else 1.0,
+                 dataclasses.replace(tile, gemm=gemm_blocking(c, m, merged_tile, target, constant_inputs, way)))
+                for way in ways]
+    first = variants[0][1].gemm
+    assert first is not None
+    tasks = first.batch * -(-first.m // first.mc) * -(-first.n // first.nc)
+    if 2 * first.batch * first.m * first.n * first.k / tasks >= EVEN_TASK_FLOPS:
+        even = gemm_blocking(c, m, merged_tile, target, constant_inputs, ways[0], balanced=EVEN)
+        if even != first:
+            variants.insert(1, (1.0, dataclasses.replace(tile, gemm=even)))
+    return variants
 
 
 def _merged_contraction(compute: Compute, tile: TileConfig, target: Target
@@ -164,13 +182,14 @@ def _most_rows(vectors: int, target: Target) -> int:
 
 
 def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
-                  constant_inputs: Collection[int] = (), way: Orientation | None = None) -> GemmBlocking:
+                  constant_inputs: Collection[int] = (), way: Orientation | None = None,
+                  balanced: float = BALANCED) -> GemmBlocking:
     """Block sizes, multiples of the micro-kernel: rows as many as L2 holds (B is packed
     once per row block), columns the tile's grown to MIN_TILE_COLS (A is packed once
     per column block), both split again until the tasks the tile planned exist.
     `constant_inputs` as for `packed_operands`. The contraction may be computed with its
     sides swapped, and an operand read in place: `way`, by default the model's cheapest
-    (`orientations`)."""
+    (`orientations`). Blocks narrow until the cores are `balanced` busy (`_balanced_blocks`)."""
     matched = m
     way = way or orientations(c, m, target, constant_inputs)[0]
     m, mk, direct = way.contraction, way.micro, way.direct
@@ -218,8 +237,8 @@ def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
     # Tasks are split statically among the cores: a count the cores do not divide leaves
     # some idle at the end (3 tasks on 2 cores ran a 3x3 convolution at 1.38x its one-core
     # speed), so blocks narrow (columns first, then rows, at most 4x as many) to the
-    # fewest tasks that keep the cores BALANCED busy, packing the least again.
-    mc, nc = _balanced_blocks(batch, (big_m, big_n, big_k), mc, nc, mk, target.units, per_call)
+    # fewest tasks that keep the cores `balanced` busy, packing the least again.
+    mc, nc = _balanced_blocks(batch, (big_m, big_n, big_k), mc, nc, mk, target.units, per_call, balanced)
 
     def even(total: int, limit: int, quantum: int) -> int:
         """Equal blocks, as many as `limit` needs: a short last block costs nearly a full one."""
@@ -298,10 +317,10 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
 
 
 def _balanced_blocks(batch: int, mnk: tuple[int, int, int], mc: int, nc: int, mk: MicroKernel,
-                     units: int, per_call: tuple[bool, bool]) -> tuple[int, int]:
-    """(mc, nc), narrowed where `units` cores would idle while others finish their tasks;
-    `per_call`: whether A, B are packed per call (each task packs its own blocks, so more
-    column blocks pack A again, more row blocks B)."""
+                     units: int, per_call: tuple[bool, bool], balanced: float) -> tuple[int, int]:
+    """(mc, nc), narrowed where `units` cores would be less than `balanced` busy, idling
+    while others finish their tasks; `per_call`: whether A, B are packed per call (each
+    task packs its own blocks, so more column blocks pack A again, more row blocks B)."""
     big_m, big_n, big_k = mnk
     row_panels, col_panels = -(-big_m // mk.rows), -(-big_n // mk.cols)
 
@@ -326,7 +345,7 @@ def _balanced_blocks(batch: int, mnk: tuple[int, int, int], mc: int, nc: int, mk
             start += count
         return done[-1] / (units * max(runs))
     rp0, cp0 = -(-mc // mk.rows), -(-nc // mk.cols)
-    if busy(rp0, cp0) >= BALANCED:
+    if busy(rp0, cp0) >= balanced:
         return mc, nc
     options = []
     for rows in range(-(-row_panels // rp0), min(row_panels, 4 * -(-row_panels // rp0)) + 1):
@@ -334,7 +353,7 @@ def _balanced_blocks(batch: int, mnk: tuple[int, int, int], mc: int, nc: int, mk
             rp, cp = -(-row_panels // rows), -(-col_panels // cols)
             row_blocks, col_blocks = -(-row_panels // rp), -(-col_panels // cp)
             packed = col_blocks * big_m * big_k * per_call[0] + row_blocks * big_k * big_n * per_call[1]
-            options.append((busy(rp, cp) < BALANCED, packed, row_blocks * col_blocks, -busy(rp, cp),
+            options.append((busy(rp, cp) < balanced, packed, row_blocks * col_blocks, -busy(rp, cp),
                             rp * mk.rows, cp * mk.cols))
     *_, mc, nc = min(options)
     return mc, nc

@@ -1,21 +1,25 @@
 """The other ways to run an rTile on a CPU (compiler/schedule/cpu_tile.py `cpu_tile_variants`):
-a GEMM's every orientation the model weighs (compiler/schedule/cpu_gemm.py `gemm_variants`),
+a GEMM's every orientation the model weighs (compiler/schedule/cpu_gemm.py `gemm_variants`)
+and, for long tasks, its blocking that keeps the cores evenly busy,
 a depthwise convolution's planes, lanes or micro-tiles, ranked by the model and planned in full, so
 that the compile can measure them where the model's ranking may be wrong for the host."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler import frontend
-from compiler.schedule.cpu_gemm import gemm_variants, with_gemm_blocking
+from compiler.schedule.cpu_gemm import EVEN, EVEN_TASK_FLOPS, gemm_variants, with_gemm_blocking
 from compiler.schedule.cpu_tile import cpu_tile_variants, plan_cpu_tile
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 from compiler.target.registry import get_target
 
-AVX2 = get_target("cpu:x86-64-v3")
+AVX2 = dataclasses.replace(get_target("cpu:x86-64-v3"), units=2)  # two cores on any host
 
 
 def conv3x3(channels: int, size: int, group: int = 1):
@@ -48,6 +52,61 @@ def test_a_convolution_has_its_orientations_ranked_by_the_model() -> None:
     planned = plan_cpu_tile(c, tile, AVX2, constant_inputs=(1,))
     assert [t.gemm for _, t in others] == [t.gemm for _, t in variants[1:]]
     assert all(t.serial == planned.serial for _, t in others)
+
+
+def linear(rows: int, k: int, n: int):
+    """The Compute of x @ W with a constant W (input 1)."""
+    w = np.random.default_rng(0).standard_normal((k, n)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "linear",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w")])
+    graph = frontend.import_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+                                  .SerializeToString())
+    (node,) = graph.nodes
+    return node.compute
+
+
+def _way(g) -> tuple:
+    """A blocking's orientation (`orientations`): its sides, micro-kernel, operand read in place."""
+    return g.swapped, g.mk, g.direct
+
+
+def _busy(g, units: int) -> float:
+    """Share of `units` cores' time busy with g's static tasks (each its panels of work)."""
+    work = [min(g.mc, g.m - m0) * min(g.nc, g.n - n0) for m0 in range(0, g.m, g.mc) for n0 in range(0, g.n, g.nc)]
+    share, extra = divmod(len(work), units)
+    runs = [sum(work[u * share + min(u, extra):(u + 1) * share + min(u + 1, extra)]) for u in range(units)]
+    return sum(work) / (units * max(runs))
+
+
+@pytest.mark.parametrize("units", [1, 2])
+def test_long_tasks_are_offered_a_blocking_that_keeps_the_cores_evenly_busy(units: int) -> None:
+    # GPT-2's QKV projection: 9 column blocks, 5 and 4 a core on two (90% busy)
+    target = dataclasses.replace(get_target("cpu:x86-64-v4"), units=units)
+    c = linear(128, 768, 2304)
+    tile = default_tile(c, target)
+    variants = gemm_variants(c, tile, target, constant_inputs=(1,))
+    first = variants[0][1].gemm
+    assert first is not None and variants[0][1] == with_gemm_blocking(c, tile, target, constant_inputs=(1,))
+    tasks = -(-first.m // first.mc) * -(-first.n // first.nc)
+    assert 2 * first.m * first.n * first.k / tasks >= EVEN_TASK_FLOPS
+    evens = [t.gemm for _, t in variants[1:] if t.gemm is not None and _way(t.gemm) == _way(first)]
+    if units == 1:  # one core is always busy
+        assert evens == []
+        return
+    assert _busy(first, units) < EVEN
+    (even,) = evens
+    assert _busy(even, units) >= EVEN
+
+
+def test_short_tasks_keep_the_first_blocking_alone() -> None:
+    target = dataclasses.replace(get_target("cpu:x86-64-v4"), units=2)
+    c = linear(128, 64, 2304)  # as many blocks, a twelfth of the work each
+    variants = gemm_variants(c, default_tile(c, target), target, constant_inputs=(1,))
+    first = variants[0][1].gemm
+    assert first is not None and _busy(first, 2) < EVEN
+    assert all(t.gemm is not None and _way(t.gemm) != _way(first) for _, t in variants[1:])
 
 
 def test_a_gemm_with_one_way_has_no_variants() -> None:
