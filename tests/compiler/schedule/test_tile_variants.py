@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -22,18 +23,23 @@ from compiler.target.registry import get_target
 AVX2 = dataclasses.replace(get_target("cpu:x86-64-v3"), units=2)  # two cores on any host
 
 
-def conv3x3(channels: int, size: int, group: int = 1):
-    """The Compute of a 3x3, pad-1 convolution with constant weights (input 1 of the kernel),
-    lowered direct (an odd size: 64 channels on 28 x 28 would take Winograd's contractions)."""
-    w = np.random.default_rng(0).standard_normal((channels, channels // group, 3, 3)).astype(np.float32)
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=group)], "conv",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+def one_node(node: onnx.NodeProto, x_shape: list[int], w: np.ndarray):
+    """The Compute of a graph of `node` alone, reading input x and constant weights w (input 1)."""
+    g = helper.make_graph([node], "one", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                           [numpy_helper.from_array(w, "w")])
     graph = frontend.import_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
                                   .SerializeToString())
-    (node,) = graph.nodes
-    return node.compute
+    (lowered,) = graph.nodes
+    return lowered.compute
+
+
+def conv3x3(channels: int, size: int, group: int = 1):
+    """The Compute of a 3x3, pad-1 convolution with constant weights (input 1 of the kernel),
+    lowered direct (an odd size: 64 channels on 28 x 28 would take Winograd's contractions)."""
+    w = np.random.default_rng(0).standard_normal((channels, channels // group, 3, 3)).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=group)
+    return one_node(node, [1, channels, size, size], w)
 
 
 def test_a_convolution_has_its_orientations_ranked_by_the_model() -> None:
@@ -57,14 +63,7 @@ def test_a_convolution_has_its_orientations_ranked_by_the_model() -> None:
 def linear(rows: int, k: int, n: int):
     """The Compute of x @ W with a constant W (input 1)."""
     w = np.random.default_rng(0).standard_normal((k, n)).astype(np.float32)
-    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "linear",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, k])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                          [numpy_helper.from_array(w, "w")])
-    graph = frontend.import_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-                                  .SerializeToString())
-    (node,) = graph.nodes
-    return node.compute
+    return one_node(helper.make_node("MatMul", ["x", "w"], ["y"]), [rows, k], w)
 
 
 def _way(g) -> tuple:
