@@ -106,3 +106,26 @@ def test_relu6_bounds_given_as_inputs_are_literals_in_the_conv_kernel(tmp_path: 
                       output=tmp_path / "a.tar.gz")
     assert r.validation["passed"], r.validation
     assert r.plan is not None and [len(k.args) for k in r.plan.kernels] == [3]  # out, x, w
+
+
+def test_conv1d_gemm_viewed_before_its_tanh_gelu_is_one_gemm_kernel(tmp_path: Path):
+    """GPT-2's Conv1D then NewGELU: addmm on [tokens, features], viewed back as [1, tokens,
+    features], then 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): the GELU is the
+    packed GEMM's epilogue, read through the view."""
+    rng = np.random.default_rng(0)
+    k, n = 64, 96
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["x2"]),
+             helper.make_node("Gemm", ["x2", "w", "b"], ["h0"]), helper.make_node("Reshape", ["h0", "shape"], ["h"]),
+             helper.make_node("Pow", ["h", "three"], ["p"]), helper.make_node("Mul", ["p", "k1"], ["q"]),
+             helper.make_node("Add", ["h", "q"], ["r"]), helper.make_node("Mul", ["r", "k2"], ["s"]),
+             helper.make_node("Tanh", ["s"], ["t"]), helper.make_node("Add", ["t", "one"], ["u"]),
+             helper.make_node("Mul", ["h", "half"], ["v"]), helper.make_node("Mul", ["v", "u"], ["y"])]
+    scalars = {"three": 3.0, "k1": 0.044715, "k2": 0.7978845608, "one": 1.0, "half": 0.5}
+    weights = {"w": rng.standard_normal((k, n)).astype(np.float32) / 8, "b": rng.standard_normal(n).astype(np.float32),
+               "flat": np.array([-1, k], np.int64), "shape": np.array([1, 24, n], np.int64),
+               **{name: np.array(v, np.float32) for name, v in scalars.items()}}
+    r = compile_model(exported(nodes, {"x": [1, 24, k]}, ["y"], weights), "cpu", {"measure": False},
+                      output=tmp_path / "a.tar.gz")
+    assert r.validation["passed"], r.validation
+    (kernel,) = r.kernels
+    assert kernel["tile"]["gemm"] is not None and kernel["op_pattern"].startswith("Gemm+Pow")

@@ -26,5 +26,5 @@ def test_rmsnorm_squares_inside_its_reduction_kernel(tmp_path: Path):
     r = compile_model(m, "cpu", {"measure": False}, output=tmp_path / "a.tar.gz")
     assert r.validation["passed"], r.validation
     # the square is a product, so it fuses into the mean's kernel instead of a pow pass of its own
-    assert ["Pow", "ReduceMean"] in [k["ops"] for k in r.kernels]
+    assert ["Pow", "ReduceMean"] in [k["ops"][:2] for k in r.kernels]
     assert all("pow" not in str(k.compute.body) for k in r.plan.kernels)

@@ -11,8 +11,11 @@ Two rewrites, applied to a fixed point:
   at exactly its own index (bias add, activation, residual add after MatMul
   or Conv) becomes the reduction's `post` expression.
 
-Only edges through the same tensor (not through a reshape view) connect:
-a view changes the index map and would need div/mod arithmetic per element.
+Edges connect through the same tensor, not through a reshape view (a view changes the
+index map and would need div/mod arithmetic per element), with one exception: an epilogue
+read through a view that only adds or drops extent-1 axes (GPT-2's Conv1D: a Gemm on
+[tokens, features], viewed as [1, tokens, features] before its GELU) connects, the
+contraction taking the view's shape (`_unit_reshaped`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from compiler.ir.contraction import match_contraction, plain_load
 from compiler.ir.graph import Graph, Node, TensorKind
 from compiler.ir.te import (
     ACC,
+    Axis,
     Call,
     Compute,
     Const,
@@ -200,6 +204,10 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
     takes it, and the scan goes on from that node (nodes before it cannot have changed:
     their producers come earlier still), so a long chain costs linear, not quadratic, time."""
     protected = {graph.storage_of(t) for t in graph.outputs}
+    views: dict[int, list[int]] = {}  # tensor -> the views of its storage
+    for t in graph.tensors.values():
+        if t.view_of is not None:
+            views.setdefault(t.view_of, []).append(t.id)
     depth: dict[int, tuple[Compute, int]] = {}  # id -> (the Compute, kept alive: ids are not reused), depth
     producers = {n.output: n for n in graph.nodes}
     readers: dict[int, list[Node]] = {}
@@ -218,15 +226,17 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
         merged = None
         for slot, tid in enumerate(n.inputs):
             p = producers.get(tid)
-            if p is None or p is n or tid in protected:
+            if p is None and views.get(graph.tensors[tid].view_of or -1) == [tid]:
+                p = producers.get(graph.storage_of(tid))  # its one view: an epilogue may read through it
+            if p is None or p is n or tid in protected or graph.storage_of(tid) in protected:
                 continue
             if graph.tensors[tid].kind != TensorKind.INTERMEDIATE:
                 continue
             # One read in all: a consumer reading the value through a second slot or a
             # view would still need it after the producer is gone.
-            if len(readers.get(tid, [])) != 1:
+            if len(readers.get(graph.storage_of(tid), [])) != 1:
                 continue
-            new = _try_connect(p, n, slot, depth)
+            new = _try_connect(p, n, slot, depth, through_view=graph.tensors[tid].view_of is not None)
             if new is None:
                 continue
             compute, ids = new
@@ -238,7 +248,9 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
             # the fused node takes the consumer's place: all its inputs are ready there
             nodes[i], nodes[position[id(p)]] = merged, None
             position[id(merged)] = i
-            _forget(graph, producers, readers, p, n, merged, tid)
+            dropped = {tid, graph.storage_of(tid)}  # a view read goes with its storage
+            views.pop(graph.storage_of(tid), None)
+            _forget(graph, producers, readers, p, n, merged, dropped)
             break
         if merged is None:
             i += 1  # else look at the fused node again, from its first input
@@ -249,26 +261,32 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
 
 
 def _forget(graph: Graph, producers: dict[int, Node], readers: dict[int, list[Node]],
-            p: Node, n: Node, merged: Node, tid: int) -> None:
-    """Drop tensor `tid` and keep the producer and reader maps as a rebuild would make them
-    now that `merged` stands for producer `p` and consumer `n`."""
-    del graph.tensors[tid]
-    producers.pop(tid, None)
+            p: Node, n: Node, merged: Node, dropped: set[int]) -> None:
+    """Drop the tensors `dropped` (the connected value, and the view it was read through)
+    and keep the producer and reader maps as a rebuild would make them now that `merged`
+    stands for producer `p` and consumer `n`."""
+    for tid in dropped:
+        producers.pop(tid, None)
+        readers.pop(tid, None)
     producers[merged.output] = merged
-    for t in {graph.storage_of(x) for x in (*p.inputs, *n.inputs) if x != tid}:
+    for t in {graph.storage_of(x) for x in (*p.inputs, *n.inputs) if x not in dropped}:
         readers[t] = [r for r in readers.get(t, []) if r is not p and r is not n]
-    readers.pop(tid, None)
+    for tid in dropped:
+        del graph.tensors[tid]
     for t in merged.inputs:
         readers.setdefault(graph.storage_of(t), []).append(merged)
 
 
-def _try_connect(p: Node, n: Node, slot: int,
-                 depth: dict[int, tuple[Compute, int]]) -> tuple[Compute, tuple[int, ...]] | None:
-    """The fused (Compute, input ids) for edge p -> n through n's input `slot`, or None."""
+def _try_connect(p: Node, n: Node, slot: int, depth: dict[int, tuple[Compute, int]],
+                 through_view: bool = False) -> tuple[Compute, tuple[int, ...]] | None:
+    """The fused (Compute, input ids) for edge p -> n through n's input `slot` (a view of
+    p's output where `through_view`: an epilogue only), or None."""
     pc, nc = p.compute, n.compute
     if _depth(pc, depth) + _depth(nc, depth) > MAX_EXPR_DEPTH:
         return None
     if not pc.is_reduction:
+        if through_view:
+            return None
         # Into a reduction only cheap producers, and not through padded reads: the pad
         # would become a select around the value that hides the padding-free interior.
         if nc.is_reduction and (not _is_cheap(pc) or _padded_reads(nc, slot)):
@@ -281,8 +299,31 @@ def _try_connect(p: Node, n: Node, slot: int,
         if _plain_contraction(nc) and not _plain_contraction(inlined[0]):
             return None  # the GEMM paths need loads on both sides
         return inlined
-    if not nc.is_reduction and nc.shape == pc.shape and _reads_at_own_index(nc, slot):
-        if nc.post is not None:
+    if not nc.is_reduction and _reads_at_own_index(nc, slot):
+        shaped = pc if nc.shape == pc.shape else _unit_reshaped(pc, nc.shape)
+        if nc.post is not None or shaped is None:
             return None
-        return _epilogue(p, n, slot)
+        return _epilogue(replace(p, compute=shaped), n, slot)
     return None
+
+
+def _unit_reshaped(c: Compute, shape: tuple[int, ...]) -> Compute | None:
+    """Contraction `c` computing the same values in `shape`, where that only adds or drops
+    extent-1 axes (a dropped axis's index is 0; an added one a fresh name no expression
+    reads); None for any other reshape. Its reduce axes and loads are unchanged, so the
+    GEMM paths still match it."""
+    if [d for d in c.shape if d != 1] != [d for d in shape if d != 1]:
+        return None
+    dropped = {a.name: Const(0, "int64") for a in c.axes if a.extent == 1}
+    kept = iter([a for a in c.axes if a.extent != 1])
+    taken = {a.name for a in (*c.axes, *c.reduce_axes)}
+    axes = []
+    for d in shape:
+        if d != 1:
+            axes.append(next(kept))
+            continue
+        name = next(f"u{k}" for k in range(len(taken) + 1) if f"u{k}" not in taken)
+        taken.add(name)
+        axes.append(Axis(name, 1))
+    post = None if c.post is None else rename_vars(c.post, dropped)
+    return replace(c, axes=tuple(axes), body=rename_vars(c.body, dropped), post=post)

@@ -145,3 +145,35 @@ def test_a_producer_read_at_many_places_stays_in_memory(reads: int, fused: bool)
     y.name = "y"
     g.outputs.append(y.id)
     assert [n.op for n in graph_fused_and_checked(g).nodes] == (["Add+Sum"] if fused else ["Add", "Sum"])
+
+
+@pytest.mark.parametrize("x_shape, view", [([4, 16], [1, 4, 8]), ([1, 4, 16], [4, 8]), ([4, 16], [1, 4, 1, 8])])
+def test_an_epilogue_read_through_a_view_of_unit_axes_connects(x_shape, view):
+    """GPT-2's Conv1D: a Gemm on [tokens, features] viewed as [1, tokens, features] before its
+    activation; the contraction takes the view's shape, its epilogue the activation."""
+    m = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Reshape", ["h", "shape"], ["v"]),
+               helper.make_node("Add", ["v", "b"], ["a"]), helper.make_node("Tanh", ["a"], ["y"])],
+              [("x", x_shape)], ["y"], [("w", W), ("b", B), ("shape", np.array(view, np.int64))])
+    (node,) = fused_and_checked(m).nodes
+    assert node.compute.is_reduction and node.compute.shape == tuple(view)
+    assert node.compute.label == "MatMul+Add+Tanh"
+
+
+@pytest.mark.parametrize("case", ["reshaped", "read_beside_the_view", "view_is_an_output"])
+def test_views_that_move_elements_or_stay_read_keep_the_contraction_apart(case):
+    view = [2, 16] if case == "reshaped" else [1, 4, 8]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Reshape", ["h", "shape"], ["v"]),
+             helper.make_node("Tanh", ["v"], ["y"])]
+    outputs = {"reshaped": ["y"], "view_is_an_output": ["y", "v"], "read_beside_the_view": ["y", "r"]}[case]
+    if case == "read_beside_the_view":  # the MatMul's output read as it is, too
+        nodes.append(helper.make_node("Relu", ["h"], ["r"]))
+    m = model(nodes, [("x", [4, 16])], outputs, [("w", W), ("shape", np.array(view, np.int64))])
+    g = fused_and_checked(m)
+    assert not any(n.compute.is_reduction and n.compute.post is not None for n in g.nodes)
+
+
+def test_an_elementwise_producer_is_not_inlined_through_a_view():
+    m = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "shape"], ["v"]),
+               helper.make_node("Tanh", ["v"], ["y"])],
+              [("x", [4, 8])], ["y"], [("shape", np.array([1, 4, 8], np.int64))])
+    assert [n.op for n in fused_and_checked(m).nodes] == ["Relu", "Tanh"]
