@@ -225,9 +225,9 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
             continue
         merged = None
         for slot, tid in enumerate(n.inputs):
-            p = producers.get(tid)
-            if p is None and views.get(graph.tensors[tid].view_of or -1) == [tid]:
-                p = producers.get(graph.storage_of(tid))  # its one view: an epilogue may read through it
+            p, view_of = producers.get(tid), graph.tensors[tid].view_of
+            if p is None and view_of is not None and views.get(view_of) == [tid]:
+                p = producers.get(view_of)  # its storage's one view: an epilogue may read through it
             if p is None or p is n or tid in protected or graph.storage_of(tid) in protected:
                 continue
             if graph.tensors[tid].kind != TensorKind.INTERMEDIATE:
@@ -236,7 +236,7 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
             # view would still need it after the producer is gone.
             if len(readers.get(graph.storage_of(tid), [])) != 1:
                 continue
-            new = _try_connect(p, n, slot, depth, through_view=graph.tensors[tid].view_of is not None)
+            new = _try_connect(p, n, slot, depth, through_view=view_of is not None)
             if new is None:
                 continue
             compute, ids = new
