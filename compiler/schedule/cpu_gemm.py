@@ -90,10 +90,11 @@ def gemm_variants(compute: Compute, tile: TileConfig, target: Target,
     """`tile` with the GEMM blocking of each orientation of `compute` (`orientations`),
     the model's cheapest first, each with its cost relative to that one, and after the
     first its blocking for cores kept EVEN busy where that differs and its tasks are long
-    (the model prices them alike); empty where `compute` does not take the packed GEMM path. The model ranks
-    them; where the device is present, measuring them decides (a host whose registers the
-    model reads wrong still gets its fastest: AVX2's 16 give the swapped orientation
-    micro-kernels of 4 or 5 rows, slower than gathering the patches on an AMD Zen 3)."""
+    (the model prices them alike); empty where `compute` does not take the packed GEMM
+    path. The model ranks them; where the device is present, measuring them decides (a
+    host whose registers the model reads wrong still gets its fastest: AVX2's 16 give the
+    swapped orientation micro-kernels of 4 or 5 rows, slower than gathering the patches on
+    an AMD Zen 3)."""
     merged = _merged_contraction(compute, tile, target)
     if merged is None:
         return []
@@ -104,8 +105,7 @@ def gemm_variants(compute: Compute, tile: TileConfig, target: Target,
                 for way in ways]
     first = variants[0][1].gemm
     assert first is not None
-    tasks = first.batch * -(-first.m // first.mc) * -(-first.n // first.nc)
-    if 2 * first.batch * first.m * first.n * first.k / tasks >= EVEN_TASK_FLOPS:
+    if 2 * first.batch * first.m * first.n * first.k / first.tasks >= EVEN_TASK_FLOPS:
         even = gemm_blocking(c, m, merged_tile, target, constant_inputs, ways[0], balanced=EVEN)
         if even != first:
             variants.insert(1, (1.0, dataclasses.replace(tile, gemm=even)))

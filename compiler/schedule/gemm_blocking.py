@@ -155,6 +155,16 @@ class GemmBlocking:
     direct: DirectOperand | None = None
     packed: tuple[PackedOperand, ...] = ()
 
+    @property
+    def blocks(self) -> tuple[int, int]:
+        """Row blocks and column blocks of one batch index."""
+        return -(-self.m // self.mc), -(-self.n // self.nc)
+
+    @property
+    def tasks(self) -> int:
+        """Tasks in all: every block of every batch index."""
+        return self.batch * math.prod(self.blocks)
+
     def contraction(self, c: Compute) -> Contraction:
         """The contraction of `c` (axes merged) as computed: the matched one, or with its
         sides swapped."""

@@ -391,8 +391,7 @@ class _GemmWriter:
         returns whether the tasks are split among the team. Without `team`, a plain
         function of the calling thread."""
         g, mk, src = self.g, self.g.mk, self.src
-        tm, tn = -(-g.m // g.mc), -(-g.n // g.nc)
-        tasks = g.batch * tm * tn
+        (tm, tn), tasks = g.blocks, g.tasks
         in_place = g.direct.side if g.direct is not None else ""
         a_floats = 0 if "a" in self.packed or in_place == "a" else -(-g.kc * g.mc // 16) * 16
         split = team and parallel and tasks > 1
