@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from compiler.codegen.c.claim import claim_rows
 from compiler.codegen.c.plane import given_scratch, held, vector_post, with_vector_post
 from compiler.codegen.c.team import mark_used, thread_scratch
 from compiler.codegen.c.vector import VECTOR_TYPE, transpose_lines, vector_typedefs
@@ -66,6 +67,7 @@ def render_lanes(c: Compute, lc: LaneConv, params: Sequence[str], header: str, p
                 src.line("#pragma omp for schedule(static) nowait")
             with src.block(f"for (int64_t g = 0; g < {lc.groups}L; ++g)"):
                 _task_indices(c, lc, src)
+                _claim_output(c, lc, src, team)
                 if lc.packed_taps:
                     src.line(f"const float* const wk = in{lc.taps} + g % {lc.channel_blocks}L * "
                              f"{len(lc.toff) * lanes}L;")
@@ -223,6 +225,21 @@ def _compute(c: Compute, lc: LaneConv, src: CSource, base: str, post: Expr | Non
                 src.line(f"*({VECTOR_TYPE}*)(res + (p + {j}) * {lanes}L) = {value};")
 
 
+def _channel_stride(c: Compute, lc: LaneConv) -> int:
+    """Output elements between consecutive channels."""
+    return math.prod(c.shape[lc.channel[0] + 1:])
+
+
+def _claim_output(c: Compute, lc: LaneConv, src: CSource, shared: bool) -> None:
+    """Declare `ob`, the task's first channel's output plane, and where the output is
+    `shared` with other threads (not a chain's scratch) claim the task's output lines
+    (compiler/codegen/c/claim.py): its channels' rows of positions, written last."""
+    h = len(c.axes) - 2
+    src.line(f"float* const ob = out + {flat_offset(c.shape, [f'i{a}' if a < h else '0' for a in range(len(c.axes))])};")
+    if shared:
+        claim_rows(src, "ob", "nv" if lc.partial else f"{lc.lanes}L", _channel_stride(c, lc), lc.positions)
+
+
 def _store(c: Compute, lc: LaneConv, src: CSource, post: Expr | None) -> None:
     """The results transposed back into each channel's output plane: whole blocks of
     `lanes` positions as vectors, the last block's positions one at a time; `post`
@@ -230,9 +247,7 @@ def _store(c: Compute, lc: LaneConv, src: CSource, post: Expr | None) -> None:
     lanes, positions = lc.lanes, lc.positions
     d, ow = lc.channel[0], lc.out_plane[1]
     h, w = len(c.axes) - 2, len(c.axes) - 1
-    ob = flat_offset(c.shape, [f"i{a}" if a < h else "0" for a in range(len(c.axes))])
-    cstride = math.prod(c.shape[d + 1:])  # output elements between consecutive channels
-    src.line(f"float* const ob = out + {ob};")
+    cstride = _channel_stride(c, lc)
     r = _rows("s", lanes)
     per_element = c.post is not None and post is None
     counter = new_counter()

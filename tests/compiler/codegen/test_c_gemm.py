@@ -29,7 +29,7 @@ from test_c_kernels import (
     rand,
 )
 
-from compiler.codegen.c.gemm import micro_name, stores_from_registers
+from compiler.codegen.c.gemm import IN_PLACE_AHEAD, micro_name, stores_from_registers
 from compiler.codegen.c.vector_math import exp_function
 from compiler.ir import te
 from compiler.ir.contraction import match_contraction
@@ -397,15 +397,17 @@ def test_the_source_follows_the_planned_blocking(tmp_path: Path) -> None:
 @pytest.mark.parametrize("lanes", [8, 16])
 def test_the_next_b_panel_is_prefetched_where_b_comes_in_panels(lanes: int) -> None:
     """A line of the next B panel per k (a weight's panels stream from memory), from the
-    calls over a panel in turn; none where B is read in place (offsets per k, no panels)."""
+    calls over a panel in turn; none where B is read in place (offsets per k, no panels):
+    there the lines that step k + IN_PLACE_AHEAD reads are prefetched instead."""
     c = matmul(64, 128, 96)
     src = render_planned(c, default_tile(c, cpu(lanes)), "k", cpu(lanes), constant_inputs=(1,))
     assert "__builtin_prefetch(pf + k * 16, 0, 2);" in src
     # a two-vector panel's row: 32 floats, two lines, on AVX-512; one line on AVX2
     assert ("ip % 2L * kc * 16L)" in src) == (lanes == 16)
     conv = window_conv(1, 32, 32, 32, 32, 3, 3)  # B read in place (see the test above)
-    assert "__builtin_prefetch" not in render_planned(conv, default_tile(conv, cpu(16)), "k", cpu(16),
-                                                      constant_inputs=(1, 2))
+    in_place = render_planned(conv, default_tile(conv, cpu(16)), "k", cpu(16), constant_inputs=(1, 2))
+    assert "__builtin_prefetch(pf" not in in_place
+    assert f"koff[k + {IN_PLACE_AHEAD} < kc ? k + {IN_PLACE_AHEAD} : kc - 1]" in in_place
 
 
 @pytest.mark.parametrize(("lanes", "vectors"), [(4, False), (8, True), (16, True)])

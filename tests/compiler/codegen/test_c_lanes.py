@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from c_harness import KernelLibrary
 
+from compiler.codegen.c.lanes import render_lanes
+from compiler.codegen.csource import CSource
 from compiler.ir import te
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Axis, Compute, Expr, Load, TensorType, Var, call, select
@@ -130,3 +132,19 @@ def test_lanes_are_cheaper_for_large_windows_on_small_maps_only() -> None:
         return lane_cost(lc) / plane_cost(p, kernel * kernel, 48 << 10)
     assert ratio(14, 7) < 1 and ratio(7, 7) < 1
     assert ratio(28, 3) > 1
+
+
+def test_a_task_claims_its_own_output_lines_before_writing_them() -> None:
+    """Each task of a team prefetches for writing its own channels' output rows (the last
+    task of 20 channels only its 4, so no line another thread writes is taken from it);
+    a chain's member, writing scratch of its own thread, does not."""
+    c = depthwise(1, 20, 14, 3)
+    lc = _lanes_tile(c, 16).plane
+    assert isinstance(lc, LaneConv) and lc.partial
+    for team in (True, False):
+        src = CSource()
+        params = ["float* restrict out", "const float* restrict in0", "const float* restrict in1"]
+        render_lanes(c, lc, params, f"void k({', '.join(params)})", True, src, "k", team=team)
+        text = src.text()
+        assert ("__builtin_prefetch(cb + q, 1, 3);" in text) == team
+        assert ("for (int64_t cr = 0; cr < nv; ++cr)" in text) == team
