@@ -39,7 +39,8 @@ SUPPORTED_LANES = (4, 8, 16)  # float32 lanes of SSE / NEON, AVX2, AVX-512
 MIN_ROWS = 4  # smaller GEMMs waste most of a micro-kernel on padding
 PAD_TOLERANCE = 0.05  # padding rows the fullest micro-kernel may add before a shorter one is used
 VARIANT_PAD_TOLERANCE = 0.2  # ... and may add to be timed beside the shorter one (`_row_choices`)
-MAX_ROWS = {1: 8, 2: 14}  # per vectors wide: beyond, the code grows for no gain
+MAX_ROWS = {1: 8, 2: 14, 3: 9, 4: 6}  # per vectors wide: beyond, the code grows for no gain
+WIDE_VECTORS = (3, 4)  # wider micro-kernels timed where a map's lines leave few rows (`orientations`)
 MIN_TILE_COLS = 256  # column blocks grow to this: A is packed once per column block
 MIN_TASKS = 4  # enough tasks to balance the cores, when the tile planned that many
 MIN_SPLIT_COLS = 4  # NR panels a column block keeps before rows are split instead
@@ -291,17 +292,33 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
     swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
     if channels >= target.lanes:
         lanes_mk = micro_kernel(c, swapped, target)
-        most = _most_rows(lanes_mk.vectors, target)
-        layouts = [d for rows in range(max(MIN_ROWS, most // 2), most + 1)
-                   if (d := direct_layout(c, swapped.lhs, "a", swapped.rows, rows, unit_step=False)) is not None]
-        if layouts:
+        lanes = round_up(channels, lanes_mk.lanes)
+        scatter = SCATTER_COST * channels * positions
+
+        def in_place(vectors: int) -> Orientation | None:
+            """Positions read in place as A by a micro-kernel `vectors` wide, its rows a panel."""
+            most = _most_rows(vectors, target)
+            layouts = [d for rows in range(max(MIN_ROWS, most // 2), most + 1)
+                       if (d := direct_layout(c, swapped.lhs, "a", swapped.rows, rows, unit_step=False)) is not None]
+            if not layouts:
+                return None
             as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
-            lanes = round_up(channels, lanes_mk.lanes)
             live = live_fraction(c, live_taps(c, swapped.lhs, as_a))
-            scatter = SCATTER_COST * channels * positions
-            options.append(Orientation(batch * (as_a.positions * lanes * k * live + scatter)
-                                       + PACK_COST * as_a.copy_floats,
-                                       swapped, MicroKernel(lanes_mk.lanes, as_a.panel, lanes_mk.vectors), as_a))
+            return Orientation(batch * (as_a.positions * lanes * k * live + scatter) + PACK_COST * as_a.copy_floats,
+                               swapped, MicroKernel(lanes_mk.lanes, as_a.panel, vectors), as_a)
+        first = in_place(lanes_mk.vectors)
+        if first is not None and first.direct is not None:
+            options.append(first)
+            # A panel per line of the map: a 7 x 7 map's lines hold 7 positions, so 7 rows,
+            # 14 FMAs per 9 loads at two vectors wide. Where the registers hold as many rows
+            # wider (AVX-512's 32: 7 x 3 vectors, 21 FMAs per 10 loads), that is timed too,
+            # priced no cheaper (the model counts FMAs, not loads; unmeasured, the first
+            # stays). A 1024 -> 1024 1x1 convolution on 7 x 7, one thread, Intel Xeon:
+            # 684 -> 668 us (7 x 4 does not fit; 5 x 4 timed 671).
+            if first.micro.rows < _most_rows(lanes_mk.vectors, target):
+                options += [dataclasses.replace(way, cost=max(way.cost, first.cost)) for v in WIDE_VECTORS
+                            if channels >= v * target.lanes and _most_rows(v, target) >= first.micro.rows
+                            and (way := in_place(v)) is not None and way.micro.rows >= first.micro.rows]
             # The positions gathered into panels as A instead, each panel full of real
             # positions where in place the panels run on past every line's end: a 7 x 7
             # map walks 56 positions for 49 in place in panels of 4 (66 in panels of 6),
@@ -310,7 +327,7 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
             # model's run, Zen 3: the model counts its FMAs and the gather, not what the
             # fuller micro-kernel saves, so it is timed where in place walks WASTE_TO_GATHER more).
             gathered_rows = round_up(positions, lanes_mk.rows)
-            if as_a.positions > (1 + WASTE_TO_GATHER) * gathered_rows:
+            if first.direct.positions > (1 + WASTE_TO_GATHER) * gathered_rows:
                 options.append(Orientation(batch * (gathered_rows * lanes * k + scatter
                                                     + PACK_COST_SCALAR * k * positions), swapped, lanes_mk, None))
     return sorted(options, key=lambda o: o.cost)
