@@ -416,7 +416,8 @@ def test_the_source_follows_the_planned_blocking(tmp_path: Path) -> None:
 def test_the_next_b_panel_is_prefetched_where_b_comes_in_panels(lanes: int) -> None:
     """A line of the next B panel per k (a weight's panels stream from memory), from the
     calls over a panel in turn; none where B is read in place (offsets per k, no panels):
-    there the lines that step k + IN_PLACE_AHEAD reads are prefetched instead."""
+    there the lines that step k + IN_PLACE_AHEAD reads are prefetched instead, past the
+    block's end those of the next panel (a panel's 32 positions on)."""
     c = matmul(64, 128, 96)
     src = render_planned(c, default_tile(c, cpu(lanes)), "k", cpu(lanes), constant_inputs=(1,))
     assert "__builtin_prefetch(pf + k * 16, 0, 2);" in src
@@ -425,7 +426,8 @@ def test_the_next_b_panel_is_prefetched_where_b_comes_in_panels(lanes: int) -> N
     conv = window_conv(1, 32, 32, 32, 32, 3, 3)  # B read in place (see the test above)
     in_place = render_planned(conv, default_tile(conv, cpu(16)), "k", cpu(16), constant_inputs=(1, 2))
     assert "__builtin_prefetch(pf" not in in_place
-    assert f"koff[k + {IN_PLACE_AHEAD} < kc ? k + {IN_PLACE_AHEAD} : kc - 1]" in in_place
+    assert f"const int64_t ka = k + {IN_PLACE_AHEAD};" in in_place
+    assert "(ka < kc ? koff[ka] : koff[ka - kc < kc ? ka - kc : kc - 1] + 32L)" in in_place  # on into the next panel
 
 
 @pytest.mark.parametrize(("lanes", "vectors"), [(4, False), (8, True), (16, True)])
