@@ -13,12 +13,19 @@ import pytest
 from compiler.ir import te
 from compiler.ir.contraction import match_contraction
 from compiler.ir.te import Compute, Load, TensorType
-from compiler.schedule.cpu_gemm import gemm_blocking, gemm_contraction, micro_kernel
+from compiler.schedule.cpu_gemm import (
+    C_TILE_L2_PARTS,
+    gemm_blocking,
+    gemm_contraction,
+    micro_kernel,
+    orientations,
+)
+from compiler.schedule.merge_axes import merge_axes
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))  # the C kernels' cases and targets
-from test_c_gemm import CPU, cpu
+from test_c_gemm import CPU, cpu, window_conv
 from test_c_kernels import axes, conv2d, i0, i1, i2, i3, matmul, r0, r1, r2
 
 
@@ -114,3 +121,16 @@ def test_a_weights_panels_fill_l1_and_panels_packed_per_call_half() -> None:
     weights, per_call = (gemm_blocking(c, m, tile, cpu(16), constants) for constants in ((1,), ()))
     l1 = 32 << 10  # the targets here name no caches: the common size
     assert weights.kc * weights.mk.cols * 4 == l1 == 2 * per_call.kc * per_call.mk.cols * 4
+
+
+def test_a_convolutions_c_tile_keeps_to_a_share_of_l2() -> None:
+    """A convolution (weights packed at load) on a large map: its column blocks narrow until
+    the C tile takes at most 1 / C_TILE_L2_PARTS of L2 (512 KiB here: the test target names
+    no caches), in place or gathered: 64 x 4096 would take 1 MiB."""
+    conv = window_conv(1, 32, 64, 128, 128, 3, 3, stride=2)
+    merged, tile = merge_axes(conv, default_tile(conv, cpu(16)))
+    m = gemm_contraction(merged, cpu(16))
+    assert m is not None
+    for way in orientations(merged, m, cpu(16), constant_inputs=(1, 2)):
+        g = gemm_blocking(merged, m, tile, cpu(16), (1, 2), way)
+        assert 4 * g.mc * g.nc <= (512 << 10) // C_TILE_L2_PARTS
