@@ -323,16 +323,18 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
     np.testing.assert_allclose(direct.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
 
 
-def test_wide_micro_kernels_on_a_small_map_match_the_interpreter(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("lanes", "rows"), [(16, 7), (8, 4)])
+def test_wide_micro_kernels_on_a_small_map_match_the_interpreter(tmp_path: Path, lanes: int, rows: int) -> None:
     """On a 7 x 7 map the positions broadcast fill 7 rows, so a micro-kernel 3 vectors wide
-    (AVX-512's 32 registers hold 7 rows of it; 4 vectors only 6) is a variant too; 80
-    channels leave it a tail of 2 vectors, 3x3 windows a padded copy read in place."""
-    target = cpu(16)
+    (AVX-512's 32 registers hold 7 rows of it, 4 vectors only 6; AVX2's 16 hold 4 rows,
+    as many as its two-vector kernel gets here) is a variant too; 80 channels leave it a
+    tail, 3x3 windows a padded copy read in place."""
+    target = cpu(lanes)
     compute = window_conv(1, 24, 80, 7, 7, 3, 3)
     tile = default_tile(compute, target)
     wide = {f"v{t.gemm.mk.vectors}": t for _, t in gemm_variants(compute, tile, target, (1, 2))
             if t.gemm is not None and t.gemm.mk.vectors > 2}
-    assert set(wide) == {"v3"} and wide["v3"].gemm is not None and wide["v3"].gemm.mk.rows == 7
+    assert set(wide) == {"v3"} and wide["v3"].gemm is not None and wide["v3"].gemm.mk.rows == rows
     assert all(t.gemm is not None and t.gemm.direct is not None and t.gemm.direct.side == "a" for t in wide.values())
     lib = KernelLibrary({name: (compute, t) for name, t in wide.items()}, tmp_path,
                         dict.fromkeys(wide, target), dict.fromkeys(wide, (1, 2)))
