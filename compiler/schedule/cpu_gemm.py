@@ -211,7 +211,8 @@ def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
     # blocks load and store C half as often (one thread, share of FMA peak: matmul
     # 512^3 0.86 -> 0.94, bert ffn2 0.85 -> 0.90). B packed per call keeps half, and
     # with it the A rows L2 holds beside it (a convolution gathers its patches once).
-    l1_share = 1 if "b" in prepacked_sides(m, constant_inputs) else 2
+    prepacked = prepacked_sides(m, constant_inputs)
+    l1_share = 1 if "b" in prepacked else 2
     kc = min(big_k, max(MIN_KC, _cache_bytes(target, "l1") // l1_share // (4 * mk.cols)))
     nc = max(block_n, round_up(min(big_n, MIN_TILE_COLS), mk.cols))
     mc = round_up(big_m, mk.rows)  # as many rows as L2 holds: B is packed once per row block
@@ -219,7 +220,7 @@ def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
     # row block packs B again and A is never packed, so rows may fill all of L2: an
     # A block that spills streams from L3 in the micro-kernel's reading order, cheaper
     # than gathering the patches again (ResNet 3x3 conv 256ch 14x14: 3.42 -> 3.02 ms).
-    share = 1.0 if prepacked_sides(m, constant_inputs) == ("a",) else L2_SHARE
+    share = 1.0 if prepacked == ("a",) else L2_SHARE
     l2_rows = int(_cache_bytes(target, "l2") * share) // (4 * (kc + nc))
     mc = min(mc, max(mk.rows, l2_rows // mk.rows * mk.rows))
     # Enough tasks for the cores the tile's scale-out planned for: narrower column
@@ -231,6 +232,8 @@ def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
             nc = round_up(nc // 2, mk.cols)
         else:
             mc = round_up(mc // 2, mk.rows)
+    in_place = direct.side if direct is not None else ""
+    per_call = ("a" not in prepacked and in_place != "a", "b" not in prepacked and in_place != "b")
     # With the weights packed at load and the patches gathered or read in place (a
     # convolution), narrower column blocks pack nothing again; a C tile that L2 holds
     # beside the patches' lines is not reloaded from L3 for a second k block and again by
@@ -239,13 +242,10 @@ def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
     # 1024, 1.279 -> 1.190 ms; 256 -> 256 on 28 x 28 2.56 -> 2.47; a 1x1 128 -> 128 on
     # 56 x 56 0.814 -> 0.794; 64 -> 64 on 32 x 32, under the share, unchanged). An eighth
     # of L2 narrowed that last one too, and it ran 3% slower.
-    if prepacked_sides(m, constant_inputs) == ("a",):
-        while 4 * mc * nc > _cache_bytes(target, "l2") // C_TILE_L2_PARTS and nc > mk.cols:
-            nc = round_up(nc // 2, mk.cols)
-    prepacked, in_place = prepacked_sides(m, constant_inputs), direct.side if direct is not None else ""
-    per_call = ("a" not in prepacked and in_place != "a", "b" not in prepacked and in_place != "b")
+    c_tile_bytes = _cache_bytes(target, "l2") // C_TILE_L2_PARTS if prepacked == ("a",) else MAX_SCRATCH_BYTES
     # the scratch: the C tile and the blocks packed per call (a weight's come packed at load)
-    while 4 * (mc * nc + kc * (mc * per_call[0] + nc * per_call[1])) > MAX_SCRATCH_BYTES and nc > mk.cols:
+    while (4 * (mc * nc + kc * (mc * per_call[0] + nc * per_call[1])) > MAX_SCRATCH_BYTES
+           or 4 * mc * nc > c_tile_bytes) and nc > mk.cols:
         nc = round_up(nc // 2, mk.cols)
     # Tasks are split statically among the cores: a count the cores do not divide leaves
     # some idle at the end (3 tasks on 2 cores ran a 3x3 convolution at 1.38x its one-core

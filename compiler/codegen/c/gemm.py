@@ -214,22 +214,23 @@ def _micro_kernel(g: GemmBlocking, rows: int, vectors: int, src: CSource, prefix
                     src.line(f"const {vf} b{j} = *(const {vf}*)(b + k * {mk.cols} + {j * mk.lanes});")
             if prefetch:  # a line of the next B panel per k (see `_prefetches`)
                 src.line(f"__builtin_prefetch(pf + k * {LINE_FLOATS}, 0, 2);")
+            step = g.direct.step if g.direct is not None and direct == "a" else 1
             if direct:
-                _prefetch_in_place(g, direct, rows, vectors, live, src)
+                _prefetch_in_place(g, direct, rows, vectors, step, live, src)
             if direct == "a":  # the rows' patches in place: position i at step * i
                 src.line(f"const float* const ak = a + {off};")
             else:
                 src.line(f"const float* const ak = a + k * {mk.rows};")
-            step = g.direct.step if g.direct is not None and direct == "a" else 1
             for i in range(rows):
                 src.extend([f"{accs[i][j]} += b{j} * ak[{i * step}];" for j in range(vectors)])
         src.extend([f"*({vf}*)(c + {i * ldc + j * mk.lanes}) = {accs[i][j]};"
                     for i in range(rows) for j in range(vectors)])
 
 
-def _prefetch_in_place(g: GemmBlocking, side: str, rows: int, vectors: int, live: bool, src: CSource) -> None:
-    """Prefetch the lines of the operand read in place (`side`) that the micro-kernel reads
-    IN_PLACE_AHEAD steps of k later. Its steps are rows of an input, far apart, each read
+def _prefetch_in_place(g: GemmBlocking, side: str, rows: int, vectors: int, step: int, live: bool,
+                       src: CSource) -> None:
+    """Prefetch the lines of the operand read in place (`side`; A's positions `step` floats
+    apart) that the micro-kernel reads IN_PLACE_AHEAD steps of k later. Its steps are rows of an input, far apart, each read
     for a few floats: the hardware's stride prefetcher runs too little ahead of them, and
     inside a model the input was just written by other cores, whose lines take a round
     trip to fetch (MobileNetV2's 384 -> 64 projection on 14 x 14, channels in the lanes,
@@ -241,7 +242,6 @@ def _prefetch_in_place(g: GemmBlocking, side: str, rows: int, vectors: int, live
     lines already coming (three MBConv blocks on 14 x 14, two threads, Intel Xeon: 0.392
     -> 0.372 ms; MobileNetV2 3.86 -> 3.69 and 3.74 -> 3.61 ms in two alternating runs); a
     list of live taps stops at its last."""
-    step = g.direct.step if g.direct is not None and side == "a" else 1
     span = (rows - 1) * step + 1 if side == "a" else vectors * g.mk.lanes  # floats read per step
     if live:
         ahead = f"q + {IN_PLACE_AHEAD} < kc ? q + {IN_PLACE_AHEAD} : kc - 1"
