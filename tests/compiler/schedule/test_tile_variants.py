@@ -142,8 +142,8 @@ def test_the_fullest_micro_kernel_is_timed_where_the_model_spared_padding_rows()
     c = conv3x3(64, 27)
     rows = {(t.gemm.swapped, t.gemm.direct is not None, t.gemm.mk.rows)
             for _, t in gemm_variants(c, default_tile(c, spr), spr, constant_inputs=(1,))}
-    # 64 channels fit 8 rows exactly (the model's choice) and 14 with 6 padding rows: both
-    assert {(False, False, 8), (False, False, 14)} <= rows
+    # 64 channels: 13 rows pad one (the model's choice), 14 pad six: both are timed
+    assert {(False, False, 13), (False, False, 14)} <= rows
     narrow = conv3x3(16, 28)  # 14 rows would pad 16 channels to 28: not worth timing
     assert {t.gemm.mk.rows for _, t in gemm_variants(narrow, default_tile(narrow, spr), spr, (1,))
             if not t.gemm.swapped} == {8}
