@@ -55,7 +55,7 @@ from compiler.schedule.tilegraph.price_record import prices_signature, recall_pr
 from compiler.schedule.tilegraph.pricing import Pricer
 from compiler.schedule.tilegraph.registers import fuse
 from compiler.schedule.tilegraph.report import fusion_report
-from compiler.schedule.tilegraph.split import time_groups
+from compiler.schedule.tilegraph.split import record_times, time_groups
 from compiler.stages import STAGES
 from compiler.target import get_target
 from compiler.target.base import Target
@@ -545,7 +545,16 @@ class _Compilation:
 
     # -- package ------------------------------------------------------------------------------
 
+    def _recall_group_times(self, log: GroupLog) -> None:
+        """Fill in the measured times of `log`'s groups that this plan did not time (a last
+        plan keeps groups confirmed in earlier rounds) from the kernels timed then."""
+        fused = {k.args[0]: k for k in self.plan.kernels}
+        for g in log.groups.values():
+            if g.measured_fused_us is None and g.output in fused:
+                record_times(g, fused[g.output], [self._part(m) for m in g.apart], self.timed)
+
     def report(self, model_sha: str, graph: Graph, log: GroupLog) -> dict:
+        self._recall_group_times(log)
         kernels = [{"symbol": k.symbol, "key": k.key, "op_pattern": k.compute.label,
                     "ops": list(k.ops), "tile": k.tile.to_json(), "estimated_us": k.estimated_us,
                     "measured_us": k.measured_us, "cache_hit": k.cache_hit,

@@ -191,3 +191,20 @@ def test_a_warm_compile_times_nothing(monkeypatch, tmp_path) -> None:
     warm = compile_model(dense_softmax(), "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "b.tar.gz")
     assert warm.cache_misses == 0 and warm.validation["passed"] is True
     assert backend.asked == []
+
+
+def test_the_last_plan_reports_the_times_its_groups_were_confirmed_with(monkeypatch, tmp_path) -> None:
+    """The last plan is not timed: a group it keeps was timed no slower than its parts in an
+    earlier round, as another Group object, and the report carries those times."""
+    monkeypatch.setattr(pipeline, "MAX_PLANS", 2)  # one timed round, then the last plan
+
+    def slow_softmax(self, timings, target, opts):
+        return {t.key: [1000.0 if len(t.kernel.ops) > 1 and "Softmax" in t.kernel.ops else 1.0 for _ in t.tiles]
+                for t in timings}
+    monkeypatch.setattr(SlowFusedBackend, "time_candidates", slow_softmax)
+    monkeypatch.setattr(pipeline, "backend_for", lambda target: SlowFusedBackend())
+    r = compile_model(dense_softmax(), "cpu", {"threads": 2, "top_k": 2}, output=tmp_path / "m.tar.gz")
+    f = r.report["fusion"]
+    assert r.validation["passed"] is True and f["split_back"] >= 1
+    kept = [g for g in f["groups"] if g["kept"]]
+    assert kept and all(g["measured_fused_us"] == 1.0 and g["measured_unfused_us"] >= 2.0 for g in kept)

@@ -83,12 +83,23 @@ def time_groups(groups: Sequence[Group], fused: Mapping[int, Kernel], part: Call
         measured = time([Timing(key, k, [k.tile]) for key, k in again.items()])
         known.update({key: min(known[key], times[0]) for key, times in measured.items()})
     for g in groups:
-        g.measured_fused_us = round(known[fused[g.output].key], 3)
-        g.measured_unfused_us = round(sum(known[k.key] for k in parts[g.output]), 3)
+        record_times(g, fused[g.output], parts[g.output], known)
         if _ratio(g, fused, parts, known) > NOISE:
             g.kept, g.split_by = False, "measured"
             slower.append(g)
     return slower
+
+
+def record_times(g: Group, fused: Kernel, parts: Sequence[Kernel], known: Mapping[str, float]) -> bool:
+    """Set `g`'s measured fused and unfused times from `known` (microseconds by kernel cache
+    key) where it holds its fused kernel and every part; whether it did. The last plan is not
+    timed (its groups were confirmed in earlier rounds, as other Group objects): its report
+    takes their times from there."""
+    if any(k.key not in known for k in (fused, *parts)):
+        return False
+    g.measured_fused_us = round(known[fused.key], 3)
+    g.measured_unfused_us = round(sum(known[k.key] for k in parts), 3)
+    return True
 
 
 def _ratio(g: Group, fused: Mapping[int, Kernel], parts: Mapping[int, Sequence[Kernel]],
