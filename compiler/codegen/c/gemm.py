@@ -53,6 +53,7 @@ from contextlib import ExitStack, contextmanager
 from compiler.codegen.c.direct import (
     KOFF,
     LIVE_CLASS,
+    ROWS_SHIFT,
     direct_taps,
     koff_table,
     live_list,
@@ -289,6 +290,7 @@ class _GemmWriter:
         self.names = {a.name: f"i{d}" for d, a in enumerate(c.axes)}
         self.names.update({a.name: f"r{k}" for k, a in enumerate(c.reduce_axes)})
         self.ranges = {a.name: (0, a.extent - 1) for a in c.all_axes()}
+        self.rows_shifted = False  # each task's rows copied to the start of its thread's `pad` (`write`)
 
     def _extents(self, axes: Sequence[int], prefix: str) -> list[int]:
         return ([self.c.axes[d].extent for d in axes] if prefix == "i"
@@ -427,6 +429,7 @@ class _GemmWriter:
         a_floats = 0 if "a" in self.packed or in_place == "a" else -(-g.kc * g.mc // 16) * 16
         split = team and parallel and tasks > 1
         own = self._own_copy(team, tm, tn)
+        self.rows_shifted = own is not None
         with src.block(header):
             mark_used(src, self.params)
             if g.direct is not None and own is None:
@@ -768,7 +771,8 @@ class _GemmWriter:
         of the panel width, so the panel is origin / width + index, at K offset k0)."""
         width = self.g.mk.rows if side == "a" else self.g.mk.cols
         if self.g.direct is not None and side == self.g.direct.side:
-            return f"pad + {panel_base(self.g.direct, f'{origin} / {width}L + {index}')}"
+            base = panel_base(self.g.direct, f"{origin} / {width}L + {index}")
+            return f"pad + ({base} - {ROWS_SHIFT})" if self.rows_shifted else f"pad + {base}"
         p = self.packed.get(side)
         if p is None:
             return f"{scratch} * {width}L"

@@ -72,7 +72,7 @@ def write_staging(src: CSource, s: StagedInput, c: Compute) -> None:
 
 def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[int], box: Sequence[int],
                    origins: Sequence[str], pad: str, ctype: str, shared: bool = False,
-                   phases: int = 1, span: tuple[int, str, str] | None = None) -> None:
+                   phases: int = 1, span: tuple[int, str, str] | tuple[int, str, str, str] | None = None) -> None:
     """Fill dense row-major `dst` (shape `box`) from the box of tensor `source` whose first
     index is `origins` (C expressions): rows clipped to the tensor and copied, everything
     outside it `pad`. `shared`: the rows are shared among the OpenMP team (a work-shared
@@ -80,7 +80,9 @@ def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[i
     each row of `dst` holds its columns split by phase (column x at (x % phases) * width
     + x / phases, width = ceil(box[-1] / phases), the last ones the pad value). `span`
     (dimension, first, end: C expressions): only the indices from first to end along that
-    dimension (not the last) are filled."""
+    dimension (not the last) are filled; a fourth element (a C expression) moves them that
+    many floats down in `dst`, so that a buffer holding only the span's rows is filled
+    (c/direct.py `write_task_copy`: a task's first row at row 0)."""
     rank, inner = len(box), box[-1]
     width = -(-inner // phases)
     strides = row_major_strides(source_shape)
@@ -88,11 +90,12 @@ def write_box_copy(src: CSource, dst: str, source: str, source_shape: Sequence[i
         if shared and rank > 1:
             src.line(f"#pragma omp for collapse({rank - 1}) schedule(static)")
         for d in range(rank - 1):
-            first, end = span[1:] if span is not None and span[0] == d else ("0", f"{box[d]}L")
+            first, end = span[1:3] if span is not None and span[0] == d else ("0", f"{box[d]}L")
             src.line(f"for (int64_t z{d} = {first}; z{d} < {end}; ++z{d})")
         with src.block(""):
             row = " + ".join(f"z{d} * {math.prod(box[d + 1:-1]) * width * phases}L" for d in range(rank - 1)) or "0"
-            src.line(f"{ctype}* const dst = {dst} + {row};")
+            lower = f" - {span[3]}" if span is not None and len(span) > 3 else ""
+            src.line(f"{ctype}* const dst = {dst} + ({row}{lower});")
             src.line(f"int64_t lo = 0, hi = {inner};")
             for d in range(rank - 1):
                 src.line(f"if ((uint64_t)({origins[d]} + z{d}) >= {source_shape[d]}UL) hi = 0;")

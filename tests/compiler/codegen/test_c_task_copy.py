@@ -1,8 +1,9 @@
 """Convolutions read in place whose tasks split only the positions copy each task's input
 rows into their thread's own scratch (c/direct.py `write_task_copy`): tasks of one panel
 (inside a line) and of two (across lines), at one and two threads, over rows, planes,
-polyphase columns and border taps, so that every way a thread's rows grow, restart and
-reach the last row of a channel is run."""
+polyphase columns and border taps, so that every way a task's rows start at row 0 of
+its thread's copy, share rows with the task before and reach the last row of a channel
+is run."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from compiler.ir.te import Compute
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.tiling import default_tile
 
-OWN_COPY = "h1 = r1;"  # the task copy's mark in the source
+OWN_COPY = "const int64_t hs = r0 * "  # the task copy's mark in the source
 SHARED_COPY = "copyprivate(pad)"
 
 CASES: dict[str, tuple[Compute, int]] = {
