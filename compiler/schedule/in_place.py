@@ -17,7 +17,8 @@ taps skip what leaves the input: `_trimmed_reach`), so every read is in bounds, 
 offsets koff are a static table; where the windows reach no padding and no panel reads past the input's end
 (a 1x1 convolution whose lines fill whole panels) the input is read without a copy. The
 team makes the copy once, or, where the tasks split only the positions, each thread
-copies the rows its tasks read (compiler/schedule/row_reach.py), in the same layout.
+copies the rows each task reads (compiler/schedule/row_reach.py) in the same layout, the
+task's first row at row 0 (the same lines for every task: they stay in its L2).
 The patches can be either operand:
 - B (the SIMD lanes: output positions in vectors), where step is 1: a stride s along
   the rows (2 to MAX_PHASES) is made 1 by splitting the copy's columns into s phases
