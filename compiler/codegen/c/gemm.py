@@ -126,8 +126,9 @@ def stores_from_registers(c: Compute, g: GemmBlocking) -> int | None:
     through scratch for 16 multiply-adds an output: 588 -> 456 us at one thread, 357 ->
     310 at two (Zen 4, C harness). Not for positions read in place (c/direct.py): a 1x1
     convolution reading its input in place as B, stored this way, ran 1.03-1.28x its time
-    through the C tile and the row-run epilogue (16 -> 96 channels over 112 x 112, 24 -> 144
-    over 56 x 56; Zen 4, same plans timed in rounds)."""
+    through the C tile and an epilogue over the task's tile (16 -> 96 channels over 112 x
+    112, 24 -> 144 over 56 x 56; Zen 4, same plans timed in rounds); those now store each
+    block from the C tile as soon as it is done (`_block_epilogue`)."""
     if g.direct is not None or g.swapped or c.dtype != "float32" or g.k > g.kc:
         return None
     last = len(c.axes) - 1
@@ -466,8 +467,11 @@ class _GemmWriter:
                         with (src.block("for (int64_t jp = 0; jp < np; ++jp)"),
                               src.block("for (int64_t ip = 0; ip < mp; ++ip)")):
                             self._micro_calls(a, b, pf)
+                            if g.direct is not None and g.direct.side == "b":  # each block as it is done
+                                self._block_epilogue(g.direct)
                     if g.direct is not None:
-                        self._direct_epilogue(g.direct)
+                        if g.direct.side == "a":
+                            self._direct_epilogue(g.direct)
                     elif self.stored_axis is None:
                         self._epilogue()
             if g.direct is not None and g.direct.copied and own is None:  # every thread is done reading it
@@ -523,53 +527,67 @@ class _GemmWriter:
         write_padded_copy(d, self.c.inputs[d.input].shape, src)
 
     def _direct_epilogue(self, d: DirectOperand) -> None:
-        """post(acc) for the valid part of the tile, one side of which is the panels of
-        output positions read in place (c/direct.py), stored to `out`: along the
-        positions (B), or for each channel along a panel's positions (A)."""
-        src, c, ldc = self.src, self.c, self.ldc
+        """post(acc) for the valid part of the tile whose rows are the panels of output
+        positions read in place as A (c/direct.py), stored to `out`: for each channel along a
+        panel's positions (B in place stores each block as computed: `_block_epilogue`)."""
+        src, c = self.src, self.c
         offset = flat_offset(c.shape, [f"i{a}" for a in range(len(c.axes))])
-        walked = self.m.cols if d.side == "b" else self.m.rows
-        src.extend([f"const int64_t i{a} = 0;" for a in walked if c.axes[a].extent == 1])
+        src.extend([f"const int64_t i{a} = 0;" for a in self.m.rows if c.axes[a].extent == 1])
 
         def store(at: str) -> None:  # out at the current indices, from ct[at]
-            value = f"ct[{at}]"
-            if c.post is not None:
-                value = self._emit(c.post, {**self.names, ACC: value})
-            src.line(f"out[{offset}] = {value};")
-
-        def positions(at: Callable[[str], str], vector: tuple[int, Callable[[str], None]] | None = None) -> None:
-            """The run's positions, contiguous in `out` (ct[at(e)] for position e)."""
-            first = "0"
-            if vector is not None:
-                def step(v: str) -> None:
-                    src.line(f"const int64_t i{d.inner} = w + {v};")
-                    vector[1](v)
-                with src.block(""):
-                    first = self._whole_vectors("e", "0", "valid", vector[0], step)
-                    with src.block(f"for (int64_t e = {first}; e < valid; ++e)"):
-                        src.line(f"const int64_t i{d.inner} = w + e;")
-                        store(at("e"))
-                return
-            with src.block("for (int64_t e = 0; e < valid; ++e)"):
-                src.line(f"const int64_t i{d.inner} = w + e;")
-                store(at("e"))
-        if d.side == "b":  # a loop gcc vectorizes, or whole vectors (a transcendental `post`)
-            def run_at(e: str) -> str:
-                return f"i * {ldc}L + (q - n0) + {e}"
-            vector = self._vector_epilogue(offset, run_at, d.inner)
-            with self._row_runs(d), src.block("for (int64_t i = 0; i < mv; ++i)"):
-                self._decode("(m0 + i)", self.m.rows)
-                positions(run_at, vector)
-            return
-
+            src.line(f"out[{offset}] = {self._post_of(f'ct[{at}]')};")
         if self._transposed_epilogue(d, offset, store):
             return
 
         def channels() -> None:  # each channel's positions in turn
             with self._walk("j", "nv", "n0", self.m.cols):
-                positions(lambda e: f"(ip * {d.panel}L + l + {e}) * {ldc}L + j")
+                self._store_run(d, lambda e: f"(ip * {d.panel}L + l + {e}) * {self.ldc}L + j", vector=False)
         with src.block(f"for (int64_t ip = 0; ip < mv / {d.panel}L; ++ip)"):
             self._position_runs(d, f"m0 / {d.panel}L + ip", channels)
+
+    def _block_epilogue(self, d: DirectOperand) -> None:
+        """post(acc) of the block the micro-kernel just finished (panel ip, jp; positions
+        read in place as B), stored to `out` a row at a time while it is in L1, in the last
+        K block. Stored after the task's last K block instead, the whole C tile came back
+        from L2 and the stores of a small-K convolution ran after its FMAs, not among them:
+        the 3x3 stride-2 stem 3 -> 32 on 256 x 256 (K = 27, 2 MB out), one thread, Intel
+        Xeon, 272 -> 231 us (hand-edited, outputs identical); a 32 -> 64 one with K = 288
+        unchanged."""
+        src, c, g = self.src, self.c, self.g
+        rows = g.mk.rows
+        guard = f"if (k0 + kc >= {g.k}L)" if g.k > g.kc else ""
+        with src.block(guard):
+            src.line(f"const int64_t rr = mv - ip * {rows}L < {rows}L ? mv - ip * {rows}L : {rows}L;")
+            src.extend([f"const int64_t i{a} = 0;" for a in self.m.cols if c.axes[a].extent == 1])
+
+            def body() -> None:
+                with src.block("for (int64_t r = 0; r < rr; ++r)"):
+                    self._decode(f"(m0 + ip * {rows}L + r)", self.m.rows)
+                    self._store_run(d, lambda e: f"(ip * {rows}L + r) * {self.ldc}L + jp * {g.mk.cols}L + l + {e}")
+            self._position_runs(d, f"n0 / {g.mk.cols}L + jp", body)
+
+    def _post_of(self, value: str) -> str:
+        """C expression: post applied to accumulator expression `value` (itself without one)."""
+        return value if self.c.post is None else self._emit(self.c.post, {**self.names, ACC: value})
+
+    def _store_run(self, d: DirectOperand, at: Callable[[str], str], vector: bool = True) -> None:
+        """post(ct[at(e)]) stored to `out` for the run's positions e < `valid`, contiguous in
+        `out` from column `w` of the output's innermost axis: a loop gcc vectorizes, or whole
+        vectors where `post` calls a vector function (`_vector_epilogue`; with `vector`)."""
+        src, c = self.src, self.c
+        offset = flat_offset(c.shape, [f"i{a}" for a in range(len(c.axes))])
+        lanes_step = self._vector_epilogue(offset, at, d.inner) if vector else None
+        first = "0"
+        with src.block(""):
+            if lanes_step is not None:
+                def step(v: str) -> None:
+                    src.line(f"const int64_t i{d.inner} = w + {v};")
+                    lanes_step[1](v)
+                first = self._whole_vectors("e", "0", "valid", lanes_step[0], step)
+            with src.block(f"for (int64_t e = {first}; e < valid; ++e)"):
+                src.line(f"const int64_t i{d.inner} = w + e;")
+                acc = f"ct[{at('e')}]"
+                src.line(f"out[{offset}] = {self._post_of(acc)};")
 
     def _transposed_epilogue(self, d: DirectOperand, offset: str, store: Callable[[str], None]) -> bool:
         """The epilogue of positions read in place as A, where their output rows hold whole
@@ -636,32 +654,6 @@ class _GemmWriter:
         for axis, extent, _ in reversed(d.outer):
             self.src.line(f"const int64_t i{axis} = {index} / {step}L % {extent}L;")
             step *= extent
-
-    @contextmanager
-    def _row_runs(self, d: DirectOperand) -> Iterator[None]:
-        """A loop over the task's positions (B read in place: n0 ... n0 + nv) a run inside
-        one output row at a time, its walked axes declared (q: the run's first position,
-        w its column, `valid` how many it stores), whatever panels it spans: the stores
-        then go a row at a time (56 positions on a 56 x 56 map, 7 whole AVX2 vectors)
-        instead of a panel at a time, whose 16 left scalar tails where rows end
-        mid-panel (half the epilogue, 2% of a 64-channel 3x3 convolution on 56 x 56 with AVX2)."""
-        src, span = self.src, d.line_panels * d.panel
-        with src.block("for (int64_t q = n0, qe; q < n0 + nv; q = qe)"):
-            src.line(f"const int64_t j = q % {span}L;")
-            if d.outer:
-                src.line(f"const int64_t line = q / {span}L;")
-            self._outer_axes(d, "line", 1)
-            period = span if d.fold is None else d.fold[2]  # unfolded, a line is one row
-            if d.fold is None:
-                src.line("const int64_t w = j;")
-            else:
-                src.line(f"const int64_t i{d.fold[0]} = j / {period}L, w = j % {period}L;")
-            # the run ends at its row's period, its line's end or the task's, whichever is first
-            src.line(f"qe = q + ({period}L - w < {span}L - j ? {period}L - w : {span}L - j);")
-            src.line("if (qe > n0 + nv) qe = n0 + nv;")
-            src.line(f"const int64_t valid = j >= {d.line}L || w >= {d.width}L ? 0 : "
-                     f"qe - q < {d.width}L - w ? qe - q : {d.width}L - w;")
-            yield
 
     def _position_runs(self, d: DirectOperand, panel: str, body: Callable[[], None]) -> None:
         """For global panel number `panel` of `d`: its walked axes declared, then `body` for

@@ -271,6 +271,8 @@ DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     # tasks of 256 positions: split mid-row, and one spans the end of image 0 and the start of image 1
     "planes_batch2_tasks_split_rows": (window_conv(2, 8, 8, 30, 45, 3, 3), 8),
     "silu_row_tail": (silu_conv(window_conv(2, 5, 6, 9, 37, 3, 3)), 8),
+    # K = 576 in several blocks: each block of C is stored after its last one only
+    "deep_k_blocks": (silu_conv(window_conv(1, 64, 8, 10, 37, 3, 3)), 8),
     "silu_planes": (silu_conv(window_conv(2, 4, 6, 21, 13, 3, 3)), 8),
     "a_stride2": (window_conv(1, 5, 32, 17, 17, 3, 3, stride=2), 16),
     "a_stem_7x7_stride2": (window_conv(1, 3, 16, 23, 23, 7, 7, pads=(3, 3, 3, 3), stride=2), 8),
@@ -350,11 +352,14 @@ def test_taps_that_read_only_padding_are_skipped(direct: KernelLibrary, name: st
 
 
 @pytest.mark.parametrize("name", [n for n in DIRECT_CASES if not n.startswith("a_")])
-def test_positions_read_in_place_as_b_store_a_row_at_a_time(direct: KernelLibrary, name: str) -> None:
-    """The epilogue walks the task's positions in runs inside one output row, each channel's
-    run one loop (not a panel's part of it at a time)."""
+def test_positions_read_in_place_as_b_store_each_block_as_it_is_done(direct: KernelLibrary, name: str) -> None:
+    """Each block of the C tile is stored (post applied) right after the micro-kernel call
+    of its last K block, while it is in L1, each channel's run inside an output row one
+    loop; no pass over the task's whole tile follows."""
     source = direct.sources[name]
-    assert "for (int64_t q = n0, qe; q < n0 + nv; q = qe)" in source and "jp < nv / " not in source
+    assert "const int64_t rr = mv - ip * " in source and "for (int64_t l = 0, run; l < jn; l += run)" in source
+    assert "for (int64_t i = 0; i < mv; ++i)" not in source and "for (int64_t q = n0, qe;" not in source
+    assert ("if (k0 + kc >= 576L)" in source) == (name == "deep_k_blocks")
 
 
 @pytest.mark.parametrize("name", [n for n in DIRECT_CASES if n.endswith("_rows_transposed")])
