@@ -141,7 +141,9 @@ class GemmBlocking:
     """The GEMM of one batch index (M x N x K, `batch` of them) and how it is blocked:
     tasks of `mc` rows x `nc` columns, K walked `kc` deep, micro-kernel `mk`. `swapped`:
     computed with the matched contraction's sides swapped (A the columns operand);
-    `direct`: a side read in place; `packed`: the constant operands packed at load."""
+    `direct`: a side read in place; `packed`: the constant operands packed at load.
+    `tile_stores`: where positions are read in place as B, the task's C tile is stored
+    after its last K block, not each block as soon as it is done (a timed variant)."""
 
     mk: MicroKernel
     m: int
@@ -154,6 +156,7 @@ class GemmBlocking:
     swapped: bool = False
     direct: DirectOperand | None = None
     packed: tuple[PackedOperand, ...] = ()
+    tile_stores: bool = False
 
     @property
     def blocks(self) -> tuple[int, int]:
@@ -191,7 +194,8 @@ class GemmBlocking:
             MicroKernel(**j["mk"]), *(int(j[f]) for f in ("m", "n", "k", "batch", "mc", "nc", "kc")),
             swapped=bool(j.get("swapped", False)),
             direct=None if direct is None else DirectOperand(**{f: tuples(v) for f, v in direct.items()}),
-            packed=tuple(PackedOperand(**p) for p in j.get("packed", ())))
+            packed=tuple(PackedOperand(**p) for p in j.get("packed", ())),
+            tile_stores=bool(j.get("tile_stores", False)))
 
 
 def micro_tails(mk: MicroKernel, m: int, n: int) -> tuple[int, int]:

@@ -467,10 +467,10 @@ class _GemmWriter:
                         with (src.block("for (int64_t jp = 0; jp < np; ++jp)"),
                               src.block("for (int64_t ip = 0; ip < mp; ++ip)")):
                             self._micro_calls(a, b, pf)
-                            if g.direct is not None and g.direct.side == "b":  # each block as it is done
-                                self._block_epilogue(g.direct)
+                            if g.direct is not None and g.direct.side == "b" and not g.tile_stores:
+                                self._block_epilogue(g.direct)  # each block as it is done
                     if g.direct is not None:
-                        if g.direct.side == "a":
+                        if g.direct.side == "a" or g.tile_stores:
                             self._direct_epilogue(g.direct)
                     elif self.stored_axis is None:
                         self._epilogue()
@@ -527,12 +527,19 @@ class _GemmWriter:
         write_padded_copy(d, self.c.inputs[d.input].shape, src)
 
     def _direct_epilogue(self, d: DirectOperand) -> None:
-        """post(acc) for the valid part of the tile whose rows are the panels of output
-        positions read in place as A (c/direct.py), stored to `out`: for each channel along a
-        panel's positions (B in place stores each block as computed: `_block_epilogue`)."""
+        """post(acc) for the valid part of the tile, one side of which is the panels of
+        output positions read in place (c/direct.py), stored to `out` after the task's last
+        K block: along the positions (B, where `tile_stores`; else each block is stored as
+        it is done, `_block_epilogue`), or for each channel along a panel's positions (A)."""
         src, c = self.src, self.c
         offset = flat_offset(c.shape, [f"i{a}" for a in range(len(c.axes))])
-        src.extend([f"const int64_t i{a} = 0;" for a in self.m.rows if c.axes[a].extent == 1])
+        walked = self.m.cols if d.side == "b" else self.m.rows
+        src.extend([f"const int64_t i{a} = 0;" for a in walked if c.axes[a].extent == 1])
+        if d.side == "b":
+            with self._row_runs(d), src.block("for (int64_t i = 0; i < mv; ++i)"):
+                self._decode("(m0 + i)", self.m.rows)
+                self._store_run(d, lambda e: f"i * {self.ldc}L + (q - n0) + {e}")
+            return
 
         def store(at: str) -> None:  # out at the current indices, from ct[at]
             src.line(f"out[{offset}] = {self._post_of(f'ct[{at}]')};")
@@ -552,7 +559,8 @@ class _GemmWriter:
         from L2 and the stores of a small-K convolution ran after its FMAs, not among them:
         the 3x3 stride-2 stem 3 -> 32 on 256 x 256 (K = 27, 2 MB out), one thread, Intel
         Xeon, 272 -> 231 us (hand-edited, outputs identical); a 32 -> 64 one with K = 288
-        unchanged."""
+        unchanged. The tile stored after the last K block (`tile_stores`) is timed beside it
+        (compiler/schedule/cpu_gemm.py `gemm_variants`)."""
         src, c, g = self.src, self.c, self.g
         rows = g.mk.rows
         guard = f"if (k0 + kc >= {g.k}L)" if g.k > g.kc else ""
@@ -654,6 +662,32 @@ class _GemmWriter:
         for axis, extent, _ in reversed(d.outer):
             self.src.line(f"const int64_t i{axis} = {index} / {step}L % {extent}L;")
             step *= extent
+
+    @contextmanager
+    def _row_runs(self, d: DirectOperand) -> Iterator[None]:
+        """A loop over the task's positions (B read in place: n0 ... n0 + nv) a run inside
+        one output row at a time, its walked axes declared (q: the run's first position,
+        w its column, `valid` how many it stores), whatever panels it spans: the stores
+        then go a row at a time (56 positions on a 56 x 56 map, 7 whole AVX2 vectors)
+        instead of a panel at a time, whose 16 left scalar tails where rows end
+        mid-panel (half the epilogue, 2% of a 64-channel 3x3 convolution on 56 x 56 with AVX2)."""
+        src, span = self.src, d.line_panels * d.panel
+        with src.block("for (int64_t q = n0, qe; q < n0 + nv; q = qe)"):
+            src.line(f"const int64_t j = q % {span}L;")
+            if d.outer:
+                src.line(f"const int64_t line = q / {span}L;")
+            self._outer_axes(d, "line", 1)
+            period = span if d.fold is None else d.fold[2]  # unfolded, a line is one row
+            if d.fold is None:
+                src.line("const int64_t w = j;")
+            else:
+                src.line(f"const int64_t i{d.fold[0]} = j / {period}L, w = j % {period}L;")
+            # the run ends at its row's period, its line's end or the task's, whichever is first
+            src.line(f"qe = q + ({period}L - w < {span}L - j ? {period}L - w : {span}L - j);")
+            src.line("if (qe > n0 + nv) qe = n0 + nv;")
+            src.line(f"const int64_t valid = j >= {d.line}L || w >= {d.width}L ? 0 : "
+                     f"qe - q < {d.width}L - w ? qe - q : {d.width}L - w;")
+            yield
 
     def _position_runs(self, d: DirectOperand, panel: str, body: Callable[[], None]) -> None:
         """For global panel number `panel` of `d`: its walked axes declared, then `body` for

@@ -362,6 +362,23 @@ def test_positions_read_in_place_as_b_store_each_block_as_it_is_done(direct: Ker
     assert ("if (k0 + kc >= 576L)" in source) == (name == "deep_k_blocks")
 
 
+@pytest.mark.parametrize("name", ["batch2_row_tail", "planes_batch2", "silu_row_tail",
+                                  "phases_stride2_batch2_row_tail", "deep_k_blocks"])
+def test_the_tile_stored_after_the_last_k_block_matches_the_interpreter(tmp_path: Path, name: str) -> None:
+    """The timed twin of storing each block as it is done (`tile_stores`): the task's C tile
+    stored after its last K block, in runs inside an output row."""
+    compute, lanes = DIRECT_CASES[name]
+    tile = planned(compute, default_tile(compute, cpu(lanes)), cpu(lanes), (1, 2))
+    assert tile.gemm is not None and tile.gemm.direct is not None and tile.gemm.direct.side == "b"
+    tile = dataclasses.replace(tile, gemm=dataclasses.replace(tile.gemm, tile_stores=True))
+    lib = KernelLibrary({name: (compute, tile)}, tmp_path, {name: cpu(lanes)}, {name: (1, 2)})
+    source = lib.sources[name]
+    assert "for (int64_t q = n0, qe; q < n0 + nv; q = qe)" in source and "rr = mv - ip" not in source
+    inputs = [rand(t.shape) for t in compute.inputs]
+    k = np.prod([a.extent for a in compute.reduce_axes])
+    np.testing.assert_allclose(lib.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
 @pytest.mark.parametrize("name", [n for n in DIRECT_CASES if n.endswith("_rows_transposed")])
 def test_positions_read_in_place_as_a_store_along_rows_in_whole_vectors(direct: KernelLibrary, name: str) -> None:
     assert "__builtin_shuffle" in direct.sources[name]  # the tile transposed in registers

@@ -47,8 +47,10 @@ def test_a_convolution_has_its_orientations_ranked_by_the_model() -> None:
     tile = default_tile(c, AVX2)
     variants = gemm_variants(c, tile, AVX2, constant_inputs=(1,))
     # gathering the patches, reading them in place as B, and (swapped) in place as A, its
-    # 27-wide lines leaving AVX2's two-vector micro-kernel 4 rows, so 3 vectors wide too
-    ways = {(t.gemm.swapped, t.gemm.direct.side if t.gemm.direct else None, t.gemm.mk.vectors) for _, t in variants}
+    # 27-wide lines leaving AVX2's two-vector micro-kernel 4 rows, so 3 vectors wide too (in
+    # place as B, storing each block as it is done and the tile after the last K block)
+    ways = {(t.gemm.swapped, t.gemm.direct.side if t.gemm.direct else None, t.gemm.mk.vectors, t.gemm.tile_stores)
+            for _, t in variants}
     assert len(ways) == len(variants) >= 2
     relative = [r for r, _ in variants]
     assert relative[0] == 1.0 and relative == sorted(relative)
@@ -147,6 +149,17 @@ def test_the_fullest_micro_kernel_is_timed_where_the_model_spared_padding_rows()
     narrow = conv3x3(16, 28)  # 14 rows would pad 16 channels to 28: not worth timing
     assert {t.gemm.mk.rows for _, t in gemm_variants(narrow, default_tile(narrow, spr), spr, (1,))
             if not t.gemm.swapped} == {8}
+
+
+def test_positions_read_in_place_as_b_also_time_the_tile_stored_after_the_last_k_block() -> None:
+    spr = get_target("cpu:sapphirerapids")
+    c = conv3x3(64, 27)
+    ways = [t.gemm for _, t in gemm_variants(c, default_tile(c, spr), spr, constant_inputs=(1,))]
+    in_place_b = [g for g in ways if g is not None and g.direct is not None and g.direct.side == "b"]
+    twins = [g for g in in_place_b if g.tile_stores]
+    assert len(twins) == 1 and not in_place_b[0].tile_stores  # unmeasured, each block is stored as it is done
+    first = ways.index(in_place_b[0])
+    assert ways[first + 1] == dataclasses.replace(in_place_b[0], tile_stores=True)
 
 
 def test_small_maps_also_time_the_positions_gathered_as_a() -> None:
