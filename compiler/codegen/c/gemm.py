@@ -232,10 +232,10 @@ def _micro_kernel(g: GemmBlocking, rows: int, vectors: int, src: CSource, prefix
 def _prefetch_in_place(g: GemmBlocking, side: str, rows: int, vectors: int, step: int, live: bool,
                        src: CSource) -> None:
     """Prefetch the lines of the operand read in place (`side`; A's positions `step` floats
-    apart) that the micro-kernel reads IN_PLACE_AHEAD steps of k later. Its steps are rows of an input, far apart, each read
-    for a few floats: the hardware's stride prefetcher runs too little ahead of them, and
-    inside a model the input was just written by other cores, whose lines take a round
-    trip to fetch (MobileNetV2's 384 -> 64 projection on 14 x 14, channels in the lanes,
+    apart) that the micro-kernel reads IN_PLACE_AHEAD steps of k later. Its steps are rows
+    of an input, far apart, each read for a few floats: the hardware's stride prefetcher
+    runs too little ahead of them, and inside a model the input was just written by other
+    cores, whose lines take a round trip to fetch (MobileNetV2's 384 -> 64 projection on 14 x 14, channels in the lanes,
     two threads, Intel Xeon: 67 -> 44 us inside its block, 41 us timed alone). Past the
     block's last step the stream goes on into the next panel's first steps (the panel a
     panel's width on along the positions, where the next call reads, or nearly: a line's
@@ -997,10 +997,7 @@ class _GemmWriter:
             cols = [a for a in self.m.cols if c.axes[a].extent > 1]
             vector = self._vector_epilogue(offset, lambda v: f"i * {self.ldc}L + {v}", cols[-1]) if cols else None
             with self._walk("j", "nv", "n0", self.m.cols, vector=vector):
-                value = f"ct[i * {self.ldc}L + j]"
-                if c.post is not None:
-                    value = self._emit(c.post, {**self.names, ACC: value})
-                src.line(f"out[{offset}] = {value};")
+                src.line(f"out[{offset}] = {self._post_of(f'ct[i * {self.ldc}L + j]')};")
 
     def _vector_epilogue(self, offset: str, at: Callable[[str], str],
                          axis: int) -> tuple[int, Callable[[str], None]] | None:

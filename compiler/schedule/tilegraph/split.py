@@ -90,16 +90,14 @@ def time_groups(groups: Sequence[Group], fused: Mapping[int, Kernel], part: Call
     return slower
 
 
-def record_times(g: Group, fused: Kernel, parts: Sequence[Kernel], known: Mapping[str, float]) -> bool:
+def record_times(g: Group, fused: Kernel, parts: Sequence[Kernel], known: Mapping[str, float]) -> None:
     """Set `g`'s measured fused and unfused times from `known` (microseconds by kernel cache
-    key) where it holds its fused kernel and every part; whether it did. The last plan is not
-    timed (its groups were confirmed in earlier rounds, as other Group objects): its report
-    takes their times from there."""
-    if any(k.key not in known for k in (fused, *parts)):
-        return False
-    g.measured_fused_us = round(known[fused.key], 3)
-    g.measured_unfused_us = round(sum(known[k.key] for k in parts), 3)
-    return True
+    key) where it holds its fused kernel and every part. The last plan is not timed (its
+    groups were confirmed in earlier rounds, as other Group objects): its report takes
+    their times from there."""
+    if all(k.key in known for k in (fused, *parts)):
+        g.measured_fused_us = round(known[fused.key], 3)
+        g.measured_unfused_us = round(sum(known[k.key] for k in parts), 3)
 
 
 def _ratio(g: Group, fused: Mapping[int, Kernel], parts: Mapping[int, Sequence[Kernel]],
