@@ -22,7 +22,7 @@ def live_loads(e: te.Expr) -> Counter[int]:
     """Per input, the loads one evaluation of `e` makes: a select by the output index
     alone (no load in its condition) makes its larger branch's, as the C kernels run each
     range of such a select with its own branch (compiler/codegen/c/kernel.py
-    `_outer_pieces`): Winograd's transforms select one of 36 weighted sums of 4 values.
+    `_pieces`): Winograd's transforms select one of 36 weighted sums of 4 values.
     Without recursion (a Concat of many parts is a select chain as deep)."""
     counts: dict[int, Counter[int]] = {}
     stack: list[tuple[te.Expr, bool]] = [(e, False)]

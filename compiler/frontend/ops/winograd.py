@@ -12,7 +12,7 @@ table positions: 16 or 36), Y = A^T [(G g G^T) . (B^T d B)] A:
   sum_b B^T[y, b] S[x, b], each a weighted sum of at most 4 values per position (the rows
   of B^T have 2 nonzeros in F2, 3 or 4 in F4). Each pass is one element-wise op that selects
   among its positions' sums, and the C kernel runs each position's range with its own sum
-  (compiler/codegen/c/kernel.py `_outer_pieces`); the second pass keeps the first in memory
+  (compiler/codegen/c/kernel.py `_pieces`); the second pass keeps the first in memory
   rather than recompute it at every read (compiler/schedule/tilegraph/registers.py
   `_recomputed`);
 - the s products are one batched matmul over the input channels, M = U V;
@@ -217,7 +217,7 @@ def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Wi
 
 def _by_position(position: Expr, sums: list[list[tuple[Expr, float]]]) -> Expr:
     """The weighted sum `sums[p]` where `position` is p: a select chain the C kernel runs
-    range by range (compiler/codegen/c/kernel.py `_outer_pieces`; the interleaved
+    range by range (compiler/codegen/c/kernel.py `_pieces`; the interleaved
     innermost position, c/turn.py `zipped_axis`)."""
     body: Expr | None = None
     for p in reversed(range(len(sums))):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import platform
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -315,6 +316,18 @@ def outer_select(parts: int = 5) -> Compute:
                    "float32")
 
 
+def half_rotation(half: int = 8) -> Compute:
+    """A rotary embedding's half rotation times a table: a Concat along the innermost axis
+    of each row's upper half negated and its lower half, each read at a clamped index;
+    each range of i2 runs its own branch, its loads affine."""
+    zero, top = te.const(0, "int64"), te.const(half - 1, "int64")
+    upper = Load(0, (i0, i1, call("min", call("max", i2, zero), top) + half), "float32")
+    lower = Load(0, (i0, i1, call("min", call("max", i2 - half, zero), top)), "float32")
+    body = select(call("lt", i2, te.const(half, "int64")), -upper, lower) * Load(1, (i1, i2), "float32")
+    return Compute(axes(3, 5, 2 * half), body, (TensorType((3, 5, 2 * half), "float32"),
+                                                 TensorType((5, 2 * half), "float32")), "float32")
+
+
 def strided_windows() -> Compute:
     """Element-wise loads at stride 2 with padding on both sides of both axes (Winograd's
     input transform of a padded convolution): the rows' interiors read unchecked."""
@@ -403,6 +416,8 @@ CASES: dict[str, Case] = {
     # tasks that start and end inside the select's ranges and the rows' interiors
     "outer_select_pieces": _case(outer_select(), TileConfig((2, 3, 19), (1, 1, 19), (), 8)),
     "strided_windows_interior": _case(strided_windows(), TileConfig((1, 4, 10), (1, 1, 10), (), 8)),
+    # tasks of 11 positions: the second straddles the halves' boundary
+    "inner_select_pieces": _case(half_rotation(), TileConfig((1, 2, 11), (1, 1, 11), (), 8)),
     # stride-2 windows on the explicit-SIMD path: two loads and a lane shuffle per vector
     "maxpool_stride2_vector": _case(maxpool(37, 43), TileConfig((1, 3, 19, 22), (1, 1, 2, 22), (3, 3), 8),
                                     _nan_map((1, 3, 37, 43))),
@@ -522,6 +537,14 @@ def test_a_select_by_an_outer_index_runs_range_by_range() -> None:
     values = [line for line in src.split("void k_team")[1].splitlines() if "const float" in line]
     assert values and not any(" ? " in v for v in values)  # each range's loop reads its branch alone
     assert src.count("for (int64_t u1 = (b1 < ") == 5  # one loop per range of i1
+
+
+def test_a_select_by_the_innermost_index_runs_range_by_range() -> None:
+    c, tile, _ = CASES["inner_select_pieces"]
+    src = render_planned(c, tile, "k", CPU)
+    values = re.findall(r"const \w+ t\d+ = .*", src.split("void k_team")[1])
+    assert values and not any(" ? " in v for v in values)  # no select, no clamp: plain loads gcc vectorizes
+    assert src.count("#pragma omp simd\n") >= 2 and src.count("for (int64_t u2 = (b2 < ") == 2
 
 
 def test_element_wise_rows_read_their_interior_without_checks() -> None:
