@@ -80,6 +80,14 @@ class DirectOperand:
             offsets.append(offset)
         return offsets
 
+    def max_koff(self) -> int:
+        """The largest of `koff`'s offsets; without listing them where no phases interleave
+        the columns (each reduce index then adds its own step): a 3x3 convolution over 512
+        channels lists 4608, and the layout search asks for every candidate's."""
+        if self.phases > 1:
+            return max(self.koff())
+        return sum(max(0, (e - 1) * step) for e, step in self.k_steps)
+
     @property
     def stored(self) -> tuple[int, ...]:
         """Shape of the box in `pad`: `extents`, its lines whole phases wide."""

@@ -165,11 +165,11 @@ def _layout(c: Compute, load: Load, side: str, forms: Sequence[LinearForm], walk
                       base, k_steps, batch, **polyphase)
     # Where the box the windows reach is the whole input (a 1x1 convolution, or padding
     # that is never read) and no panel reads past its end, the input is read itself.
-    last = (d.base + (d.line_panels * d.panel - 1) * d.step + max(d.koff())
+    if phases > 1 or any(lo) or extents != tuple(shape):
+        return d
+    last = (d.base + (d.line_panels * d.panel - 1) * d.step + d.max_koff()
             + sum((e - 1) * off for _, e, off in d.outer) + sum((c.axes[a].extent - 1) * off for a, off in batch))
-    if phases == 1 and not any(lo) and extents == tuple(shape) and last < math.prod(shape):
-        return dataclasses.replace(d, copied=False)
-    return d
+    return dataclasses.replace(d, copied=False) if last < math.prod(shape) else d
 
 
 def _phases(c: Compute, forms: Sequence[LinearForm], inner: int, walked: Sequence[int]) -> int:

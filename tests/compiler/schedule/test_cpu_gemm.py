@@ -92,6 +92,15 @@ def test_strided_windows_are_read_in_place_by_phases() -> None:
     assert d.koff()[:3] == [0, d.phase_width, 1]
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_the_farthest_tap_is_found_without_listing_the_taps(stride: int) -> None:
+    c = conv2d(stride, 1, 1, 40, 41)
+    m = gemm_contraction(c, CPU)
+    assert m is not None
+    d = gemm_blocking(c, m, default_tile(c, CPU), CPU, constant_inputs=(1, 2)).direct
+    assert d is not None and d.max_koff() == max(d.koff())
+
+
 def test_strides_beyond_the_phases_are_gathered() -> None:
     c = conv2d(5, 1, 1, 40, 41)
     m = gemm_contraction(c, CPU)
