@@ -20,6 +20,8 @@ contraction taking the view's shape (`_unit_reshaped`).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 from compiler.ir.contraction import match_contraction, plain_load
@@ -172,12 +174,15 @@ def _padded_reads(c: Compute, slot: int) -> bool:
     return any(isinstance(x, Load) and x.input == slot and x.pad is not None for x in walk(c.body))
 
 
-def _epilogue(producer: Node, consumer: Node, slot: int) -> tuple[Compute, tuple[int, ...]]:
-    """The reduction `producer` with the element-wise `consumer` folded into its post."""
+def _epilogue(producer: Node, consumer: Node, slot: int,
+              at: dict[str, Expr] | None = None) -> tuple[Compute, tuple[int, ...]]:
+    """The reduction `producer` with the element-wise `consumer` folded into its post;
+    `at`: each consumer axis as an expression of the producer's (default: the producer's
+    axis in the same place)."""
     p, c = producer.compute, consumer.compute
     # the consumer's inputs except the reduction output, after the producer's own inputs
     ids, types, _, cmap = _merge_inputs(_slots(producer), _slots(consumer, skip=slot))
-    rename = {a.name: Var(b.name) for a, b in zip(c.axes, p.axes, strict=True)}
+    rename = at if at is not None else {a.name: Var(b.name) for a, b in zip(c.axes, p.axes, strict=True)}
     acc_value = p.post if p.post is not None else cast(Var(ACC, p.acc_dtype), p.dtype)
 
     def fn(x: Expr) -> Expr | None:
@@ -240,9 +245,18 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
             if new is None:
                 continue
             compute, ids = new
+            reshaped = compute.shape != graph.tensors[n.output].shape  # `_merged_axes`: its own storage
+            if reshaped and (n.output in protected or graph.tensors[n.output].view_of is not None):
+                continue
             if len(ids) > _MAX_INPUTS or (log is not None and not log.allows(Level.REGISTERS, (p, n), compute)):
                 continue
-            merged = Node(n.id, f"{p.op}+{n.op}", compute, ids, n.output, n.name or p.name)
+            output = n.output
+            if reshaped:  # the consumer's output becomes a view of the fused kernel's
+                output = graph.new_tensor(compute.shape, compute.dtype).id
+                graph.tensors[n.output].view_of = output
+                views[output] = [n.output]
+                readers[output] = readers.pop(n.output, [])
+            merged = Node(n.id, f"{p.op}+{n.op}", compute, ids, output, n.name or p.name)
             if log is not None:
                 log.record(Level.REGISTERS, (p, n), merged)
             # the fused node takes the consumer's place: all its inputs are ready there
@@ -299,12 +313,38 @@ def _try_connect(p: Node, n: Node, slot: int, depth: dict[int, tuple[Compute, in
         if _plain_contraction(nc) and not _plain_contraction(inlined[0]):
             return None  # the GEMM paths need loads on both sides
         return inlined
-    if not nc.is_reduction and _reads_at_own_index(nc, slot):
+    if not nc.is_reduction and _reads_at_own_index(nc, slot) and nc.post is None:
         shaped = pc if nc.shape == pc.shape else _unit_reshaped(pc, nc.shape)
-        if nc.post is not None or shaped is None:
-            return None
-        return _epilogue(replace(p, compute=shaped), n, slot)
+        if shaped is not None:
+            return _epilogue(replace(p, compute=shaped), n, slot)
+        merged = _merged_axes(pc.axes, nc.axes)
+        if merged is not None:  # the fused kernel keeps the producer's shape (`fuse` views it)
+            return _epilogue(p, n, slot, merged)
     return None
+
+
+def _merged_axes(producer: Sequence[Axis], consumer: Sequence[Axis]) -> dict[str, Expr] | None:
+    """Each consumer axis as an affine expression of the producer's, where the consumer's
+    shape merges runs of consecutive producer axes (a grouped convolution's [groups,
+    channels of a group] read as channels: c = g * channels + j), extent-1 axes aside;
+    None for any other reshape. In that direction the view's index map is affine, so an
+    epilogue's other loads stay affine in the producer's index space."""
+    kept = iter([a for a in producer if a.extent != 1])
+    at: dict[str, Expr] = {}
+    for a in consumer:
+        run: list[Axis] = []
+        while math.prod(x.extent for x in run) < a.extent:
+            nxt = next(kept, None)
+            if nxt is None:
+                return None
+            run.append(nxt)
+        if math.prod(x.extent for x in run) != a.extent:
+            return None
+        value: Expr = Var(run[0].name) if run else Const(0, "int64")
+        for x in run[1:]:
+            value = value * x.extent + Var(x.name)
+        at[a.name] = value
+    return at if next(kept, None) is None else None
 
 
 def _unit_reshaped(c: Compute, shape: tuple[int, ...]) -> Compute | None:

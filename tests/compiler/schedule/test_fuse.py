@@ -159,6 +159,27 @@ def test_an_epilogue_read_through_a_view_of_unit_axes_connects(x_shape, view):
     assert node.compute.label == "MatMul+Add+Tanh"
 
 
+@pytest.mark.parametrize("pooled", [True, False])
+def test_a_grouped_convolutions_activation_is_its_epilogue_through_the_merged_channels(pooled):
+    """A grouped convolution computes [groups, channels of a group] and its output is viewed
+    as channels: the Relu (reading the view) becomes its epilogue in the convolution's index
+    space, and the Relu's output a view of the fused kernel's, read by the pool; where the
+    Relu's output is the graph's, the two stay apart."""
+    w = np.random.default_rng(3).standard_normal((12, 4, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], group=3),
+             helper.make_node("Relu", ["c"], ["r"])]
+    if pooled:
+        nodes.append(helper.make_node("GlobalAveragePool", ["r"], ["y"]))
+    g = fused_and_checked(model(nodes, [("x", [1, 12, 5, 5])], ["y" if pooled else "r"], [("w", w)]))
+    if not pooled:
+        assert len(g.nodes) == 2
+        return
+    conv, pool = g.nodes
+    assert conv.op == "Conv+Relu" and len(conv.compute.shape) == 5 and conv.compute.post is not None
+    (read,) = pool.inputs
+    assert g.tensors[read].shape == (1, 12, 5, 5) and g.storage_of(read) == conv.output
+
+
 @pytest.mark.parametrize("case", ["reshaped", "read_beside_the_view", "view_is_an_output"])
 def test_views_that_move_elements_or_stay_read_keep_the_contraction_apart(case):
     view = [2, 16] if case == "reshaped" else [1, 4, 8]
