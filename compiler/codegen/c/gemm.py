@@ -902,9 +902,38 @@ class _GemmWriter:
         src, mr = self.src, self.g.mk.rows
         flat = self._flat_reduce(self.m.lhs)
         with src.block("for (int64_t p = 0; p < mp; ++p)"):
+            if self._pack_a_columns():
+                with src.block("else"), src.block(f"for (int64_t i = 0; i < {mr}L; ++i)"):
+                    self._pack_a_row(flat, "0")
+                return
             vectors = self._pack_a_vectors(flat)
             with src.block(f"for (int64_t i = 0; i < {mr}L; ++i)"):
                 self._pack_a_row(flat, "kv" if vectors else "0")
+
+    def _pack_a_columns(self) -> bool:
+        """Where panel p is whole and the operand is contiguous along its one row axis and
+        not along its one reduce axis (a Gemm's transposed A), pack it a reduce index at a
+        time: the MR rows of one k are MR consecutive floats, copied as a run gcc
+        vectorizes, instead of each row walked along K a stride of M floats apart (Gemm
+        transA 128 x 768 x 768 ran 0.93x onnxruntime so, 0.395 against 0.317 ms untransposed;
+        two threads, Zen 5). Returns whether it wrote the whole panel's branch (the caller
+        writes the partial panel's `else`)."""
+        src, c, mr = self.src, self.c, self.g.mk.rows
+        rows = [d for d in self.m.rows if c.axes[d].extent > 1]
+        if len(rows) != 1 or len(c.reduce_axes) != 1:
+            return False
+        inputs, load = list(c.inputs), self.m.lhs
+        if (not vectorizes(load, c.axes[rows[0]].name, inputs, "float32")
+                or vectorizes(load, c.reduce_axes[0].name, inputs, "float32")):
+            return False
+        with src.block(f"if (m0 + (p + 1) * {mr}L <= {self.g.m}L)"):
+            src.line(f"float* const dst = ap + p * kc * {mr}L;")
+            with src.block("for (int64_t k = 0; k < kc; ++k)"):
+                src.line(f"const int64_t {self.names[c.reduce_axes[0].name]} = k0 + k;")
+                with src.block(f"for (int64_t i = 0; i < {mr}L; ++i)"):
+                    self._decode(f"(m0 + p * {mr}L + i)", self.m.rows)
+                    src.line(f"dst[k * {mr}L + i] = {self._emit(load)};")
+        return True
 
     def _pack_a_vectors(self, flat: tuple[list[TensorType], Load] | None) -> bool:
         """Where panel p is whole and its rows are contiguous along K (a matmul's

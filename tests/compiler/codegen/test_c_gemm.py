@@ -6,6 +6,7 @@ every supported SIMD width)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +97,7 @@ CASES: dict[str, tuple[Compute, int]] = {
     "conv1x1_residual": (conv1x1_gelu_residual(), 8),
     "conv_mirrored": (mirrored_conv(), 8),
     "transposed_lhs": (transposed_lhs(30, 33, 17), 8),
+    "transposed_lhs_avx512_k_blocks": (transposed_lhs(59, 70, 2 * 256 + 7), 16),  # whole panels and a partial one
     "matmul_sse_width": (matmul(21, 45, 19), 4),
     "matmul_avx512_width": (matmul(31, 70, 40), 16),
     "matmul_avx512_tails": (matmul(59, 70, 30), 16),  # 11 of 12 rows and 1 vector of 2 in the last panels
@@ -117,6 +119,13 @@ def test_packed_kernel_matches_interpreter(library: KernelLibrary, name: str) ->
     inputs = [rand(t.shape) for t in compute.inputs]
     k = np.prod([a.extent for a in compute.reduce_axes])
     np.testing.assert_allclose(library.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+@pytest.mark.parametrize("name", ["transposed_lhs", "transposed_lhs_avx512_k_blocks"])
+def test_a_transposed_lhs_is_packed_a_reduce_index_at_a_time(library: KernelLibrary, name: str) -> None:
+    """Rows contiguous, K strided (Gemm transA): a whole panel copies each k's run of rows."""
+    mr = re.search(r"ap \+ p \* kc \* (\d+)L;", library.sources[name])
+    assert mr is not None and f"dst[k * {mr.group(1)}L + i] = " in library.sources[name]
 
 
 @pytest.mark.parametrize(("name", "function"), [("conv1x1_residual", "tf_tanh_f32x8"),
