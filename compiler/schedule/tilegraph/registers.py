@@ -253,7 +253,8 @@ def fuse(graph: Graph, log: GroupLog | None = None) -> Graph:
             output = n.output
             if reshaped:  # the consumer's output becomes a view of the fused kernel's
                 output = graph.new_tensor(compute.shape, compute.dtype).id
-                graph.tensors[n.output].view_of = output
+                # a new Tensor, not the old one changed: the lowered graph shares it (`lowered_copy`)
+                graph.tensors[n.output] = replace(graph.tensors[n.output], view_of=output)
                 views[output] = [n.output]
                 readers[output] = readers.pop(n.output, [])
             merged = Node(n.id, f"{p.op}+{n.op}", compute, ids, output, n.name or p.name)

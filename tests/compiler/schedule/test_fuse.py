@@ -11,6 +11,7 @@ from compiler.frontend import import_model
 from compiler.ir.graph import Graph, TensorKind
 from compiler.ir.graph_interp import run_graph
 from compiler.ir.te import Axis, Compute, Load, TensorType, Var, call
+from compiler.schedule.tilegraph.groups import lowered_copy
 from compiler.schedule.tilegraph.registers import fuse
 
 
@@ -178,6 +179,20 @@ def test_a_grouped_convolutions_activation_is_its_epilogue_through_the_merged_ch
     assert conv.op == "Conv+Relu" and len(conv.compute.shape) == 5 and conv.compute.post is not None
     (read,) = pool.inputs
     assert g.tensors[read].shape == (1, 12, 5, 5) and g.storage_of(read) == conv.output
+
+
+def test_fusing_through_merged_channels_leaves_the_lowered_graph_as_it_was():
+    """The compile plans again from the lowered graph after splitting groups back
+    (`lowered_copy`): the view the fusion makes must not change the tensors it shares."""
+    w = np.random.default_rng(3).standard_normal((12, 4, 3, 3)).astype(np.float32)
+    lowered = import_model(model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], group=3),
+                                  helper.make_node("Relu", ["c"], ["r"]),
+                                  helper.make_node("GlobalAveragePool", ["r"], ["y"])],
+                                 [("x", [1, 12, 5, 5])], ["y"], [("w", w)]).SerializeToString())
+    views = {t: x.view_of for t, x in lowered.tensors.items()}
+    plans = [fuse(lowered_copy(lowered)) for _ in range(2)]
+    assert {t: x.view_of for t, x in lowered.tensors.items()} == views
+    assert [n.op for n in plans[0].nodes] == [n.op for n in plans[1].nodes] == ["Conv+Relu", "GlobalAveragePool"]
 
 
 @pytest.mark.parametrize("case", ["reshaped", "read_beside_the_view", "view_is_an_output"])
