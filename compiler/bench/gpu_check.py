@@ -16,9 +16,11 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -159,15 +161,25 @@ def _io_bytes(model: onnx.ModelProto) -> int:
 def bench_one(name: str, source: str, model: onnx.ModelProto, torch_module: Any, target: str,
               feeds: dict[str, np.ndarray]) -> ModelRow:
     """Compile for `target` (validated against onnxruntime), then time the three runners."""
+    row = ModelRow(name, source, bytes_moved=_io_bytes(model))
+    folder = Path(tempfile.mkdtemp(prefix="tileforge-gpu-check-"))  # its artifacts, removed when done
+    try:
+        return _bench_into(row, model, torch_module, target, feeds, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _bench_into(row: ModelRow, model: onnx.ModelProto, torch_module: Any, target: str,
+                feeds: dict[str, np.ndarray], folder: Path) -> ModelRow:
+    """`bench_one`'s work, its artifacts written under `folder`."""
     import torch
 
     from compiler.pipeline import compile_model
     from compiler.runtime import load
 
-    row = ModelRow(name, source, bytes_moved=_io_bytes(model))
     t0 = time.perf_counter()
     try:
-        result = compile_model(model, target, {"validate": True})
+        result = compile_model(model, target, {"validate": True}, output=folder / "model.tar.gz")
     except Exception as e:  # the table reports it; the other models go on
         row.note = f"compile failed: {type(e).__name__}: {e}"[:300]
         return row
@@ -187,7 +199,8 @@ def bench_one(name: str, source: str, model: onnx.ModelProto, torch_module: Any,
     if any(k.get("op_pattern", "").startswith(SPLIT_LABEL) for k in result.kernels):
         # what split-K gains: the same model planned without it, validated the same way
         try:
-            unsplit = compile_model(model, target, {"validate": True, "split_k": False})
+            unsplit = compile_model(model, target, {"validate": True, "split_k": False},
+                                    output=folder / "unsplit.tar.gz")
             if unsplit.validation.get("passed") is True:
                 row.unsplit_ms = statistics.median(load(unsplit.artifact_path).device_times(feeds))
         except Exception as e:  # the table reports it; the split row above stands

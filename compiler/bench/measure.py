@@ -159,10 +159,13 @@ def bench_model(model: bytes | str | Path | onnx.ModelProto, name: str = "model"
 
     data = model_bytes(model)
     opts = CompileOptions.from_dict({**(options or {}), "threads": threads})
-    t0 = time.perf_counter()
-    result = compile_model(data, target, opts, cache=cache)
-    compile_s = time.perf_counter() - t0
-    tf, ref, ratios = compare_latency(result.artifact_path, data, threads)
+    # the artifact goes once timed: left in compile_model's own folder, a `make bench` run
+    # left some 80 of them (gigabytes) in the temporary directory
+    with tempfile.TemporaryDirectory(prefix="tileforge-bench-") as folder:
+        t0 = time.perf_counter()
+        result = compile_model(data, target, opts, cache=cache, output=Path(folder) / "model.tar.gz")
+        compile_s = time.perf_counter() - t0
+        tf, ref, ratios = compare_latency(result.artifact_path, data, threads)
     return BenchResult(name, threads, round(compile_s, 3), len(result.kernels), result.cache_hits,
                        result.validation.get("rel_l2_error", float("nan")),
                        tf * 1e3, ref * 1e3, result.kernels, ratios)
