@@ -90,6 +90,19 @@ def test_a_model_that_cannot_export_gets_a_row_saying_why(tmp_path: Path) -> Non
     assert not row.results
 
 
+@needs_torch
+def test_a_model_is_benched_in_a_process_of_its_own(tmp_path: Path) -> None:
+    """The suite runs each model in a spawned process (`bench_isolated`): its row, failures
+    included, comes back whole."""
+    from compiler.bench.real_models import RealModel
+    from compiler.bench.real_suite import bench_isolated
+
+    broken = RealModel("broken", "other", "tileforge", "compiler.bench.torch_nets:no_such_builder")
+    row = bench_isolated(broken, "dynamo", [1], tmp_path)
+    assert (row.model, row.exporter, row.status) == (broken, "dynamo", "export failed")
+    assert row.error.startswith("AttributeError") and not row.results
+
+
 def test_the_flop_count_is_the_models_not_a_lowerings() -> None:
     """A 3x3 convolution the default guess runs as Winograd still counts its direct
     multiply-adds: 2 per tap that reads the input (not the padding)."""
