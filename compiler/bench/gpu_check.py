@@ -16,7 +16,6 @@ import json
 import math
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -162,11 +161,8 @@ def bench_one(name: str, source: str, model: onnx.ModelProto, torch_module: Any,
               feeds: dict[str, np.ndarray]) -> ModelRow:
     """Compile for `target` (validated against onnxruntime), then time the three runners."""
     row = ModelRow(name, source, bytes_moved=_io_bytes(model))
-    folder = Path(tempfile.mkdtemp(prefix="tileforge-gpu-check-"))  # its artifacts, removed when done
-    try:
-        return _bench_into(row, model, torch_module, target, feeds, folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="tileforge-gpu-check-") as folder:  # its artifacts, removed when done
+        return _bench_into(row, model, torch_module, target, feeds, Path(folder))
 
 
 def _bench_into(row: ModelRow, model: onnx.ModelProto, torch_module: Any, target: str,

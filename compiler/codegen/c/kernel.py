@@ -355,22 +355,23 @@ class _KernelWriter:
             if d == self.n:
                 self._store(self._emit(body))
                 return
-            if d == self.n - 1 and lanes:
+            innermost = d == self.n - 1
+            if innermost and lanes:
                 self._vector_row(d, lanes, body)
                 return
-            innermost = d == self.n - 1
+            pragma = "#pragma omp simd" if innermost else ""
             interior = self._interior_row(body) if innermost else None
             if interior is None and (pieces := self._pieces(d, body)):
                 for first, end, piece in pieces:
                     start, stop = self._in_task(d, first, end)
-                    with self._loop(f"u{d}", stop, "#pragma omp simd" if innermost else "", start=start):
+                    with self._loop(f"u{d}", stop, pragma, start=start):
                         self.src.line(f"const int64_t i{d} = b{d} + u{d};")
                         nest(d + 1, piece)
                 return
             if interior is not None:
                 self._split_row(body, interior)
                 return
-            with self._loop(f"u{d}", f"e{d}", "#pragma omp simd" if d == self.n - 1 else ""):
+            with self._loop(f"u{d}", f"e{d}", pragma):
                 self.src.line(f"const int64_t i{d} = b{d} + u{d};")
                 nest(d + 1, body)
         nest(0, self.c.body)
