@@ -122,8 +122,7 @@ def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target:
     inner = 0
     for m in c.members():
         read = {ld.input for ld in loads_of(m)}
-        inner += sum(math.prod(m.inputs[p].shape) * dtype(m.inputs[p].dtype).nbytes for p in read)
-        inner += math.prod(m.shape) * dtype(m.dtype).nbytes
+        inner += sum(m.inputs[p].nbytes for p in read) + m.nbytes
     level = _row_level(target, block_rows * row_bytes(c, sharing))
     stages[level.name] = inner / (level.bandwidth * util)
     waves = -(-tasks // units)
@@ -134,7 +133,7 @@ def estimate_row_group(c: Compute, sharing: RowSharing, block_rows: int, target:
 def group_bytes(c: Compute) -> int:
     """DRAM bytes of a fused row group: its inputs read once and its output written once (its
     stages meet in cache, never in DRAM)."""
-    return sum(math.prod(t.shape) * dtype(t.dtype).nbytes for t in (*c.inputs, c))
+    return sum(t.nbytes for t in (*c.inputs, c))
 
 
 def _row_level(target: Target, working_set: int) -> MemoryLevel:

@@ -266,6 +266,11 @@ class TensorType:
     shape: tuple[int, ...]
     dtype: str
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole tensor."""
+        return math.prod(self.shape) * dtype(self.dtype).nbytes
+
 
 REDUCE_OPS = {"sum", "max", "min", "prod"}
 
@@ -316,6 +321,11 @@ class Compute:
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(a.extent for a in self.axes)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole output."""
+        return math.prod(self.shape) * dtype(self.dtype).nbytes
 
     @property
     def acc_dtype(self) -> str:

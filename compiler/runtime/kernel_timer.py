@@ -11,7 +11,6 @@ the median is its measured time.
 from __future__ import annotations
 
 import ctypes
-import math
 import statistics
 import tempfile
 import time
@@ -150,9 +149,7 @@ def _buffer_key(call: KernelCall) -> tuple[int, tuple[tuple[int, int], ...]]:
 
 def _buffer_bytes(call: KernelCall) -> int:
     c = call.compute
-    return (math.prod(c.shape) * dtype(c.dtype).nbytes
-            + sum(call.packed[p] if p in call.packed else math.prod(t.shape) * dtype(t.dtype).nbytes
-                  for p, t in enumerate(c.inputs)))
+    return c.nbytes + sum(call.packed.get(p, t.nbytes) for p, t in enumerate(c.inputs))
 
 
 def _batches(calls: Sequence[KernelCall]) -> list[list[KernelCall]]:

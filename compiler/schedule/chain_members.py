@@ -9,7 +9,6 @@ from dataclasses import replace
 
 from compiler.cost.model import Estimate, estimate, group_bytes
 from compiler.ir.chain import chain_shape, cut_member, task_kinds
-from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 from compiler.schedule.cpu_gemm import MIN_KC, l1_bytes, with_gemm_blocking
 from compiler.schedule.parallel import runs_serially
@@ -150,7 +149,7 @@ def chain_prices(c: Compute, target: Target) -> tuple[float, float]:
     inner = sum(_member_us(m, member_tile(m, target), one_core) for m in c.members()) / target.units
     spill = 0.0
     for m in c.members()[:-1]:
-        nbytes = math.prod(m.shape) * dtype(m.dtype).nbytes
+        nbytes = m.nbytes
         level = resident_level(nbytes // target.units, target, nbytes)  # each core wrote its share
         spill += 2 * nbytes / level.bandwidth * 1e6
     return fused, max(group_bytes(c) / target.levels[0].bandwidth * 1e6, inner) + spill

@@ -3,9 +3,6 @@ decided when the plan is built (`TileConfig.serial`) and rendered by compiler/co
 
 from __future__ import annotations
 
-import math
-
-from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
 
 # Below this many scalar ops a kernel runs on the calling thread alone: waking the
@@ -20,4 +17,4 @@ PARALLEL_MIN_BYTES = 1 << 15
 
 def runs_serially(c: Compute) -> bool:
     """Whether `c` is too small to repay starting threads."""
-    return c.flops() < PARALLEL_MIN_FLOPS and math.prod(c.shape) * dtype(c.dtype).nbytes < PARALLEL_MIN_BYTES
+    return c.flops() < PARALLEL_MIN_FLOPS and c.nbytes < PARALLEL_MIN_BYTES
