@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from compiler.backends.base import Backend
-from compiler.build.gcc import c_flags, compile_objects, link_shared
+from compiler.build.gcc import c_flags, link_shared
+from compiler.build.object_memo import ObjectMemo
 from compiler.codegen.c.entry import render_entry
 from compiler.codegen.c.kernel import render_kernel as render_c
 from compiler.ir.graph import Graph
@@ -38,6 +39,11 @@ class CBackend(Backend):
     kind = "cpu"
     source_suffix = "c"
     measure_threshold_us = 20.0
+
+    def __init__(self) -> None:
+        # a backend serves one compilation: what it compiles once (a timed candidate, a
+        # group timed against its parts, the winners built) is not compiled again
+        self.objects = ObjectMemo()
 
     def target_for(self, target: Target, opts: CompileOptions) -> Target:
         # scheduled, modelled and timed for the cores it runs on
@@ -80,7 +86,7 @@ class CBackend(Backend):
                 if same[sym] == sym:
                     sources[sym] = text
         flags = c_flags(target)
-        library = link_shared(list(compile_objects(sources, flags).values()), {}, flags)
+        library = link_shared(list(self.objects.compile(sources, flags).values()), {}, flags)
         calls = []
         for t in timings:
             k = t.kernel
@@ -129,7 +135,7 @@ class CBackend(Backend):
 
     def compile_kernels(self, sources: Mapping[str, str], target: Target) -> dict[str, bytes]:
         """One object per kernel (cached with it), so a cache hit needs no compiler."""
-        return compile_objects(sources, c_flags(target)) if sources else {}
+        return self.objects.compile(sources, c_flags(target)) if sources else {}
 
     def link(self, plan: ExecutionPlan, binaries: Mapping[str, bytes], target: Target) -> bytes:
         return link_shared([binaries[s] for s in sorted(binaries)], {"entry": render_entry(plan)},

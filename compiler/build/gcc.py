@@ -20,7 +20,7 @@ from compiler.target.base import Target
 from compiler.target.cpu_models import cpu_model
 from compiler.target.toolchain import gcc_version
 
-__all__ = ["c_flags", "compile_objects", "gcc_version", "has_libmvec", "link_shared"]
+__all__ = ["c_flags", "checked_names", "compile_objects", "gcc_version", "has_libmvec", "link_shared"]
 
 GCC = "gcc"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -67,7 +67,8 @@ def has_libmvec() -> bool:
     return os.path.isabs(found) and os.path.exists(found)
 
 
-def _checked_names(names: Sequence[str], what: str) -> None:
+def checked_names(names: Sequence[str], what: str) -> None:
+    """BuildError unless every one of `names` (the `what`s) is a plain C identifier."""
     for n in names:
         if not _IDENT.fullmatch(n):
             raise BuildError(f"{what} name {n!r} is not a C identifier")
@@ -85,7 +86,7 @@ def compile_objects(sources: Mapping[str, str], flags: Sequence[str]) -> dict[st
 
     Sources are split into a few batches, each one gcc run, run side by side.
     """
-    _checked_names(list(sources), "kernel")
+    checked_names(list(sources), "kernel")
     items = sorted(sources.items())
     if not items:
         return {}
@@ -99,7 +100,7 @@ def compile_objects(sources: Mapping[str, str], flags: Sequence[str]) -> dict[st
 def link_shared(objects: Sequence[bytes], extra_sources: Mapping[str, str],
                 flags: Sequence[str]) -> bytes:
     """Link object files and extra C sources (name -> source) into one shared library's bytes."""
-    _checked_names(list(extra_sources), "source")
+    checked_names(list(extra_sources), "source")
     files: dict[str, str | bytes] = {f"o{i}.o": obj for i, obj in enumerate(objects)}
     files.update({f"{name}.c": src for name, src in extra_sources.items()})
     libs = ["-lmvec"] if LIBMVEC_FLAG in flags else []

@@ -151,6 +151,7 @@ class FirstSlowBackend(CBackend):
     measure_threshold_us = 0.0
 
     def __init__(self) -> None:
+        super().__init__()
         self.asked: list[Timing] = []
 
     def time_candidates(self, timings: Sequence[Timing], target: Target,
