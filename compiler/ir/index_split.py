@@ -41,11 +41,25 @@ def split_points(e: Expr, var: str, extent: int) -> list[int]:
 def specialize(e: Expr, env: Mapping[str, Interval]) -> Expr:
     """`e` with what `env` (each variable's inclusive range) decides folded: comparisons,
     the selects they choose, and min / max (clamps) whose sides' ranges do not overlap."""
+    return _specialize(e, env, {})
+
+
+def _specialize(e: Expr, env: Mapping[str, Interval], done: dict[int, Expr]) -> Expr:
+    # `done` by node identity: a body shares its subtrees (Winograd's input transform, a
+    # select chain over the same loads: 1.7 million visits for 1400 bodies in ResNet-50's
+    # compile walked as a tree), each folded once
+    key = id(e)
+    if key not in done:
+        done[key] = _fold(e, env, done)
+    return done[key]
+
+
+def _fold(e: Expr, env: Mapping[str, Interval], done: dict[int, Expr]) -> Expr:
     if isinstance(e, Load):
-        return Load(e.input, tuple(specialize(i, env) for i in e.indices), e.dtype, e.pad)
+        return Load(e.input, tuple(_specialize(i, env, done) for i in e.indices), e.dtype, e.pad)
     if not isinstance(e, Call):
         return e
-    args = tuple(specialize(a, env) for a in e.args)
+    args = tuple(_specialize(a, env, done) for a in e.args)
     if e.op == "select" and isinstance(args[0], Const):
         return args[1] if args[0].value else args[2]
     if e.op in _COMPARISONS or e.op in {"min", "max"}:
