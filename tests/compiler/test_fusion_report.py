@@ -189,9 +189,12 @@ def test_a_warm_compile_times_nothing(monkeypatch, tmp_path) -> None:
     assert cold.validation["passed"] is True and backend.asked
     assert any(g["level"] == "cache rows" and g["kept"] for g in cold.report["fusion"]["groups"])
     backend.asked.clear()
+    parts = []  # nor are a group's parts made (their tiles constructed) to recall their times
+    real_part = pipeline._Compilation._part
+    monkeypatch.setattr(pipeline._Compilation, "_part", lambda self, m: parts.append(m) or real_part(self, m))
     warm = compile_model(dense_softmax(), "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "b.tar.gz")
     assert warm.cache_misses == 0 and warm.validation["passed"] is True
-    assert backend.asked == []
+    assert backend.asked == [] and parts == []
 
 
 def test_the_last_plan_reports_the_times_its_groups_were_confirmed_with(monkeypatch, tmp_path) -> None:
