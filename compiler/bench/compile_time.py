@@ -23,8 +23,9 @@ from compiler.bench.models import ZOO
 from compiler.bench.sections import machine_description
 
 # real models of 100 MB or more: BERT-base widths with 4 layers (209 MB of float32 weights),
-# and GPT-2's (271 MB), the suite's largest
-BIG_MODELS = ("bert", "gpt2")
+# GPT-2's (271 MB), the suite's largest, and ResNet-50 (102 MB), a CNN: many distinct
+# convolutions to construct and time, and Winograd choices
+BIG_MODELS = ("bert", "gpt2", "resnet50")
 GOAL_COLD_S, GOAL_WARM_S = 20.0, 3.0
 
 

@@ -31,6 +31,14 @@ def resnet18() -> Built:
         num_labels=1000))
 
 
+def resnet50() -> Built:
+    """ResNet-50 (bottleneck blocks 3-4-6-3, 1x1 convolutions around each 3x3), 1000-way head:
+    102 MB of weights, the suite's CNN of issue 17's compile-time size."""
+    return _image(hf.ResNetForImageClassification, hf.ResNetConfig(
+        embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=[3, 4, 6, 3], layer_type="bottleneck",
+        num_labels=1000))
+
+
 def regnet_y_400mf() -> Built:
     """RegNetY-400MF: grouped 3x3 convs (groups of 8 channels) with squeeze-excitation."""
     return _image(hf.RegNetForImageClassification, hf.RegNetConfig(

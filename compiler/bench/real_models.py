@@ -73,6 +73,7 @@ def _own(name: str, family: str, features: tuple[str, ...], exporters: tuple[str
 BOTH = (DYNAMO, TORCHSCRIPT)
 _ENTRIES = [
     _hf("resnet18", CNN, ("residual",), BOTH),
+    _hf("resnet50", CNN, ("residual", "bottleneck")),
     _hf("regnet_y_400mf", CNN, ("grouped conv", "SE block")),
     _hf("efficientnet_b0", CNN, ("depthwise conv", "SE block", "inverted residual", "SiLU")),
     _hf("mobilenet_v2", CNN, ("depthwise conv", "inverted residual")),
