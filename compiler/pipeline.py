@@ -133,17 +133,21 @@ def compile_model(
     progress: Progress | None = None,
     output: Path | str | None = None,
     choose: Chooser | None = None,
+    *,
+    backend: Backend | None = None,
 ) -> CompileResult:
     """Compile an ONNX model for `target` into an artifact that runs and matches onnxruntime.
 
     Where an op has two lowerings (compiler/frontend/choices.py), `choose` picks one;
     by default both are timed on the op alone where the target is this machine.
+    `backend`: the instance to compile with (by default a new one of the target's kind); a
+    lowering choice's small models are compiled with their model's, whose objects they share.
     Raises ModelError (and subclasses) for problems with the model or options,
     BuildError / ValidationError for problems of ours.
     """
     opts = CompileOptions.from_dict(options) if not isinstance(options, CompileOptions) else options
     tgt = get_target(target) if isinstance(target, str) else target
-    backend = backend_for(tgt)
+    backend = backend or backend_for(tgt)
     tgt = backend.target_for(tgt, opts)
     c = _Compilation(tgt, backend, opts, cache if cache is not None else MemoryKernelCache())
     st = _Stages(progress)
@@ -317,8 +321,10 @@ class _Compilation:
                 try:
                     # a cache of their own: their kernels, built untuned (one candidate each),
                     # must not stand in for the tuned ones the model's own compilation builds
+                    # with this compilation's backend: the kernels they build (Winograd's
+                    # transforms) come back among the model's own top-k candidates, compiled once
                     compile_model(model, self.target, opts, MemoryKernelCache(), output=out,
-                                  choose=lambda _, t=taken: t)
+                                  choose=lambda _, t=taken: t, backend=self.backend)
                 except TileforgeError as e:
                     failed["with" if taken else "without"] = f"{type(e).__name__}: {e}"
                     continue

@@ -43,7 +43,11 @@ class ObjectMemo:
         """Object files of `sources` (symbol -> source), as `compile_objects` gives them;
         those compiled before under any name are not compiled again."""
         digests = {sym: self._digest(sym, src, flags) for sym, src in sources.items()}
-        todo = {sym: src for sym, src in sources.items() if digests[sym] not in self._objects}
+        todo: dict[str, str] = {}
+        firsts = {}  # digest -> the one symbol it is compiled under here
+        for sym, src in sources.items():
+            if digests[sym] not in self._objects and firsts.setdefault(digests[sym], sym) == sym:
+                todo[sym] = src
         for sym, obj in compile_objects(todo, flags).items():
             self._objects.setdefault(digests[sym], (sym, obj))
         out = {}

@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import compiler.pipeline
+from compiler.build import object_memo
 from compiler.cache import MemoryKernelCache
 from compiler.errors import BuildError
 from compiler.pipeline import _Compilation, compile_model
@@ -40,8 +41,20 @@ def _winograd_kernels(result) -> bool:
 
 
 def test_the_faster_lowering_is_timed_once_and_then_taken_from_the_cache(tmp_path, monkeypatch):
+    compiled: list[str] = []  # each source gcc compiles, its symbol masked
+    real_compile = object_memo.compile_objects
+
+    def counted(sources, flags):
+        compiled.extend(src.replace(sym, "SYM") for sym, src in sources.items())
+        return real_compile(sources, flags)
+
+    monkeypatch.setattr(object_memo, "compile_objects", counted)
     cache = MemoryKernelCache()
     first = compile_model(_model(), "cpu", {"threads": 1}, cache=cache, output=tmp_path / "a.tar.gz")
+    # the op's small models are built with the model's backend: a kernel they compiled (the
+    # direct convolution, Winograd's transforms) is not compiled again among the model's
+    # candidates or for its build
+    assert compiled and len(set(compiled)) == len(compiled)
     (record,) = first.report["choices"]
     assert record["kind"] == "winograd" and record["ms_with"] > 0 and record["ms_without"] > 0
     assert record["taken"] == (record["ms_with"] < record["ms_without"])

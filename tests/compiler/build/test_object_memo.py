@@ -67,3 +67,12 @@ def test_names_must_be_identifiers() -> None:
     obj = ObjectMemo().compile({"tf_a": kernel("tf_a", 2)}, c_flags())["tf_a"]
     with pytest.raises(BuildError, match="not a C identifier"):
         object_memo.renamed_object(obj, "tf_a", "x; rm -rf /")
+
+
+def test_one_source_under_two_symbols_in_one_call_is_compiled_once(gcc_runs: list[list[str]], tmp_path: Path) -> None:
+    built = ObjectMemo().compile({"tf_a": kernel("tf_a", 2), "tf_b": kernel("tf_b", 2)}, c_flags())
+    assert gcc_runs == [["tf_a"]]
+    so = tmp_path / "lib.so"
+    so.write_bytes(link_shared(list(built.values()), {}, c_flags()))
+    lib = ctypes.CDLL(str(so))
+    assert lib.tf_a(1) == lib.tf_b(1) == 4 * 2 + 6 + 1
