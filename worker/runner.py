@@ -9,7 +9,8 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -109,7 +110,7 @@ def run_job(ctx: WorkerContext, job_id: str, worker: str, task_id: str) -> str:
     work: dict[str, Work] = {JobKind.compile: _compile, JobKind.profile: run_profile,
                              JobKind.inference: run_inference}
     try:
-        with JobReporter(ctx, job_id, attempt) as reporter, \
+        with _soft_limit_unwrapped(), JobReporter(ctx, job_id, attempt) as reporter, \
                 tempfile.TemporaryDirectory(prefix="tileforge-job-") as tmp:
             work[job.kind](ctx, job, attempt, reporter, Path(tmp))
         return "succeeded"
@@ -135,6 +136,35 @@ def run_job(ctx: WorkerContext, job_id: str, worker: str, task_id: str) -> str:
         log.exception("job %s failed", job_id)
         _end(ctx, job_id, attempt, JobStatus.failed, error=f"compiler error: {type(e).__name__}: {e}")
         return "failed: internal"
+
+
+@contextmanager
+def _soft_limit_unwrapped() -> Iterator[None]:
+    """Raise Celery's soft time limit bare when a library that was running as it fired wrapped it.
+
+    The limit is raised wherever the task happens to be; when that is inside SQLAlchemy
+    (preparing a statement of the kernel cache, say) it comes out as a StatementError caused
+    by it, and the job would fail as a compiler error instead of naming the limit.
+    """
+    try:
+        yield
+    except Exception as e:
+        limit = _soft_limit_behind(e)
+        if limit is None or limit is e:
+            raise
+        raise limit from e
+
+
+def _soft_limit_behind(error: BaseException | None) -> SoftTimeLimitExceeded | None:
+    """The soft time limit among `error` and the exceptions it was raised from or while handling
+    (even where `raise ... from None` hid it: onnxruntime's errors become ModelErrors that way)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, SoftTimeLimitExceeded):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _compile(ctx: WorkerContext, job: Job, attempt: int, reporter: Callable[[str, float], None], tmp: Path) -> None:

@@ -147,3 +147,28 @@ def test_the_soft_time_limit_fails_the_job_with_the_reason(ctx, onnx_models):
     assert run_job(ctx, job_id, "w1", "t1") == "failed: time limit"
     job = _get(ctx, job_id)
     assert job.status == "failed" and f"time limit of {ctx.settings.job_soft_time_limit} s" in job.error
+
+
+def test_the_soft_time_limit_is_named_when_it_fires_inside_a_sql_statement(ctx, onnx_models):
+    from celery.exceptions import SoftTimeLimitExceeded
+    from sqlalchemy import create_engine, text
+
+    job_id = _job(ctx, onnx_models.mlp(seed=47))
+    engine = create_engine("sqlite://")
+
+    class OutOfTimeContext(engine.dialect.execution_ctx_cls):
+        @classmethod
+        def _init_compiled(cls, *args, **kwargs):  # the limit passes while SQLAlchemy prepares a statement
+            raise SoftTimeLimitExceeded()
+
+    engine.dialect.execution_ctx_cls = OutOfTimeContext  # this engine only
+
+    def out_of_time_mid_statement():  # SQLAlchemy re-raises it as a StatementError caused by it
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+
+    ctx.kernel_cache = HookedCache(ctx.sessions, out_of_time_mid_statement)
+    assert run_job(ctx, job_id, "w1", "t1") == "failed: time limit"
+    job = _get(ctx, job_id)
+    assert job.status == "failed" and job.error.endswith(f"time limit of {ctx.settings.job_soft_time_limit} s")
+    assert job.attempts == 1 and _count(ctx, Artifact) == 0
