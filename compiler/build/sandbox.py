@@ -11,6 +11,7 @@ the tool's own (truncated) complaint, never a Python traceback.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -72,6 +73,26 @@ def _truncate(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "\n[... truncated]"
 
 
+def _wait(proc: subprocess.Popen, timeout_s: float) -> int:
+    """`proc`'s exit status, the moment it exits; TimeoutExpired after `timeout_s`.
+
+    Popen.wait with a timeout polls, sleeping up to 50 ms between looks, which added
+    about 25 ms to every gcc run (a tenth of a small model's build). A pidfd becomes
+    readable when the process exits, so waiting on it wakes at once; where the kernel
+    has no pidfd_open (before Linux 5.3) the polling wait remains.
+    """
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return proc.wait(timeout=timeout_s)
+    try:
+        if not select.select([pidfd], [], [], timeout_s)[0]:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+    finally:
+        os.close(pidfd)
+    return proc.wait()
+
+
 def run_tool(
     argv: Sequence[str],
     files: Mapping[str, str | bytes],
@@ -104,7 +125,7 @@ def run_tool(
                 stdout=out_f, stderr=err_f, shell=False, start_new_session=True,
             )
             try:
-                code = proc.wait(timeout=limits.timeout_s)
+                code = _wait(proc, limits.timeout_s)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()

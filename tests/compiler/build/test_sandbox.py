@@ -34,11 +34,28 @@ def test_environment_is_minimal(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(env) <= {"PATH", "LANG", "LC_ALL", "TMPDIR", "HOME", "OMP_NUM_THREADS", "PWD"}
 
 
-def test_timeout_kills_the_command() -> None:
+@pytest.fixture(params=["pidfd", "polling"])
+def waiting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways the sandbox waits: on a pidfd, and polling where the kernel has no pidfd_open."""
+    if request.param == "polling":
+        def no_pidfd(pid: int) -> int:
+            raise OSError(38, "Function not implemented")
+
+        monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    return request.param
+
+
+def test_timeout_kills_the_command(waiting: str) -> None:
     start = time.monotonic()
     with pytest.raises(BuildError, match=r"timed out after 0\.5 s"):
         run_tool(["sh", "-c", "sleep 30 & sleep 30"], {}, (), Limits(timeout_s=0.5))
     assert time.monotonic() - start < 10
+
+
+def test_the_exit_status_is_the_commands(waiting: str) -> None:
+    assert run_tool(["sh", "-c", "sleep 0.2; echo done"], {}, ()).stdout == "done\n"
+    with pytest.raises(BuildError, match="exit status 7"):
+        run_tool(["sh", "-c", "sleep 0.2; exit 7"], {}, ())
 
 
 def test_memory_limit_is_enforced() -> None:
