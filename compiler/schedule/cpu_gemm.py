@@ -57,6 +57,15 @@ EVEN_TASK_FLOPS = 20e6  # 170 us on a Zen 4 core, 100 on an AVX-512 Xeon's
 L2_SHARE = 0.5  # of L2 for a task's A block and C tile (B panels, packing and the rest share the other half)
 # Positions read in place as A past the gathered ones' count (`orientations`) where gathering them is timed too
 WASTE_TO_GATHER = 0.05
+# Accumulators a micro-kernel needs to run at the FMA pipes' rate where the vector registers
+# are 16 (AVX2): each k step's FMAs wait on the previous step's into the same register (4-5
+# cycles on two pipes: 8 to 10 in flight) and share that step's broadcasts and loads. Fewer
+# are priced as fewer FMAs a cycle (`fma_rate`). There the positions read in place as A get
+# 4 or 5 rows x 2 vectors, which the model, counting FMAs alone, ranked first for most of
+# ResNet-50's convolutions; timed, they lost to 6 x 2 on gathered panels, by 1.1-1.4x (Zen 2;
+# 1.2-1.7x on Zen 3). Not where they are 32 (AVX-512): there an 8 x 1 kernel read in place
+# as A (8 accumulators) timed fastest for a 16-channel 1x1 convolution (Sapphire Rapids).
+FULL_ACCUMULATORS = 12
 MIN_KC = 64  # shallower blocks spend more on loading and storing C than on FMAs
 DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
 MAX_SCRATCH_BYTES = 2 << 20
@@ -281,11 +290,18 @@ def round_up(x: int, q: int) -> int:
     return -(-x // q) * q
 
 
+def fma_rate(mk: MicroKernel, target: Target) -> float:
+    """Share of the FMA pipes' rate micro-kernel `mk` keeps on `target` (FULL_ACCUMULATORS)."""
+    if target.registers > 16:
+        return 1.0
+    return min(1.0, mk.rows * mk.vectors / FULL_ACCUMULATORS)
+
+
 def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Collection[int] = ()
                  ) -> list[Orientation]:
     """The ways contraction `m` of `c` may be computed: the sides, the micro-kernel, the
     operand read in place (schedule/in_place.py), cheapest first by a cost in
-    multiply-adds' worth.
+    multiply-adds' worth (at the rate the micro-kernel keeps: `fma_rate`).
 
     Where the rows operand is a constant (a convolution's weights) and the columns
     are patches of an input, these ways compete: gathering the patches into panels
@@ -304,18 +320,18 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
     batch = side_extent(c, m.batch)
     micros = _row_choices(mk, channels, target)
     if prepacked_sides(m, constant_inputs) != ("a",) or not isinstance(m.rhs, Load):
-        return sorted((Orientation(batch * round_up(channels, r.rows) * columns * k, m, r, None) for r in micros),
-                      key=lambda o: o.cost)
+        return sorted((Orientation(batch * round_up(channels, r.rows) * columns * k / fma_rate(r, target), m, r,
+                                   None) for r in micros), key=lambda o: o.cost)
     inner = next((c.axes[d].extent for d in reversed(m.cols) if c.axes[d].extent > 1), 1)
     pack = PACK_COST if inner >= mk.lanes else PACK_COST_SCALAR  # the gather copies whole vectors of a row
-    options = [Orientation(batch * (round_up(channels, r.rows) * columns * k + pack * k * positions), m, r, None)
-               for r in micros]
+    options = [Orientation(batch * (round_up(channels, r.rows) * columns * k / fma_rate(r, target)
+                                    + pack * k * positions), m, r, None) for r in micros]
     # Read in place, the taps that read only padding for a whole panel are skipped
     # (schedule/live_taps.py): narrower panels skip more of a dilated convolution's.
     as_b = direct_layout(c, m.rhs, "b", m.cols, mk.cols, unit_step=True)
     if as_b is not None:
         live = live_fraction(c, live_taps(c, m.rhs, as_b))
-        options += [Orientation(batch * round_up(channels, r.rows) * as_b.positions * k * live
+        options += [Orientation(batch * round_up(channels, r.rows) * as_b.positions * k * live / fma_rate(r, target)
                                 + PACK_COST * as_b.copy_floats, m, r, as_b) for r in micros]
     swapped = Contraction(m.rhs, m.lhs, m.batch, m.cols, m.rows)
     if channels >= target.lanes:
@@ -330,10 +346,12 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
                        if (d := direct_layout(c, swapped.lhs, "a", swapped.rows, rows, unit_step=False)) is not None]
             if not layouts:
                 return None
-            as_a = min(layouts, key=lambda d: (d.positions, -d.panel))
+            def micro(d: DirectOperand) -> MicroKernel:
+                return MicroKernel(lanes_mk.lanes, d.panel, vectors)
+            as_a = min(layouts, key=lambda d: (d.positions / fma_rate(micro(d), target), d.positions, -d.panel))
             live = live_fraction(c, live_taps(c, swapped.lhs, as_a))
-            return Orientation(batch * (as_a.positions * lanes * k * live + scatter) + PACK_COST * as_a.copy_floats,
-                               swapped, MicroKernel(lanes_mk.lanes, as_a.panel, vectors), as_a)
+            return Orientation(batch * (as_a.positions * lanes * k * live / fma_rate(micro(as_a), target) + scatter)
+                               + PACK_COST * as_a.copy_floats, swapped, micro(as_a), as_a)
         first = in_place(lanes_mk.vectors)
         if first is not None and first.direct is not None:
             options.append(first)
@@ -356,7 +374,7 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
             # fuller micro-kernel saves, so it is timed where in place walks WASTE_TO_GATHER more).
             gathered_rows = round_up(positions, lanes_mk.rows)
             if first.direct.positions > (1 + WASTE_TO_GATHER) * gathered_rows:
-                options.append(Orientation(batch * (gathered_rows * lanes * k + scatter
+                options.append(Orientation(batch * (gathered_rows * lanes * k / fma_rate(lanes_mk, target) + scatter
                                                     + PACK_COST_SCALAR * k * positions), swapped, lanes_mk, None))
     return sorted(options, key=lambda o: o.cost)
 

@@ -288,9 +288,9 @@ DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     "a_batch2_channel_tail": (window_conv(2, 16, 48, 7, 7, 3, 3), 16),  # 48 channels: 32 + one vector
     "a_dilated_no_padding": (window_conv(1, 8, 32, 13, 11, 3, 3, dilation=2, pads=None), 16),
     # rows of whole vectors: the tile transposed to store along them (21 channels: 5 in a tail)
-    "a_rows_transposed": (window_conv(1, 16, 40, 20, 20, 3, 3), 8),
+    "a_rows_transposed": (window_conv(1, 16, 40, 24, 24, 3, 3), 8),
     "a_stride2_batch2_rows_transposed": (window_conv(2, 8, 21, 34, 34, 3, 3, stride=2), 8),
-    "a_silu_rows_transposed": (silu_conv(window_conv(1, 16, 40, 20, 20, 3, 3)), 8),
+    "a_silu_rows_transposed": (silu_conv(window_conv(1, 16, 40, 24, 24, 3, 3)), 8),
     "a_residual_rows_transposed": (residual_conv(window_conv(1, 3, 24, 40, 40, 7, 7, pads=(3, 3, 3, 3), stride=2)), 8),
     # border panels whose outer tap rows (and, 8 positions wide, columns) read only padding
     "a_dilated_border_taps": (window_conv(1, 8, 32, 12, 12, 3, 3, dilation=5, pads=(5, 5, 5, 5)), 16),
@@ -334,12 +334,12 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
     np.testing.assert_allclose(direct.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
 
 
-@pytest.mark.parametrize(("lanes", "rows"), [(16, 7), (8, 4)])
+@pytest.mark.parametrize(("lanes", "rows"), [(16, 7)])
 def test_wide_micro_kernels_on_a_small_map_match_the_interpreter(tmp_path: Path, lanes: int, rows: int) -> None:
     """On a 7 x 7 map the positions broadcast fill 7 rows, so a micro-kernel 3 vectors wide
-    (AVX-512's 32 registers hold 7 rows of it, 4 vectors only 6; AVX2's 16 hold 4 rows,
-    as many as its two-vector kernel gets here) is a variant too; 80 channels leave it a
-    tail, 3x3 windows a padded copy read in place."""
+    (AVX-512's 32 registers hold 7 rows of it, 4 vectors only 6) is a variant too; 80
+    channels leave it a tail, 3x3 windows a padded copy read in place. (AVX2's two-vector
+    kernel walks the plane in panels of 6 rows, all its 16 registers hold: no wider one.)"""
     target = cpu(lanes)
     compute = window_conv(1, 24, 80, 7, 7, 3, 3)
     tile = default_tile(compute, target)

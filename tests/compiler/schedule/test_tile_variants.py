@@ -163,14 +163,15 @@ def test_positions_read_in_place_as_b_also_time_the_tile_stored_after_the_last_k
 
 
 def test_small_maps_also_time_the_positions_gathered_as_a() -> None:
-    # 49 positions: in place as A walks 56 (panels of 4 past each 7-wide line's end), gathered 50
+    # 49 positions: in place as A walks 66 (panels of 6 over the plane at its padded period), gathered 50
     c = conv3x3(512, 7)
     ways = {(t.gemm.swapped, t.gemm.direct.side if t.gemm.direct else None): t.gemm
             for _, t in gemm_variants(c, default_tile(c, AVX2), AVX2, constant_inputs=(1,))}
     in_place, gathered = ways[(True, "a")], ways[(True, None)]
-    assert in_place.m == 56 and gathered.m == 49 and gathered.mk.rows == 5
+    assert in_place.m == 66 and gathered.m == 49 and gathered.mk.rows == 5
     assert gathered.packed and all(p.side == "b" for p in gathered.packed)  # the weights, packed at load
-    # where lines fill whole panels in place, gathering saves nothing and is not timed
-    whole = conv3x3(64, 27)
+    # where lines nearly fill whole panels in place (23 wide: 24 in panels of 6), gathering saves
+    # nothing and is not timed
+    whole = conv3x3(64, 23)
     assert (True, None) not in {(t.gemm.swapped, t.gemm.direct) for _, t in
                                 gemm_variants(whole, default_tile(whole, AVX2), AVX2, constant_inputs=(1,))}
