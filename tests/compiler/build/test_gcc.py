@@ -11,6 +11,7 @@ import pytest
 from compiler.build.gcc import (
     BASE_FLAGS,
     X86_TUNING,
+    balanced_batches,
     c_flags,
     compile_objects,
     gcc_version,
@@ -93,3 +94,14 @@ def test_x86_kernels_keep_256_bit_accesses_whole() -> None:
     (obj,) = compile_objects({"k": src}, (*c_flags(), "-mavx2", "-mtune=znver1")).values()
     listing = run_tool(["objdump", "-d", "k.o"], {"k.o": obj}, ()).stdout
     assert "vextractf128" not in listing
+
+
+def test_long_sources_go_to_different_gcc_runs() -> None:
+    """Two long sources (a Winograd transform's size) and small ones, whose names would deal both
+    long ones to the same run in turn: each run gets one, the small ones fill in, nothing is lost."""
+    sources = {"k_a": "x" * 200_000, "k_b": "y" * 1_000, "k_c": "z" * 210_000, "k_d": "w" * 2_000}
+    batches = balanced_batches(sources, 2)
+    assert sorted(sum(len(src) > 100_000 for _, src in batch) for batch in batches) == [1, 1]
+    assert sorted(sum(len(src) for _, src in batch) for batch in batches) == [203_000, 210_000]
+    assert sorted(name for batch in batches for name, _ in batch) == sorted(sources)
+    assert balanced_batches(sources, 2) == batches  # the same split every time
