@@ -86,7 +86,9 @@ def _wait(proc: subprocess.Popen, timeout_s: float) -> int:
     except (AttributeError, OSError):
         return proc.wait(timeout=timeout_s)
     try:
-        if not select.select([pidfd], [], [], timeout_s)[0]:
+        exited = select.poll()  # not select.select: a worker's descriptors may number past 1024
+        exited.register(pidfd, select.POLLIN)
+        if not exited.poll(timeout_s * 1000):
             raise subprocess.TimeoutExpired(proc.args, timeout_s)
     finally:
         os.close(pidfd)

@@ -52,6 +52,26 @@ def test_timeout_kills_the_command(waiting: str) -> None:
     assert time.monotonic() - start < 10
 
 
+def test_a_process_holding_over_1024_descriptors_still_waits() -> None:
+    """A long-running worker may hold descriptors numbered past select()'s 1024: the pidfd
+    the sandbox waits on is then one of them."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1100:
+        pytest.skip(f"RLIMIT_NOFILE's hard limit {hard} holds fewer than 1100 descriptors")
+    if soft != resource.RLIM_INFINITY and soft < 1100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1100, hard))
+    held = [os.dup(0) for _ in range(1100)]
+    try:
+        assert max(held) > 1024
+        assert run_tool(["sh", "-c", "echo done"], {}, ()).stdout == "done\n"
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_the_exit_status_is_the_commands(waiting: str) -> None:
     assert run_tool(["sh", "-c", "sleep 0.2; echo done"], {}, ()).stdout == "done\n"
     with pytest.raises(BuildError, match="exit status 7"):
