@@ -9,8 +9,9 @@ import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from server.core.config import get_settings
-from server.core.security import SCOPES, WRITE
+# the settings and the database layer are imported by the commands that use them: every
+# `tileforge` command builds this parser, and `compile` should not wait for SQLAlchemy
+from server.core.scopes import SCOPES, WRITE
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -34,6 +35,7 @@ def limit_value(text: str) -> int | None:
 
 def _in_database(work: Callable) -> object:
     """`work(session)` in one transaction on the migrated database of the settings."""
+    from server.core.config import get_settings
     from server.db.migrate import upgrade
     from server.db.session import one_off_transaction
 
@@ -99,6 +101,8 @@ def cmd_tenant_limits(a: argparse.Namespace) -> int:
     def apply(s) -> object:
         row = set_limits(s, a.tenant, **overrides)
         s.flush()
+        from server.core.config import get_settings
+
         return limits_of(s, row.tenant_id, get_settings())
 
     try:

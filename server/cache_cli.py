@@ -10,8 +10,6 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from server.core.config import get_settings
-
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _SIZE = re.compile(r"^(\d+)([KMG]?)i?B?$", re.IGNORECASE)
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -35,6 +33,7 @@ def size(text: str) -> int:
 
 
 def _session():
+    from server.core.config import get_settings
     from server.db.migrate import upgrade
     from server.db.session import one_off_transaction
 

@@ -16,11 +16,11 @@ import sys
 from compiler.cli import add_commands, run_parsed
 from server.admin_cli import add_admin_commands
 from server.cache_cli import add_cache_commands
-from server.core.config import get_settings
 from tileforge.cli import add_remote_commands
 
 
 def cmd_db_upgrade(a: argparse.Namespace) -> int:
+    from server.core.config import get_settings
     from server.db.migrate import upgrade
 
     settings = get_settings()
@@ -44,6 +44,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
+    from server.core.config import get_settings
     from server.core.logging_setup import configure_logging
     from server.db.migrate import upgrade
     from server.jobs.queue import create_celery

@@ -12,12 +12,11 @@ from datetime import timedelta
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
+from server.core.scopes import READ, SCOPES, WRITE
 from server.db.models import Tenant, Token
 from server.db.types import utcnow
 
 TOKEN_PREFIX = "tf_"
-READ, WRITE = "read", "write"
-SCOPES = (READ, WRITE)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # `last_used_at` is written at most this often per token: a write per request would make
 # every read a database write.
