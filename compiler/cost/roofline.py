@@ -65,6 +65,7 @@ class KernelTime:
     # asked only for a row that falls short (reading it from the plan costs 60 ms on ResNet-18)
     gemm_work: Callable[[], tuple[int, int] | None] = lambda: None
     chain_rows: int | None = None  # a convolution chain's rows per tile (its ChainTiling)
+    work: tuple[int, int] | None = None  # `kernel_work`'s answer where known already
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def kernel_work(compute: Compute, target: Target) -> tuple[int, int]:
 def roofline_row(k: KernelTime, target: Target, bounds: Bounds | None,
                  model_us: float | None = None) -> RooflineRow:
     """`k` against `bounds` on `target`: achieved rates, the closer bound, the time lost."""
-    flops, nbytes = kernel_work(k.compute, target)
+    flops, nbytes = k.work or kernel_work(k.compute, target)
     seconds = max(k.measured_us, 1e-3) * 1e-6  # a timer's 0 would divide by zero
     bound = bound_us = pct = lost = None
     reason = ""

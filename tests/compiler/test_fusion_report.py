@@ -135,6 +135,9 @@ def test_the_cache_keeps_a_models_plan_however_timings_move(monkeypatch, tmp_pat
     cache = MemoryKernelCache()
     first = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "a.tar.gz")
     monkeypatch.setattr(FlippingBackend, "fused_us", faster)
+    plans = []
+    planned = pipeline._Compilation.partition
+    monkeypatch.setattr(pipeline._Compilation, "partition", lambda self, *a, **kw: plans.append(1) or planned(self, *a, **kw))
     second = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "b.tar.gz")
     assert first.validation["passed"] is True and second.validation["passed"] is True
     assert [g["split_by"] for g in first.report["fusion"]["groups"]] == ["measured"]
@@ -142,6 +145,8 @@ def test_the_cache_keeps_a_models_plan_however_timings_move(monkeypatch, tmp_pat
     assert second.cache_misses == 0
     (group,) = [g for g in second.report["fusion"]["groups"] if not g["kept"]]
     assert group["split_by"] == "cache" and group["measured_fused_us"] is None  # decided, not timed
+    # the model's record names the group split back: the first plan leaves it apart (no second plan)
+    assert len(plans) == 1 and second.report["fusion"]["split_back"] == 1
 
 
 class FirstSlowBackend(CBackend):

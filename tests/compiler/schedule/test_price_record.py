@@ -52,10 +52,12 @@ def test_a_second_compile_prices_from_the_record_to_the_same_plan(monkeypatch, t
     assert first.validation["passed"] is True and len(_records(cache)) == 1
     assert any(g["predicted_fused_us"] for g in first.report["fusion"]["groups"])  # the model was asked
     _no_construction(monkeypatch)
+    for analysis in ("kernel_work", "dram_bytes"):  # the report's figures of each kernel come from the record too
+        monkeypatch.setattr(pipeline, analysis, lambda *a, **kw: pytest.fail("a kernel's figures were made again"))
     second = _compile(tmp_path, "b", cache)
     assert second.validation["passed"] is True and second.cache_misses == 0
     assert [k["key"] for k in second.kernels] == [k["key"] for k in first.kernels]
-    assert second.report["fusion"] == first.report["fusion"]  # the same prices, the same groups
+    assert second.report["fusion"] == first.report["fusion"]  # the same prices, groups and DRAM bytes
     assert len(_records(cache)) == 1  # nothing new was priced, so nothing new is kept
 
 
