@@ -8,4 +8,5 @@ HEAVY = ("compiler", "server", "worker", "onnx", "onnxruntime", "sqlalchemy", "c
 
 def test_import_tileforge_loads_nothing_of_the_compiler_or_the_service() -> None:
     assert loaded_modules("import tileforge, tileforge.cli", HEAVY) == []
-    assert "tileforge.client" in loaded_modules("import tileforge", ("tileforge",))
+    assert "tileforge.client" not in loaded_modules("import tileforge, tileforge.cli", ("tileforge",))
+    assert "tileforge.client" in loaded_modules("import tileforge; tileforge.Client", ("tileforge",))
