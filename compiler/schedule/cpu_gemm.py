@@ -283,7 +283,8 @@ def gemm_blocking(c: Compute, m: Contraction, tile: TileConfig, target: Target,
         return round_up(-(-total // -(-total // limit)), quantum)
     return GemmBlocking(mk, big_m, big_n, big_k, batch, even(big_m, mc, mk.rows), even(big_n, nc, mk.cols),
                         even(big_k, kc, 1), m is not matched, direct,
-                        packed_operands(c, m, mk, (big_m, big_n, big_k, batch), constant_inputs))
+                        packed_operands(c, m, mk, (big_m, big_n, big_k, batch), constant_inputs),
+                        prefetch_in_place=direct is not None and prefetch_fits(mk, target))
 
 
 def round_up(x: int, q: int) -> int:
@@ -295,6 +296,16 @@ def fma_rate(mk: MicroKernel, target: Target) -> float:
     if target.registers > 16:
         return 1.0
     return min(1.0, mk.rows * mk.vectors / FULL_ACCUMULATORS)
+
+
+def prefetch_fits(mk: MicroKernel, target: Target) -> bool:
+    """Whether micro-kernel `mk` can prefetch an operand read in place on `target` without
+    losing an accumulator to the stack. Where the vector registers are 16 and it holds all
+    FULL_ACCUMULATORS, GCC 12 spilled one once the prefetches' addresses were computed in its
+    loop: 10 of the FMAs of the dilated segmenter's stride-2 convolution read and wrote an
+    accumulator on the stack each k (a chain through memory), and it ran 5.0 ms read in place
+    against 3.2 gathered (one thread, Zen 3)."""
+    return target.registers > 16 or mk.rows * mk.vectors < FULL_ACCUMULATORS
 
 
 def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Collection[int] = ()

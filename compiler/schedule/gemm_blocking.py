@@ -151,7 +151,9 @@ class GemmBlocking:
     computed with the matched contraction's sides swapped (A the columns operand);
     `direct`: a side read in place; `packed`: the constant operands packed at load.
     `tile_stores`: where positions are read in place as B, the task's C tile is stored
-    after its last K block, not each block as soon as it is done (a timed variant)."""
+    after its last K block, not each block as soon as it is done (a timed variant).
+    `prefetch_in_place`: whether the micro-kernel prefetches the operand read in place
+    ahead of its reads (compiler/codegen/c/gemm.py `_prefetch_in_place`)."""
 
     mk: MicroKernel
     m: int
@@ -165,6 +167,7 @@ class GemmBlocking:
     direct: DirectOperand | None = None
     packed: tuple[PackedOperand, ...] = ()
     tile_stores: bool = False
+    prefetch_in_place: bool = True
 
     @property
     def blocks(self) -> tuple[int, int]:
@@ -203,7 +206,8 @@ class GemmBlocking:
             swapped=bool(j.get("swapped", False)),
             direct=None if direct is None else DirectOperand(**{f: tuples(v) for f, v in direct.items()}),
             packed=tuple(PackedOperand(**p) for p in j.get("packed", ())),
-            tile_stores=bool(j.get("tile_stores", False)))
+            tile_stores=bool(j.get("tile_stores", False)),
+            prefetch_in_place=bool(j.get("prefetch_in_place", True)))
 
 
 def micro_tails(mk: MicroKernel, m: int, n: int) -> tuple[int, int]:

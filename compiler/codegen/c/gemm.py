@@ -217,7 +217,7 @@ def _micro_kernel(g: GemmBlocking, rows: int, vectors: int, src: CSource, prefix
             if prefetch:  # a line of the next B panel per k (see `_prefetches`)
                 src.line(f"__builtin_prefetch(pf + k * {LINE_FLOATS}, 0, 2);")
             step = g.direct.step if g.direct is not None and direct == "a" else 1
-            if direct:
+            if direct and g.prefetch_in_place:
                 _prefetch_in_place(g, direct, rows, vectors, step, live, src)
             if direct == "a":  # the rows' patches in place: position i at step * i
                 src.line(f"const float* const ak = a + {off};")
