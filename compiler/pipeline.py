@@ -273,7 +273,6 @@ class _Compilation:
         self.prices_key: KernelSignature | None = None  # where the model's record is kept (`recall_record`)
         self.recalled = PlanRecord()  # what an earlier compile of the model kept
         self.figures: dict[str, tuple[int, int, int]] = {}  # the report's per kernel (`_figures`)
-        self.new_figures = False  # some made here, not recalled
         self.split_back: list[Group] = []  # groups timed slower than their parts
         self.confirmed: set[frozenset[int]] = set()  # member sets of groups timed no slower
         self.timed: dict[str, float] = {}  # key -> microseconds of group checks' kernels
@@ -542,7 +541,8 @@ class _Compilation:
             if validation.get("passed") is None and validation.get("skipped"):
                 entry.extras["not_validated"] = validation["skipped"]
             self.cache.put(entry)
-        if self.prices_key is not None and (self.pricer.constructed or self.split_back or self.new_figures):
+        made_figures = len(self.figures) > len(self.recalled.figures)  # the recalled ones and more
+        if self.prices_key is not None and (self.pricer.constructed or self.split_back or made_figures):
             keep_record(self.cache, self.prices_key, PlanRecord(
                 self.pricer.prices, (*self.recalled.split_back, *(g.to_json() for g in self.split_back)),
                 self.figures, self.pricer.chains))
@@ -607,7 +607,6 @@ class _Compilation:
         key = f"{k.key}/{hashlib.sha256(json.dumps(k.tile.to_json(), sort_keys=True).encode()).hexdigest()[:16]}"
         if key not in self.figures:
             self.figures[key] = (*kernel_work(k.compute, self.target), dram_bytes(k.compute, k.tile, self.target))
-            self.new_figures = True
         return self.figures[key]
 
     def artifact_files(self, graph: Graph, binary: bytes) -> dict[str, bytes | memoryview]:
