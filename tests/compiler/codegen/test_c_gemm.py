@@ -6,6 +6,7 @@ every supported SIMD width)."""
 from __future__ import annotations
 
 import dataclasses
+import platform
 import re
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from test_c_kernels import (
     rand,
 )
 
+from compiler.build.gcc import c_flags, compile_objects
+from compiler.build.sandbox import run_tool
 from compiler.codegen.c.gemm import IN_PLACE_AHEAD, micro_name, stores_from_registers
 from compiler.codegen.c.vector_math import exp_function
 from compiler.ir import te
@@ -493,3 +496,32 @@ def test_whole_a_panels_are_packed_by_transposed_vectors(lanes: int, vectors: bo
     src = render_planned(c, default_tile(c, cpu(lanes)), "k", cpu(lanes), constant_inputs=(1,))
     assert (f"kv += {lanes}L" in src) == vectors
     assert ("__builtin_shuffle" in src) == vectors
+
+
+def gated_gelu_tanh(m: int, n: int, k: int) -> Compute:
+    """T5's gated feed-forward as fused: GELU in its tanh form of x @ w, times a second input."""
+    x = Var("acc", "float32")
+    gelu = 0.5 * x * (1.0 + call("tanh", 0.7978845608 * (x + 0.044715 * x * x * x)))
+    mm = matmul(m, n, k)
+    return dataclasses.replace(mm, post=gelu * Load(2, (i0, i1), "float32"),
+                               inputs=(*mm.inputs, TensorType((m, n), "float32")))
+
+
+@pytest.mark.skipif(platform.machine() not in {"x86_64", "AMD64"}, reason="x86 listings")
+@pytest.mark.parametrize(("lanes", "march"), [(8, "x86-64-v3"), (16, "x86-64-v4")])
+def test_micro_kernels_keep_their_accumulators_in_registers_beside_a_heavy_epilogue(lanes: int, march: str) -> None:
+    """The micro-kernels are functions of their own: inlined into the kernel, GCC 12 kept the
+    epilogue's tanh constants in vector registers across them and spilled accumulators to
+    the stack (T5's gated GELU, 128 x 1024 x 256: 356 stack accesses, 564 us against 350 for
+    the plain product; the model 3.40 -> 2.92 ms at two threads, Zen 4)."""
+    c = gated_gelu_tanh(128, 1024, 256)
+    target = cpu(lanes)
+    tile = planned(c, default_tile(c, target), target, constant_inputs=(1,))
+    assert tile.gemm is not None
+    src = render_planned(c, tile, "k", target, constant_inputs=(1,))
+    (obj,) = compile_objects({"k": src}, (*c_flags(), f"-march={march}")).values()
+    listing = run_tool(["objdump", "-d", "--no-show-raw-insn", "k.o"], {"k.o": obj}, ()).stdout
+    micro = re.findall(r"^[0-9a-f]+ <(tf_micro[^>]*)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", listing, re.M | re.S)
+    assert micro  # not inlined
+    for name, body in micro:
+        assert "(%rsp)" not in body, name
