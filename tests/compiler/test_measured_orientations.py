@@ -1,5 +1,5 @@
 """Measured top-k on a CPU (compiler/pipeline.py, compiler/backends/c.py): a convolution's
-other GEMM orientations are timed beside its rTiles and the fastest runs; candidates that
+other GEMM orientations are timed beside its rTiles and the fastest runs (ties: the model's first); candidates that
 render the same kernel are built and timed once."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from compiler.bench.operators import _single, _w
 from compiler.pipeline import compile_model
+from compiler.schedule.measure import TIE, fastest
 
 
 def test_orientations_are_measured_and_the_fastest_runs(tmp_path: Path) -> None:
@@ -21,7 +22,9 @@ def test_orientations_are_measured_and_the_fastest_runs(tmp_path: Path) -> None:
     assert all(c["measured_us"] is not None for c in cands)
     ways = {json.dumps([c["tile"]["gemm"]["swapped"], c["tile"]["gemm"]["direct"]]) for c in cands}
     assert len(ways) >= 2  # more than the model's one orientation was timed
-    assert kernel["measured_us"] == min(c["measured_us"] for c in cands)
+    # the fastest runs, or the model's first of those tied with it (measure.TIE)
+    times = [c["measured_us"] for c in cands]
+    assert kernel["measured_us"] == times[fastest(times)] <= min(times) * (1 + TIE)
     # rTiles the GEMM path blocks alike render one kernel: timed once, so the same time
     by_gemm: dict[str, set[float]] = {}
     for c in cands:
