@@ -80,9 +80,6 @@ MAX_PLANS = 3
 # this many and this long in all (a 3x3 convolution on 56 x 56 takes 1-3 ms a run).
 CHOICE_RUNS = 10
 CHOICE_SECONDS = 0.3
-# ... or fewer, once every run of one lowering is this much faster than every run of the other
-# (`interleaved.decided`): ResNet-50's choices differ by 1.07x, 2.6x, 4.8x and 5.3x.
-CHOICE_APART = 1.25
 # Instances of the op a choice is timed on at most (`choice_copies`): 16 of a 3 ms convolution
 # make a 48 ms run.
 MAX_CHOICE_COPIES = 16
@@ -345,7 +342,7 @@ class _Compilation:
                 if self.before_timing is not None:
                     self.before_timing()
                 runs = time_interleaved([functools.partial(e.run, feeds) for e in exes.values()],
-                                        min_runs=CHOICE_RUNS, min_seconds=CHOICE_SECONDS, apart=CHOICE_APART)
+                                        min_runs=CHOICE_RUNS, min_seconds=CHOICE_SECONDS)
                 ms = {t: statistics.median(r) * 1e3 / copies for t, r in zip(exes, runs, strict=True)}
         taken = min(ms, key=ms.__getitem__) if ms else next(iter(exes), choice.default)
         return {"kind": choice.kind, "key": choice.key, "taken": taken,

@@ -9,28 +9,24 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-DECIDED_CALLS = 3  # calls of each callable before `decided` may stop the timing
-
 
 def time_interleaved(fns: Sequence[Callable[[], object]], min_runs: int = 20, min_seconds: float = 1.0,
                      phase_seconds: float = 0.1, settle_seconds: float = 0.01, warmup: int = 2,
-                     max_runs: int = 5000, apart: float = 0.0) -> list[list[float]]:
+                     max_runs: int = 5000) -> list[list[float]]:
     """Wall-clock seconds of repeated calls of each of `fns` (after warm-up), taken in
     alternating phases of about `phase_seconds` so that a change in the machine's load
     (another process, a frequency step) lands on all of them alike: at least
     `min_runs` calls each and `min_seconds` in all. Before each phase the process
     waits until it is idle (`wait_until_idle`, windows of `settle_seconds`): a runtime's
     pool threads spin after its last call, and would take the cores from the next
-    phase's. `apart` > 1: stop sooner, once one callable is that much faster than the others
-    beyond doubt (`decided`). `time_phases` gives the same calls phase by phase."""
+    phase's. `time_phases` gives the same calls phase by phase."""
     return [calls(phases)
-            for phases in time_phases(fns, min_runs, min_seconds, phase_seconds, settle_seconds, warmup, max_runs,
-                                      apart)]
+            for phases in time_phases(fns, min_runs, min_seconds, phase_seconds, settle_seconds, warmup, max_runs)]
 
 
 def time_phases(fns: Sequence[Callable[[], object]], min_runs: int = 20, min_seconds: float = 1.0,
                 phase_seconds: float = 0.1, settle_seconds: float = 0.01, warmup: int = 2,
-                max_runs: int = 5000, apart: float = 0.0) -> list[list[list[float]]]:
+                max_runs: int = 5000) -> list[list[list[float]]]:
     """`time_interleaved`'s calls, for each of `fns` a list per round: round r's phases of
     the callables ran one after another, so that comparing them round by round (`round_ratios`)
     cancels a change of the machine's speed slower than a round."""
@@ -51,21 +47,7 @@ def time_phases(fns: Sequence[Callable[[], object]], min_runs: int = 20, min_sec
                 if t0 >= phase_end:
                     break
         runs += len(phases[0][-1])
-        if apart > 1 and decided([calls(p) for p in phases], apart):
-            break
     return phases
-
-
-def decided(runs: Sequence[Sequence[float]], apart: float) -> bool:
-    """Whether one callable is the fastest beyond doubt: each has run at least DECIDED_CALLS
-    times and its slowest call is `apart` times faster than every other's fastest. Where a
-    lowering choice's two ways differ by 4x (Winograd F4 against the direct convolution, 16
-    copies of a 128-channel one on 28 x 28: 20 against 4.2 ms a copy), the runs a close call
-    needs are spent on a foregone conclusion."""
-    if len(runs) < 2 or min(len(r) for r in runs) < DECIDED_CALLS:
-        return False
-    fastest = min(range(len(runs)), key=lambda i: max(runs[i]))
-    return all(min(r) >= apart * max(runs[fastest]) for i, r in enumerate(runs) if i != fastest)
 
 
 def calls(phases: Sequence[Sequence[float]]) -> list[float]:

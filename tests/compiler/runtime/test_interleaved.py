@@ -53,27 +53,3 @@ def test_phases_come_round_by_round_and_are_compared_so() -> None:
     assert len(ours) == len(theirs) == 5 and all(len(p) == 1 for p in ours + theirs)  # one call a phase
     assert calls == ["a", "b"] * 5
     assert round_ratios([[2.0, 4.0], [3.0]], [[1.0, 1.0], [6.0]]) == [3.0, 0.5]  # medians, round by round
-
-
-def test_timing_stops_once_one_callable_is_faster_beyond_doubt() -> None:
-    """A lowering choice whose two ways differ by 4x needs no more runs than it takes to see
-    that every run of one beats every run of the other."""
-    import time
-
-    def slow() -> None:
-        time.sleep(0.004)
-
-    ours, theirs = time_interleaved([slow, lambda: None], min_runs=50, min_seconds=10.0, phase_seconds=0.0,
-                                    settle_seconds=0.0, warmup=0, apart=1.25)
-    assert len(ours) == len(theirs) == 3  # DECIDED_CALLS each, not 50 nor 10 seconds
-
-
-def test_close_or_overlapping_times_decide_nothing() -> None:
-    from compiler.runtime.interleaved import decided
-
-    assert not decided([[1.0, 1.1, 1.0], [1.2, 1.3, 1.2]], 1.25)  # 1.2 / 1.1: closer than 1.25
-    assert not decided([[1.0, 3.0, 1.0], [2.0, 2.0, 2.0]], 1.25)  # one slow call of the faster
-    assert not decided([[1.0, 1.0], [9.0, 9.0]], 1.25)  # too few calls to tell
-    assert decided([[9.0, 8.0, 9.5], [1.0, 1.1, 1.0]], 1.25)  # either may be the faster
-    assert decided([[1.0, 1.1, 1.0], [1.5, 1.4, 1.6], [3.0, 3.0, 3.0]], 1.25)  # beats every other
-    assert not decided([[1.0, 1.1, 1.0], [1.2, 1.4, 1.6], [3.0, 3.0, 3.0]], 1.25)
