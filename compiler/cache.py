@@ -50,8 +50,10 @@ class KernelSignature:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def signature_of(compute: Compute, target_fingerprint: str, options: dict | None = None) -> KernelSignature:
-    """The signature of one kernel for one target under the given codegen options."""
+def signature_of(compute: Compute, target_fingerprint: str, options: dict | None = None,
+                 tuned: bool = False) -> KernelSignature:
+    """The signature of one kernel for one target under the given codegen options, as a
+    compile that timed its candidates (`tuned`, `options_key`) or one that did not makes it."""
     canonical = compute.canonical()
     shapes = json.dumps([list(t.shape) for t in compute.inputs] + [list(compute.shape)])
     dtypes = json.dumps(sorted({t.dtype for t in compute.inputs} | {compute.dtype}))
@@ -62,7 +64,7 @@ def signature_of(compute: Compute, target_fingerprint: str, options: dict | None
         te_hash=hashlib.sha256(canonical.encode()).hexdigest(),
         target_fingerprint=target_fingerprint,
         compiler_fingerprint=compiler_fingerprint(),
-        options=_options_key(options),
+        options=options_key(options, tuned),
     )
 
 
@@ -77,12 +79,16 @@ def choice_signature(kind: str, key: str, target_fingerprint: str, options: dict
         te_hash=hashlib.sha256(key.encode()).hexdigest(),
         target_fingerprint=target_fingerprint,
         compiler_fingerprint=compiler_fingerprint(),
-        options=_options_key(options),
+        options=options_key(options),
     )
 
 
-def _options_key(options: dict | None) -> str:
-    return json.dumps(options or {}, sort_keys=True, separators=(",", ":"))
+def options_key(options: dict | None, tuned: bool = False) -> str:
+    """A signature's options: `options`, and whether a compile that timed candidates on the
+    device made the entry (`tuned`). Tuned and untuned entries are kept apart: the cache's
+    first writer wins, and an untuned kernel (a compile with measuring off, or for another
+    machine) found by a measuring compile was never timed again, nor its groups re-weighed."""
+    return json.dumps({**(options or {}), **({"tuned": True} if tuned else {})}, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass

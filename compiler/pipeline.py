@@ -434,7 +434,17 @@ class _Compilation:
     # -- schedule -----------------------------------------------------------------------------
 
     def key_of(self, compute: Compute, constants: Constants = ()) -> str:
-        sig = signature_of(compute, self.fingerprint, {**self.opts.codegen_key(), **constant_options(constants)})
+        """The cache key `compute` is built and kept under: a compile that times candidates
+        keeps tuned kernels (`options_key`); one that does not takes a tuned kernel where the
+        cache holds one, else keeps its own."""
+        options = {**self.opts.codegen_key(), **constant_options(constants)}
+        tuned = self._looked_up(signature_of(compute, self.fingerprint, options, tuned=True))
+        if self._measures() or tuned in self.entries:
+            return tuned
+        return self._looked_up(signature_of(compute, self.fingerprint, options))
+
+    def _looked_up(self, sig: KernelSignature) -> str:
+        """`sig`'s key, with its cache entry in `entries` where the cache holds one (asked once)."""
         if sig.key not in self.signatures:
             self.signatures[sig.key] = sig
             hit = self.cache.get(sig)
@@ -551,8 +561,12 @@ class _Compilation:
         """Price with the estimates an earlier compile of this model on this target made, and
         leave apart the groups it timed slower than their parts
         (compiler/schedule/tilegraph/price_record.py), where the cache holds its record."""
-        self.prices_key = prices_signature(model_sha, self.opts.input_shapes, self.target)
-        self.recalled = recall_record(self.cache, self.prices_key)
+        # as for kernels (`key_of`): a compile that times nothing takes a tuned record where one is
+        for tuned in (True, False) if not self._measures() else (True,):
+            self.prices_key = prices_signature(model_sha, self.opts.input_shapes, self.target, tuned)
+            self.recalled = recall_record(self.cache, self.prices_key)
+            if self.recalled != PlanRecord():
+                break
         self.figures = dict(self.recalled.figures)
         self.pricer = Pricer(self.target, self.backend.measure_threshold_us, self.recalled.prices,
                              self.recalled.chains)

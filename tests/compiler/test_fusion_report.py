@@ -217,3 +217,41 @@ def test_the_last_plan_reports_the_times_its_groups_were_confirmed_with(monkeypa
     assert r.validation["passed"] is True and f["split_back"] >= 1
     kept = [g for g in f["groups"] if g["kept"]]
     assert kept and all(g["measured_fused_us"] == 1.0 and g["measured_unfused_us"] >= 2.0 for g in kept)
+
+
+def test_a_measured_compile_keeps_its_split_back_groups_after_an_unmeasured_one(monkeypatch, tmp_path) -> None:
+    """The model's record from a compile that timed nothing names no split-back group; a
+    measured compile after it keeps a record of its own, so the next one plans once,
+    leaving the group apart from the start (the cache's first writer wins: sharing one
+    record, every later measured compile fused, timed and split the group back again)."""
+    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    dense = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                  [("x", [32, 64])], ["y"], [("w", w)])
+    monkeypatch.setattr(pipeline, "backend_for", lambda target: SlowFusedBackend())
+    cache = MemoryKernelCache()
+    quick = compile_model(dense, "cpu", {"threads": 2, "measure": False}, cache=cache, output=tmp_path / "a.tar.gz")
+    assert [g["kept"] for g in quick.report["fusion"]["groups"]] == [True]  # nothing timed
+    measured = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "b.tar.gz")
+    assert [g["split_by"] for g in measured.report["fusion"]["groups"]] == ["measured"]
+    plans = []
+    planned = pipeline._Compilation.partition
+    monkeypatch.setattr(pipeline._Compilation, "partition", lambda self, *a, **kw: plans.append(1) or planned(self, *a, **kw))
+    again = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "c.tar.gz")
+    assert again.validation["passed"] is True and again.cache_misses == 0
+    assert [g["split_by"] for g in again.report["fusion"]["groups"]] == ["cache"] and len(plans) == 1
+
+
+def test_a_measuring_compile_tunes_kernels_an_unmeasured_one_left_in_the_cache(monkeypatch, tmp_path) -> None:
+    """Kernels built untimed (measuring off) are kept apart from tuned ones: a measuring
+    compile after it times its candidates instead of taking the model's first tilings, and
+    a compile that times nothing then takes the tuned kernels."""
+    backend = FirstSlowBackend()
+    monkeypatch.setattr(pipeline, "backend_for", lambda target: backend)
+    cache = MemoryKernelCache()
+    quick = compile_model(dense_softmax(), "cpu", {"threads": 2, "measure": False}, cache=cache, output=tmp_path / "a.tar.gz")
+    assert quick.validation["passed"] is True and backend.asked == []
+    tuned = compile_model(dense_softmax(), "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "b.tar.gz")
+    assert backend.asked and tuned.cache_misses == len(tuned.kernels)
+    assert any(k["measured_us"] == 1.0 for k in tuned.kernels)  # a candidate after the model's first
+    again = compile_model(dense_softmax(), "cpu", {"threads": 2, "measure": False}, cache=cache, output=tmp_path / "c.tar.gz")
+    assert again.cache_misses == 0 and [k["symbol"] for k in again.kernels] == [k["symbol"] for k in tuned.kernels]

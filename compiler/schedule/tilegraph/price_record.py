@@ -30,6 +30,7 @@ from compiler.cache import (
     KernelSignature,
     compiler_fingerprint,
     exact_hit,
+    options_key,
 )
 from compiler.cost.model import Estimate
 from compiler.target.base import Target
@@ -37,14 +38,16 @@ from compiler.target.base import Target
 PRICES_PATTERN = "prices:cost-model"
 
 
-def prices_signature(model_sha256: str, input_shapes: Mapping[str, object], target: Target) -> KernelSignature:
-    """The cache signature of the prices asked for while planning this model on `target`."""
+def prices_signature(model_sha256: str, input_shapes: Mapping[str, object], target: Target,
+                     tuned: bool) -> KernelSignature:
+    """The cache signature of the record of this model's plan on `target`, made by a compile
+    that timed things (`tuned`: its groups split back are known) or one that did not."""
     key = json.dumps({"model_sha256": model_sha256, "input_shapes": dict(input_shapes),
                       "target": target.describe()}, sort_keys=True, default=str)
     return KernelSignature(op_pattern=PRICES_PATTERN, shapes="", dtypes="",
                            te_hash=hashlib.sha256(key.encode()).hexdigest(),
                            target_fingerprint=target.fingerprint(),
-                           compiler_fingerprint=compiler_fingerprint(), options="{}")
+                           compiler_fingerprint=compiler_fingerprint(), options=options_key({}, tuned))
 
 
 @dataclasses.dataclass(frozen=True)
