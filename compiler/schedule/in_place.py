@@ -176,10 +176,21 @@ def _phases(c: Compute, forms: Sequence[LinearForm], inner: int, walked: Sequenc
     """Phases that make the walked innermost axis read consecutive elements: its stride
     along the load's last dimension where it moves nothing else and every other walked
     axis moves that dimension by whole strides (a strided convolution's output columns;
-    the rows and batch move only outer dimensions); 1 where no split helps."""
+    the rows and batch move only outer dimensions, and the taps read every phase); 1 where no
+    split helps."""
     name = c.axes[inner].name
     stride = forms[-1][1].get(name, 0)
     if not 1 < stride <= MAX_PHASES or any(f[1].get(name, 0) for f in forms[:-1]):
         return 1
     moves = (forms[-1][1].get(c.axes[d].name, 0) for d in walked)
-    return stride if all(k >= 0 and k % stride == 0 for k in moves) else 1
+    if not all(k >= 0 and k % stride == 0 for k in moves):
+        return 1
+    # Every phase must be read: a 1x1 stride-2 convolution's taps read only the even columns,
+    # and split in phases its lines would hold the odd ones too (its copy all of both, half its
+    # multiply-adds on positions nobody stores): 115 us in a bottleneck ResNet's run, where its
+    # patches gathered take 29 (128 px, two threads, Zen 4). Then it is not read in place as B.
+    const, coefs = forms[-1]
+    read = {const % stride}
+    for a in c.reduce_axes:
+        read = {(p + coefs.get(a.name, 0) * r) % stride for p in read for r in range(min(a.extent, stride))}
+    return stride if len(read) == stride else 1

@@ -93,6 +93,19 @@ def test_strided_windows_are_read_in_place_by_phases() -> None:
     assert d.koff()[:3] == [0, d.phase_width, 1]
 
 
+@pytest.mark.parametrize(("kernel", "phased"), [(1, False), (2, True), (3, True)])
+def test_only_windows_that_read_every_phase_are_split_in_phases(kernel: int, phased: bool) -> None:
+    """A 1x1 stride-2 convolution reads only even columns: split in phases, its lines would
+    hold the odd ones too, half its multiply-adds on positions nobody stores, so it is not
+    read in place as B; a 2x2 (a patchify downsampling) or 3x3 window reads both phases."""
+    c = window_conv(1, 64, 128, 32, 32, kernel, kernel, pads=None, stride=2)
+    m = gemm_contraction(c, CPU)
+    assert m is not None
+    layouts = [w.direct for w in orientations(c, m, CPU, constant_inputs=(1, 2)) if w.direct is not None]
+    assert any(d.side == "b" and d.phases == 2 for d in layouts) == phased
+    assert all(d.side == "a" for d in layouts) or phased
+
+
 @pytest.mark.parametrize("stride", [1, 2])
 def test_the_farthest_tap_is_found_without_listing_the_taps(stride: int) -> None:
     c = conv2d(stride, 1, 1, 40, 41)
