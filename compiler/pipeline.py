@@ -296,7 +296,7 @@ class _Compilation:
         if not self._measures():
             return choice.default
         if choice.key not in self.choices:
-            copies = choice_copies(choice.weight_bytes, self.model_bytes, self.target)
+            copies = choice_copies(choice.weight_bytes, self.model_bytes, self.backend.timing_target(self.target))
             sig = choice_signature(choice.kind, f"{choice.key} copies{copies}", self.fingerprint,
                                    self.opts.codegen_key())
             entry = exact_hit(self.cache.get(sig), sig)

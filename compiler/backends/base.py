@@ -53,6 +53,11 @@ class Backend(ABC):
     def device_present(self, target: Target) -> bool:
         """Whether this machine runs the target's kernels (so top-k candidates are timed)."""
 
+    def timing_target(self, target: Target) -> Target:
+        """The machine the target's kernels are timed on, as a Target (its caches size the
+        copies a lowering choice is timed on): the target itself where it is the device."""
+        return target
+
     @abstractmethod
     def unrunnable(self, target: Target) -> str | None:
         """Why this machine cannot validate the target's artifacts before loading one, or None."""

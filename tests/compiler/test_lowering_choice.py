@@ -145,3 +145,18 @@ def test_copies_are_timed_per_op_and_kept_apart_from_one_copy(tmp_path, monkeypa
     (stored,) = [e for e in cache.entries().values() if e.signature.op_pattern == "choice:winograd"]
     assert stored.signature.shapes.endswith("copies3")  # an answer for one copy is another question
 
+
+
+def test_copies_follow_the_caches_of_the_machine_that_times(monkeypatch, tmp_path) -> None:
+    """A named CPU model's caches are not this host's: the copies a choice is timed on are
+    sized by the host's, where the timing runs."""
+    from compiler.target.cpu import detect_cpu, host_cannot_run
+
+    preset = get_target("cpu:x86-64-v3")
+    if host_cannot_run(preset):
+        pytest.skip("this host does not run the x86-64-v3 preset's code")
+    seen = []
+    monkeypatch.setattr(compiler.pipeline, "choice_copies", lambda weights, size, target: seen.append(target) or 1)
+    result = compile_model(_model(), "cpu:x86-64-v3", {"threads": 1}, output=tmp_path / "m.tar.gz")
+    assert result.report["choices"] and seen
+    assert all(t.levels == detect_cpu().levels for t in seen)
