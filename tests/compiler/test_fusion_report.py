@@ -39,6 +39,13 @@ def test_report_json_holds_kernels_dram_bytes_and_groups_before_and_after(tmp_pa
     assert dense["measured_fused_us"] is None  # nothing timed
 
 
+def dense_relu() -> onnx.ModelProto:
+    """x (32 x 64) @ w (64 x 64), then Relu: one group of two operators."""
+    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    return model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                 [("x", [32, 64])], ["y"], [("w", w)])
+
+
 class SlowFusedBackend(CBackend):
     """The C backend with a device timer that says every fused kernel is slow: each
     Compute with more than one operator (a '+' in its label) takes 1 ms, the rest 1 µs."""
@@ -51,9 +58,7 @@ class SlowFusedBackend(CBackend):
 
 
 def test_a_group_timed_slower_than_its_parts_is_split_back(monkeypatch, tmp_path) -> None:
-    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
-    dense = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
-                  [("x", [32, 64])], ["y"], [("w", w)])
+    dense = dense_relu()
     monkeypatch.setattr(pipeline, "backend_for", lambda target: SlowFusedBackend())
     r = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, output=tmp_path / "m.tar.gz")
     assert r.validation["passed"] is True
@@ -80,9 +85,7 @@ def test_a_group_slower_in_one_timing_only_is_kept(monkeypatch, tmp_path) -> Non
         return out
     monkeypatch.setattr(SlowFusedBackend, "time_candidates", spell_once)
     monkeypatch.setattr(pipeline, "backend_for", lambda target: SlowFusedBackend())
-    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
-    dense = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
-                  [("x", [32, 64])], ["y"], [("w", w)])
+    dense = dense_relu()
     r = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, output=tmp_path / "m.tar.gz")
     [group] = r.report["fusion"]["groups"]
     assert max(timed.values()) == 3  # the top-k, the split-back check, and once more
@@ -128,9 +131,7 @@ def test_the_cache_keeps_a_models_plan_however_timings_move(monkeypatch, tmp_pat
     from compiler.cache import MemoryKernelCache
 
     monkeypatch.setattr(FlippingBackend, "fused_us", 2.3)
-    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
-    dense = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
-                  [("x", [32, 64])], ["y"], [("w", w)])
+    dense = dense_relu()
     monkeypatch.setattr(pipeline, "backend_for", lambda target: FlippingBackend())
     cache = MemoryKernelCache()
     first = compile_model(dense, "cpu", {"threads": 2, "top_k": 2}, cache=cache, output=tmp_path / "a.tar.gz")
@@ -224,9 +225,7 @@ def test_a_measured_compile_keeps_its_split_back_groups_after_an_unmeasured_one(
     measured compile after it keeps a record of its own, so the next one plans once,
     leaving the group apart from the start (the cache's first writer wins: sharing one
     record, every later measured compile fused, timed and split the group back again)."""
-    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
-    dense = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
-                  [("x", [32, 64])], ["y"], [("w", w)])
+    dense = dense_relu()
     monkeypatch.setattr(pipeline, "backend_for", lambda target: SlowFusedBackend())
     cache = MemoryKernelCache()
     quick = compile_model(dense, "cpu", {"threads": 2, "measure": False}, cache=cache, output=tmp_path / "a.tar.gz")

@@ -10,6 +10,7 @@ import numpy as np
 
 from compiler.aligned import aligned_empty
 from compiler.build.gcc import c_flags, compile_objects, link_shared
+from compiler.build.sandbox import run_tool
 from compiler.codegen.c.kernel import build_machine, render_kernel
 from compiler.ir.dtypes import dtype
 from compiler.ir.te import Compute
@@ -17,6 +18,12 @@ from compiler.schedule.cpu_tile import plan_cpu_tile
 from compiler.schedule.plan import TileConfig
 from compiler.schedule.prepack import prepacked_inputs
 from compiler.target.base import Target
+
+
+def listing(source: str, march: str) -> str:
+    """objdump's listing of C `source` built as the backend builds kernels, for `march`."""
+    (obj,) = compile_objects({"k": source}, (*c_flags(), f"-march={march}")).values()
+    return run_tool(["objdump", "-d", "--no-show-raw-insn", "k.o"], {"k.o": obj}, ()).stdout
 
 
 def planned(c: Compute, tile: TileConfig, target: Target | None = None,

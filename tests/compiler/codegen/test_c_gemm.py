@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_harness import KernelLibrary, planned, render_planned
+from c_harness import KernelLibrary, listing, planned, render_planned
 from test_c_kernels import (
     axes,
     batched_matmul_broadcast,
@@ -31,8 +31,6 @@ from test_c_kernels import (
     rand,
 )
 
-from compiler.build.gcc import c_flags, compile_objects
-from compiler.build.sandbox import run_tool
 from compiler.codegen.c.gemm import IN_PLACE_AHEAD, micro_name, stores_from_registers
 from compiler.codegen.c.vector_math import exp_function
 from compiler.ir import te
@@ -519,9 +517,7 @@ def test_micro_kernels_keep_their_accumulators_in_registers_beside_a_heavy_epilo
     tile = planned(c, default_tile(c, target), target, constant_inputs=(1,))
     assert tile.gemm is not None
     src = render_planned(c, tile, "k", target, constant_inputs=(1,))
-    (obj,) = compile_objects({"k": src}, (*c_flags(), f"-march={march}")).values()
-    listing = run_tool(["objdump", "-d", "--no-show-raw-insn", "k.o"], {"k.o": obj}, ()).stdout
-    micro = re.findall(r"^[0-9a-f]+ <(tf_micro[^>]*)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", listing, re.M | re.S)
+    micro = re.findall(r"^[0-9a-f]+ <(tf_micro[^>]*)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", listing(src, march), re.M | re.S)
     assert micro  # not inlined
     for name, body in micro:
         assert "(%rsp)" not in body, name
