@@ -371,11 +371,15 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
             # wider (AVX-512's 32: 7 x 3 vectors, 21 FMAs per 10 loads), that is timed too,
             # priced no cheaper (the model counts FMAs, not loads; unmeasured, the first
             # stays). A 1024 -> 1024 1x1 convolution on 7 x 7, one thread, Intel Xeon:
-            # 684 -> 668 us (7 x 4 does not fit; 5 x 4 timed 671).
+            # 684 -> 668 us (7 x 4 does not fit; 5 x 4 timed 671). Wider kernels with fewer
+            # rows are offered too where they hold no fewer accumulators: per k, 4 x 4 loads
+            # 4 broadcasts and 4 B vectors for 16 FMAs, 8 x 2 8 and 2 (and panels of 4 fit
+            # more maps' lines). A 64-channel 3x3 convolution dilated 6 on 32 x 32 (one
+            # thread, Zen 4): 8 x 2 606 us, 4 x 4 580.
             if first.micro.rows < _most_rows(lanes_mk.vectors, target):
                 options += [dataclasses.replace(way, cost=max(way.cost, first.cost)) for v in WIDE_VECTORS
-                            if channels >= v * target.lanes and _most_rows(v, target) >= first.micro.rows
-                            and (way := in_place(v)) is not None and way.micro.rows >= first.micro.rows]
+                            if channels >= v * target.lanes and (way := in_place(v)) is not None
+                            and way.micro.rows * v >= first.micro.rows * first.micro.vectors]
             # The positions gathered into panels as A instead, each panel full of real
             # positions where in place the panels run on past every line's end: a 7 x 7
             # map walks 56 positions for 49 in place in panels of 4 (66 in panels of 6),

@@ -338,15 +338,17 @@ def test_windows_read_in_place_match_the_interpreter(direct: KernelLibrary, name
 @pytest.mark.parametrize(("lanes", "rows"), [(16, 7)])
 def test_wide_micro_kernels_on_a_small_map_match_the_interpreter(tmp_path: Path, lanes: int, rows: int) -> None:
     """On a 7 x 7 map the positions broadcast fill 7 rows, so a micro-kernel 3 vectors wide
-    (AVX-512's 32 registers hold 7 rows of it, 4 vectors only 6) is a variant too; 80
-    channels leave it a tail, 3x3 windows a padded copy read in place. (AVX2's two-vector
-    kernel walks the plane in panels of 6 rows, all its 16 registers hold: no wider one.)"""
+    (AVX-512's 32 registers hold 7 rows of it) is a variant too, and one 4 vectors wide on
+    fewer rows (as many accumulators as 7 x 2 or more); 80 channels leave both a tail, 3x3
+    windows a padded copy read in place. (AVX2's two-vector kernel walks the plane in panels
+    of 6 rows, all its 16 registers hold: no wider one.)"""
     target = cpu(lanes)
     compute = window_conv(1, 24, 80, 7, 7, 3, 3)
     tile = default_tile(compute, target)
     wide = {f"v{t.gemm.mk.vectors}": t for _, t in gemm_variants(compute, tile, target, (1, 2))
             if t.gemm is not None and t.gemm.mk.vectors > 2}
-    assert set(wide) == {"v3"} and wide["v3"].gemm is not None and wide["v3"].gemm.mk.rows == rows
+    assert set(wide) == {"v3", "v4"} and wide["v3"].gemm is not None and wide["v3"].gemm.mk.rows == rows
+    assert all(t.gemm is not None and t.gemm.mk.rows * t.gemm.mk.vectors >= rows * 2 for t in wide.values())
     assert all(t.gemm is not None and t.gemm.direct is not None and t.gemm.direct.side == "a" for t in wide.values())
     lib = KernelLibrary({name: (compute, t) for name, t in wide.items()}, tmp_path,
                         dict.fromkeys(wide, target), dict.fromkeys(wide, (1, 2)))

@@ -177,3 +177,21 @@ def test_avx2_ranks_first_a_micro_kernel_that_fills_the_fma_pipes(ci: int, co: i
     assert first.micro.rows * first.micro.vectors >= 12
     wide = orientations(merged, m, cpu(16), constant_inputs=(1, 2))
     assert all(fma_rate(way.micro, cpu(16)) == 1.0 for way in wide)
+
+
+def test_positions_in_place_as_a_are_offered_wider_kernels_that_hold_as_many_accumulators() -> None:
+    """A 64-channel 3x3 convolution dilated 6 on 32 x 32 (a segmenter's ASPP branch), AVX-512:
+    the positions read in place as A run 8 rows x 2 vectors first; 4 rows x 4 vectors (all 64
+    channels per broadcast, 16 accumulators) is offered beside it to be timed, though it has
+    fewer rows (it timed 580 against 606 us, one thread, Zen 4). Priced no cheaper than the
+    first, it never displaces it unmeasured. Kernels with fewer accumulators are not offered."""
+    conv = window_conv(1, 64, 64, 32, 32, 3, 3, dilation=6, pads=(6, 6, 6, 6))
+    merged, _ = merge_axes(conv, default_tile(conv, cpu(16)))
+    m = gemm_contraction(merged, cpu(16))
+    assert m is not None
+    ways = orientations(merged, m, cpu(16), constant_inputs=(1, 2))
+    in_place_a = [w for w in ways if w.direct is not None and w.direct.side == "a"]
+    first = in_place_a[0]
+    assert (first.micro.rows, first.micro.vectors) == (8, 2)
+    assert (4, 4) in {(w.micro.rows, w.micro.vectors) for w in in_place_a}
+    assert all(w.micro.rows * w.micro.vectors >= 16 and w.cost >= first.cost for w in in_place_a[1:])
