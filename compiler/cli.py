@@ -94,6 +94,8 @@ def cmd_compile(a: argparse.Namespace) -> int:
               f"{v['rel_l2_error']:.3g} ({'passed' if v['passed'] else 'FAILED'})"
               + (f" on {v['validated_on']}" if v.get("validated_on") else "")
               + (f", against {v['reference']}" if v.get("reference") else ""))
+    if v.get("warning"):
+        print(f"warning    {v['warning']}")
     for i, line in enumerate(fusion_summary(r.report["fusion"])):
         print(f"{'fusion' if i == 0 else '':<10} {line}")
     for i, line in enumerate(choice_lines(r.report.get("choices", []))):

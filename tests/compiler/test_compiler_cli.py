@@ -141,3 +141,19 @@ def test_compile_names_each_timed_lowering_choice():
     assert choice_lines([]) == []
     failed = {**choices[0], "ms_with": None, "ms_without": None, "failed": {"with": "BuildError: gcc failed"}}
     assert choice_lines([failed]) == [f"{choices[0]['key']}: not winograd (with failed: BuildError: gcc failed)"]
+
+
+def test_compile_warns_where_the_references_outputs_vanish(tmp_path: Path):
+    """Weights of zero make every output zero: the compile passes validation, and its summary
+    says that the comparison checked little."""
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.zeros((64, 32), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 32])], [w])
+    path = tmp_path / "zero.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    r = tileforge("compile", str(path), "-o", str(tmp_path / "z.tar.gz"), home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "(passed)" in r.stdout
+    assert re.search(r"^warning +onnxruntime's y holds no normal number", r.stdout, re.M), r.stdout

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import ModelError
 from compiler.runtime import TensorSpec, load
-from compiler.runtime.validate import compare, index_bounds, random_inputs, validate
+from compiler.runtime.validate import compare, index_bounds, random_inputs, validate, vanishing
 
 
 class NumpyExecutable:
@@ -96,6 +96,25 @@ def test_nan_positions_must_match():
     sqrt = validate(unary_model("Sqrt"), unary_exe(lambda a: np.sqrt(np.abs(a))))
     assert not sqrt["passed"] and not sqrt["outputs"]["out"]["nan_match"]
     assert not compare(np.zeros(3), np.zeros(4))["shape_match"]
+
+
+def test_outputs_with_no_normal_number_pass_with_a_warning_that_names_them():
+    """An output that is all zero (or subnormal, or not finite) agrees with anything that
+    zeroes or flushes: validation still passes it, and says so."""
+    assert vanishing(np.zeros(4, np.float32)) and vanishing(np.full(3, 1e-40, np.float32))
+    assert vanishing(np.array([0.0, np.nan, np.inf], np.float32)) and vanishing(np.full(2, 1e-310))
+    assert not vanishing(np.array([0.0, 1e-40, 1e-37], np.float32)) and not vanishing(np.zeros(3, np.int64))
+    assert not vanishing(np.zeros(0, np.float32))
+    zeroed = validate(unary_model("Relu"), unary_exe(lambda a: np.maximum(a, 0)))
+    assert zeroed["passed"] and "warning" not in zeroed
+    model = unary_model("Relu")
+    model.graph.node[0].input[0] = "neg"
+    model.graph.node.insert(0, helper.make_node("Neg", ["in"], ["neg"]))
+    model.graph.node.insert(0, helper.make_node("Abs", ["in"], ["in_abs"]))
+    model.graph.node[1].input[0] = "in_abs"  # out = relu(-|in|): zeros everywhere
+    r = validate(model, unary_exe(lambda a: np.zeros_like(a)))
+    assert r["passed"] and "onnxruntime's out holds no normal number" in r["warning"]
+    assert not validate(model, unary_exe(lambda a: a))["passed"]
 
 
 def gather_model() -> onnx.ModelProto:

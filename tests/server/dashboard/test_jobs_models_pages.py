@@ -105,6 +105,22 @@ def test_job_whose_validation_could_not_run_says_why(alice, seeded, dashboard_ap
     assert 'badge succeeded">passed' not in html and 'badge failed">failed' not in html
 
 
+def test_job_page_shows_a_validation_warning_escaped(alice, seeded, dashboard_app):
+    """A model whose outputs vanished passed with a warning, which the job page shows (as text)."""
+    warning = "onnxruntime's <b>y</b> holds no normal number"
+    with transaction(dashboard_app.state.sessions) as s:
+        job = Job(tenant_id=seeded.tenant_ids["alice"], model_id=seeded.models["alice"], target="cpu",
+                  target_kind="cpu", status=JobStatus.succeeded, stage="done", progress=1.0, attempts=1,
+                  validation={"passed": True, "rel_l2_error": 0.0, "max_abs_error": 0.0, "warning": warning})
+        s.add(job)
+        s.flush()
+        job_id = job.id
+    html = alice.get(f"/jobs/{job_id}").text
+    assert 'badge succeeded">passed' in html
+    assert "onnxruntime&#39;s &lt;b&gt;y&lt;/b&gt; holds no normal number" in html and warning not in html
+    assert "warning" not in alice.get(f"/jobs/{seeded.jobs['alice']}").text.split("Validation", 1)[1].split("Attempts")[0]
+
+
 def test_job_page_shows_the_roofline_most_time_lost_first(alice, seeded):
     html = alice.get(f"/jobs/{seeded.jobs['alice']}").text
     table = html[html.index('id="job-roofline"'):]
