@@ -152,6 +152,49 @@ def compile_model(
     BuildError / ValidationError for problems of ours.
     """
     opts = CompileOptions.from_dict(options) if not isinstance(options, CompileOptions) else options
+    built = _build(model, target, opts, cache, progress, choose, backend)
+    c, st, report = built.compilation, built.stages, built.report
+    out = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="tileforge-artifact-")) / "model.tar.gz"
+    try:
+        with st.stage("package"):
+            report["stage_seconds"] = dict(st.seconds)
+            sha = c.package(out, built.files, built.model_sha, report, {WEIGHTS: built.weights_sha.result()})
+    except BaseException:
+        # never leave behind an artifact that did not validate (or was cut short)
+        out.unlink(missing_ok=True)
+        if output is None:
+            shutil.rmtree(out.parent, ignore_errors=True)
+        raise
+    c.store(report.get("validation", {}))
+    report["stage_seconds"] = dict(st.seconds)
+    if progress is not None:
+        progress("done", 1.0)
+    return CompileResult(
+        artifact_path=out, artifact_sha256=sha, report=report,
+        cache_hits=report["cache_hits"], cache_misses=report["cache_misses"],
+        stage_seconds=dict(st.seconds), validation=report.get("validation", {}),
+        kernels=report["kernels"], plan=c.plan, target=c.target,
+    )
+
+
+@dataclass
+class _Built:
+    """A compilation up to its artifact's files, validated where asked (`_build`)."""
+
+    compilation: _Compilation
+    stages: _Stages
+    report: dict
+    files: dict[str, bytes | memoryview]
+    model_sha: str
+    weights_sha: _Background[str]
+    executable: Executable | None  # the validated one, where `_build` was asked to keep it
+
+
+def _build(model: bytes | str | Path | onnx.ModelProto, target: str | Target, opts: CompileOptions,
+           cache: KernelCache | None, progress: Progress | None, choose: Chooser | None,
+           backend: Backend | None, keep_executable: bool = False) -> _Built:
+    """`compile_model`'s stages up to the artifact's files and their validation (the
+    executable validated kept where asked: a lowering choice times it, packing nothing)."""
     tgt = get_target(target) if isinstance(target, str) else target
     backend = backend or backend_for(tgt)
     tgt = backend.target_for(tgt, opts)
@@ -195,37 +238,20 @@ def compile_model(
     report = c.report(model_sha, graph, log)
     files = c.artifact_files(graph, binary)
     weights_hash = _Background(_sha256, files[WEIGHTS])  # for the manifest, beside the validation
+    executable = None
     if opts.validate:
         # On the files as they are, before they are packed: the artifact is written once,
         # with its validation (packing and unpacking a 200 MB model's took 1.5 s).
         with st.stage("validate"):
-            report["validation"] = _validate(reference, files, c.manifest(model_sha), opts, tgt, backend)
+            report["validation"], executable = _validate(reference, files, c.manifest(model_sha), opts, tgt, backend)
         if report["validation"]["passed"] is False:
             raise ValidationError(
                 f"compiled model disagrees with onnxruntime: relative L2 error "
                 f"{report['validation']['rel_l2_error']:.3g} > tolerance {opts.tolerance:g}"
             )
-    out = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="tileforge-artifact-")) / "model.tar.gz"
-    try:
-        with st.stage("package"):
-            report["stage_seconds"] = dict(st.seconds)
-            sha = c.package(out, files, model_sha, report, {WEIGHTS: weights_hash.result()})
-    except BaseException:
-        # never leave behind an artifact that did not validate (or was cut short)
-        out.unlink(missing_ok=True)
-        if output is None:
-            shutil.rmtree(out.parent, ignore_errors=True)
-        raise
-    c.store(report.get("validation", {}))
-    report["stage_seconds"] = dict(st.seconds)
-    if progress is not None:
-        progress("done", 1.0)
-    return CompileResult(
-        artifact_path=out, artifact_sha256=sha, report=report,
-        cache_hits=report["cache_hits"], cache_misses=report["cache_misses"],
-        stage_seconds=dict(st.seconds), validation=report.get("validation", {}),
-        kernels=report["kernels"], plan=c.plan, target=tgt,
-    )
+    if keep_executable and executable is None:
+        executable = _loaded(files, c.manifest(model_sha), opts)
+    return _Built(c, st, report, files, model_sha, weights_hash, executable if keep_executable else None)
 
 
 def plan_fusion(model: bytes | str | Path | onnx.ModelProto, target: str | Target = "cpu",
@@ -316,34 +342,34 @@ class _Compilation:
         alternative lowering (a run of `copies` instances of it, each with weights of its own,
         divided among them), which is taken, and why a lowering failed to build or validate
         (the other is then taken untimed; the guess, where both failed)."""
-        from compiler.runtime import load
         from compiler.runtime.validate import random_inputs  # onnxruntime: loaded when needed
 
         model, opts = choice.model(copies), dataclasses.replace(self.opts, input_shapes={}, top_k=1)
         ms: dict[bool, float] = {}
         failed: dict[str, str] = {}
-        with tempfile.TemporaryDirectory(prefix="tileforge-choice-") as tmp:
-            exes = {}
-            for taken in (False, True):
-                out = Path(tmp) / f"{int(taken)}.tar.gz"
-                try:
-                    # a cache of their own: their kernels, built untuned (one candidate each),
-                    # must not stand in for the tuned ones the model's own compilation builds
-                    # with this compilation's backend: the kernels they build (Winograd's
-                    # transforms) come back among the model's own top-k candidates, compiled once
-                    compile_model(model, self.target, opts, MemoryKernelCache(), output=out,
-                                  choose=lambda _, t=taken: t, backend=self.backend)
-                except TileforgeError as e:
-                    failed["with" if taken else "without"] = f"{type(e).__name__}: {e}"
-                    continue
-                exes[taken] = load(out, threads=opts.threads)
-            if len(exes) == 2:
-                feeds = random_inputs(exes[False].input_specs, onnx.load_from_string(model), opts.seed)
-                if self.before_timing is not None:
-                    self.before_timing()
-                runs = time_interleaved([functools.partial(e.run, feeds) for e in exes.values()],
-                                        min_runs=CHOICE_RUNS, min_seconds=CHOICE_SECONDS)
-                ms = {t: statistics.median(r) * 1e3 / copies for t, r in zip(exes, runs, strict=True)}
+        exes = {}
+        for taken in (False, True):
+            try:
+                # a cache of their own: their kernels, built untuned (one candidate each),
+                # must not stand in for the tuned ones the model's own compilation builds
+                # with this compilation's backend: the kernels they build (Winograd's
+                # transforms) come back among the model's own top-k candidates, compiled once;
+                # the executable validated is timed, no artifact packed (ResNet-18's eight
+                # small models: 2.4 s of packing and loading their weights' copies)
+                built = _build(model, self.target, opts, MemoryKernelCache(), None, lambda _, t=taken: t,
+                               self.backend, keep_executable=True)
+            except TileforgeError as e:
+                failed["with" if taken else "without"] = f"{type(e).__name__}: {e}"
+                continue
+            assert built.executable is not None
+            exes[taken] = built.executable
+        if len(exes) == 2:
+            feeds = random_inputs(exes[False].input_specs, onnx.load_from_string(model), opts.seed)
+            if self.before_timing is not None:
+                self.before_timing()
+            runs = time_interleaved([functools.partial(e.run, feeds) for e in exes.values()],
+                                    min_runs=CHOICE_RUNS, min_seconds=CHOICE_SECONDS)
+            ms = {t: statistics.median(r) * 1e3 / copies for t, r in zip(exes, runs, strict=True)}
         taken = min(ms, key=ms.__getitem__) if ms else next(iter(exes), choice.default)
         return {"kind": choice.kind, "key": choice.key, "taken": taken,
                 "ms_without": round(ms[False], 4) if ms else None,
@@ -734,32 +760,38 @@ class _Reference:
         record(self.cache, self.signature, exe, run)
 
 
-def _validate(reference: _Reference | None, files: dict[str, bytes | memoryview], manifest: dict,
-              opts: CompileOptions, target: Target, backend: Backend) -> dict:
-    """Run the artifact's `files` (described by `manifest`) against onnxruntime's outputs
-    (`reference`) on this host, and say where. An artifact this host cannot run (a
-    CPU target's ISA it lacks, a GPU where none is present) is recorded as not validated
-    (passed None, with the reason), never as passed."""
-    from compiler.errors import ArtifactError
+def _loaded(files: Mapping[str, bytes | memoryview], manifest: dict, opts: CompileOptions) -> Executable:
+    """The artifact's `files` (described by `manifest`) loaded as they are, unpacked; the
+    weights go from memory to the executable, not through a file."""
     from compiler.package import write_unpacked
     from compiler.runtime import load_folder
+
+    with tempfile.TemporaryDirectory(prefix="tileforge-validate-") as tmp:
+        write_unpacked(Path(tmp), {n: d for n, d in files.items() if n != WEIGHTS})
+        return load_folder(manifest, Path(tmp), opts.threads or None, weights=files[WEIGHTS])
+
+
+def _validate(reference: _Reference | None, files: dict[str, bytes | memoryview], manifest: dict,
+              opts: CompileOptions, target: Target, backend: Backend) -> tuple[dict, Executable | None]:
+    """Run the artifact's `files` (described by `manifest`) against onnxruntime's outputs
+    (`reference`) on this host, and say where; with the executable run (None where none
+    ran). An artifact this host cannot run (a CPU target's ISA it lacks, a GPU where none
+    is present) is recorded as not validated (passed None, with the reason), never as passed."""
+    from compiler.errors import ArtifactError
     from compiler.runtime.validate import check
 
     not_run = {"passed": None, "max_abs_error": None, "rel_l2_error": None, "tolerance": opts.tolerance}
     if reference is None:  # none was loaded: this host cannot run the target
-        return {**not_run, "skipped": backend.unrunnable(target)}
+        return {**not_run, "skipped": backend.unrunnable(target)}, None
     try:
-        with tempfile.TemporaryDirectory(prefix="tileforge-validate-") as tmp:
-            # the weights go from memory to the executable, not through a file
-            write_unpacked(Path(tmp), {n: d for n, d in files.items() if n != WEIGHTS})
-            exe = load_folder(manifest, Path(tmp), opts.threads or None, weights=files[WEIGHTS])
+        exe = _loaded(files, manifest, opts)
     except ArtifactError as e:
         if not backend.load_failure_means_absent:
             raise
-        return {**not_run, "skipped": f"not run: {e}"}
+        return {**not_run, "skipped": f"not run: {e}"}, None
     run, recorded = reference.run(exe, opts.seed)
     result = check(exe, run, opts.tolerance)
     if result["passed"] and not recorded:  # nothing of a model that failed enters the cache
         reference.keep(exe, run)
     return {**result, "seed": opts.seed, "validated_on": host_description(),
-            "reference": "onnxruntime, recorded by an earlier compile" if recorded else "onnxruntime"}
+            "reference": "onnxruntime, recorded by an earlier compile" if recorded else "onnxruntime"}, exe

@@ -43,8 +43,8 @@ def test_kernels_of_a_model_that_fails_validation_are_not_cached(tmp_path: Path,
     from compiler.errors import ValidationError
 
     cache = FileKernelCache(tmp_path / "kernels")
-    monkeypatch.setattr(pipeline, "_validate", lambda *a: {"passed": False, "rel_l2_error": 0.5,
-                                                           "max_abs_error": 1.0, "tolerance": 1e-4})
+    monkeypatch.setattr(pipeline, "_validate", lambda *a: ({"passed": False, "rel_l2_error": 0.5,
+                                                            "max_abs_error": 1.0, "tolerance": 1e-4}, None))
     with pytest.raises(ValidationError):
         compile_model(mlp_gelu(batch=1), "cpu", {"measure": False}, cache=cache, output=tmp_path / "a.tar.gz")
     assert not list((tmp_path / "kernels").rglob("*.json"))
