@@ -357,6 +357,26 @@ def test_wide_micro_kernels_on_a_small_map_match_the_interpreter(tmp_path: Path,
         np.testing.assert_allclose(lib.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * 216)
 
 
+@pytest.mark.parametrize(("co", "size", "kernel", "stride", "dilation"),
+                         [(72, 13, 3, 2, 1), (96, 31, 3, 1, 2), (88, 9, 1, 2, 1), (65, 20, 3, 1, 1)])
+def test_wide_kernels_read_in_place_as_a_match_the_interpreter(tmp_path: Path, co: int, size: int, kernel: int,
+                                                               stride: int, dilation: int) -> None:
+    """Every micro-kernel 3 or 4 vectors wide offered for positions read in place as A (fewer
+    rows than the first, as many accumulators): strided and dilated windows, channels that
+    leave a tail of a vector or of lanes, computes what the interpreter does."""
+    target = cpu(16)
+    pad = dilation * (kernel - 1) // 2
+    compute = window_conv(1, 24, co, size, size, kernel, kernel, dilation, (pad,) * 4 if pad else None, stride)
+    wide = {f"w{i}": t for i, (_, t) in enumerate(gemm_variants(compute, default_tile(compute, target), target, (1, 2)))
+            if t.gemm is not None and t.gemm.mk.vectors > 2 and t.gemm.direct is not None and t.gemm.direct.side == "a"}
+    assert wide
+    lib = KernelLibrary({name: (compute, t) for name, t in wide.items()}, tmp_path,
+                        dict.fromkeys(wide, target), dict.fromkeys(wide, (1, 2)))
+    inputs = [rand(t.shape) for t in compute.inputs]
+    for name in wide:
+        np.testing.assert_allclose(lib.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * 216)
+
+
 @pytest.mark.parametrize("name", ["a_dilated_border_taps", "dilated_border_taps", "planes_dilated"])
 def test_taps_that_read_only_padding_are_skipped(direct: KernelLibrary, name: str) -> None:
     """Border panels run the micro-kernel over their live taps' list (schedule/live_taps.py)."""
