@@ -158,6 +158,7 @@ def compile_model(
     try:
         with st.stage("package"):
             report["stage_seconds"] = dict(st.seconds)
+            assert built.weights_sha is not None
             sha = c.package(out, built.files, built.model_sha, report, {WEIGHTS: built.weights_sha.result()})
     except BaseException:
         # never leave behind an artifact that did not validate (or was cut short)
@@ -186,7 +187,7 @@ class _Built:
     report: dict
     files: dict[str, bytes | memoryview]
     model_sha: str
-    weights_sha: _Background[str]
+    weights_sha: _Background[str] | None  # where the artifact is to be packed
     executable: Executable | None  # the validated one, where `_build` was asked to keep it
 
 
@@ -237,7 +238,9 @@ def _build(model: bytes | str | Path | onnx.ModelProto, target: str | Target, op
     model_sha = model_hash.result()
     report = c.report(model_sha, graph, log)
     files = c.artifact_files(graph, binary)
-    weights_hash = _Background(_sha256, files[WEIGHTS])  # for the manifest, beside the validation
+    # for the manifest, beside the validation (not where nothing is packed: a choice's
+    # small models, timed next, must not share the cores with it)
+    weights_hash = None if keep_executable else _Background(_sha256, files[WEIGHTS])
     executable = None
     if opts.validate:
         # On the files as they are, before they are packed: the artifact is written once,
