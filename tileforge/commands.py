@@ -63,6 +63,8 @@ def _report(jobs: list[Job], output: str | None) -> int:
             continue
         if job.validated is False:
             print(f"{job.id} ({job.target}) NOT VALIDATED: {job.validation_note}", file=sys.stderr)
+        elif job.validation_warning:
+            print(f"{job.id} ({job.target}) warning: {job.validation_warning}", file=sys.stderr)
         if output:
             Path(output).mkdir(parents=True, exist_ok=True)
             print(f"{job.id} ({job.target}) -> {job.download(output)}")

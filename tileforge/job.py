@@ -94,6 +94,12 @@ class RemoteJob:
         """Why a succeeded job's artifact was not validated."""
         return self.data.get("validation_note")
 
+    @property
+    def validation_warning(self) -> str | None:
+        """What a passing validation checked little of (onnxruntime's outputs held no normal
+        number on the random inputs), else None."""
+        return self.data.get("validation_warning")
+
     def refresh(self) -> Self:
         """Read the job's state from the server."""
         self.data = self._t.request("GET", f"{self.PATH}/{self.id}").json()

@@ -106,6 +106,12 @@ class CompilationOut(JobStateOut):
             return None
         return (self.validation or {}).get("skipped") or "no validation was recorded"
 
+    @computed_field(description="what a passing validation checked little of (onnxruntime's outputs held no "
+                                "normal number on the random inputs), null otherwise")
+    @property
+    def validation_warning(self) -> str | None:
+        return (self.validation or {}).get("warning") if self.validated else None
+
 
 class KernelOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)

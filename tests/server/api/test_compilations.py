@@ -55,3 +55,22 @@ def test_events_stream_until_the_job_ends(api, onnx_models):
     status = json.loads(events[0].split("data: ", 1)[1])
     assert (status["status"], status["error"]) == ("failed", "boom")
     assert events[-1].startswith("event: end")
+
+
+def test_a_job_that_passed_on_vanished_outputs_carries_the_warning(api, onnx_models):
+    """A passing validation whose reference outputs held no normal number says so in
+    `validation_warning`; a job still running, or one not validated, has none."""
+    from server.db.models import JobStatus
+
+    token, model = _setup(api, onnx_models)
+    job = api.post("/v1/compilations", json={"model_id": model["id"]}, headers=auth(token)).json()
+    warning = "onnxruntime's y holds no normal number (all zero, subnormal or not finite) on the random inputs"
+    validation = {"passed": True, "rel_l2_error": 0.0, "max_abs_error": 0.0, "warning": warning}
+    _set_job(api.settings, job["id"], validation=validation)
+    running = api.get(f"/v1/compilations/{job['id']}", headers=auth(token)).json()
+    assert running["validation_warning"] is None
+    _set_job(api.settings, job["id"], status=JobStatus.succeeded, stage="done", progress=1.0)
+    done = api.get(f"/v1/compilations/{job['id']}", headers=auth(token)).json()
+    assert done["validated"] is True and done["validation_warning"] == warning
+    _set_job(api.settings, job["id"], validation={"passed": True, "rel_l2_error": 1e-7})
+    assert api.get(f"/v1/compilations/{job['id']}", headers=auth(token)).json()["validation_warning"] is None
