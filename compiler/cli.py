@@ -71,6 +71,10 @@ def _compile_inputs(a: argparse.Namespace) -> tuple[dict, KernelCache]:
     options: dict = {"input_shapes": _input_shapes(a.input_shape)}
     if a.threads:
         options["threads"] = a.threads
+    if a.no_measure:
+        options["measure"] = False
+    if a.top_k is not None:
+        options["top_k"] = a.top_k
     return options, MemoryKernelCache() if a.no_cache else FileKernelCache(a.cache_dir)
 
 
@@ -221,6 +225,12 @@ def _compile_parser(sub: argparse._SubParsersAction, name: str, help: str) -> ar
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--cache-dir", type=Path, default=_default_cache_dir(), help=_CACHE_HELP)
     p.add_argument("--no-cache", action="store_true", help="use a throw-away in-memory cache")
+    p.add_argument("--no-measure", action="store_true",
+                   help="take the cost model's first tiling and lowering for every kernel: nothing built "
+                        "and timed but the kernels themselves (a cold compile several times faster, the "
+                        "artifact slower where the model ranks wrong)")
+    p.add_argument("--top-k", type=int, default=None, metavar="K",
+                   help="candidates built and timed per kernel, 1-32 (default 5)")
     return p
 
 
