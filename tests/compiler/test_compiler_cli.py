@@ -164,16 +164,20 @@ def test_compile_without_measuring_times_nothing_and_a_bad_top_k_is_one_line(mod
     passes through to the options, which refuse 0 in one line (exit 2)."""
     import tarfile
 
+    def report_of(path: Path) -> dict:
+        with tarfile.open(path) as tar:
+            return json.load(tar.extractfile("report.json"))
+
     art = tmp_path / "fast.tar.gz"
     r = tileforge("compile", str(model_file), "-o", str(art), "--no-measure", "--no-cache", home=tmp_path)
     assert r.returncode == 0, r.stderr
-    report = json.load(tarfile.open(art).extractfile("report.json"))
+    report = report_of(art)
     assert report["options"]["measure"] is False
     assert all(c["measured_us"] is None for k in report["kernels"] for c in k.get("candidates") or [])
     r = tileforge("compile", str(model_file), "-o", str(tmp_path / "k.tar.gz"), "--top-k", "2", "--no-cache",
                   home=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert json.load(tarfile.open(tmp_path / "k.tar.gz").extractfile("report.json"))["options"]["top_k"] == 2
+    assert report_of(tmp_path / "k.tar.gz")["options"]["top_k"] == 2
     bad = tileforge("compile", str(model_file), "-o", str(tmp_path / "b.tar.gz"), "--top-k", "0", home=tmp_path)
     assert bad.returncode == 2 and "top_k" in bad.stderr and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
