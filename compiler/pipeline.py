@@ -45,6 +45,7 @@ from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.runtime.artifact import WEIGHTS
 from compiler.runtime.interleaved import time_interleaved
+from compiler.runtime.quiet import wait_until_quiet
 from compiler.schedule.cpu_gemm import gemm_work
 from compiler.schedule.measure import Timing, fastest, measure_top_k
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
@@ -350,17 +351,21 @@ class _Compilation:
         model, opts = choice.model(copies), dataclasses.replace(self.opts, input_shapes={}, top_k=1)
         ms: dict[bool, float] = {}
         failed: dict[str, str] = {}
+        # Each in a cache of its own: their kernels, built untuned (one candidate each), must
+        # not stand in for the tuned ones the model's own compilation builds; with this
+        # compilation's backend: the kernels they build (Winograd's transforms) come back among
+        # the model's own top-k candidates, compiled once. The executable validated is timed,
+        # no artifact packed (ResNet-18's eight small models: 2.4 s of packing and loading their
+        # weights' copies). The two build side by side: the direct one is a single gcc run,
+        # which would leave the other core idle.
+        with ThreadPoolExecutor(2, thread_name_prefix="tileforge-choice") as pool:
+            builds = {taken: pool.submit(_build, model, self.target, opts, MemoryKernelCache(), None,
+                                         lambda _, t=taken: t, self.backend, keep_executable=True)
+                      for taken in (False, True)}
         exes = {}
-        for taken in (False, True):
+        for taken, build in builds.items():
             try:
-                # a cache of their own: their kernels, built untuned (one candidate each),
-                # must not stand in for the tuned ones the model's own compilation builds
-                # with this compilation's backend: the kernels they build (Winograd's
-                # transforms) come back among the model's own top-k candidates, compiled once;
-                # the executable validated is timed, no artifact packed (ResNet-18's eight
-                # small models: 2.4 s of packing and loading their weights' copies)
-                built = _build(model, self.target, opts, MemoryKernelCache(), None, lambda _, t=taken: t,
-                               self.backend, keep_executable=True)
+                built = build.result()
             except TileforgeError as e:
                 failed["with" if taken else "without"] = f"{type(e).__name__}: {e}"
                 continue
@@ -716,9 +721,12 @@ class _Background(Generic[T]):
 
 
 def _settle(*jobs: _Background | None) -> None:
+    """Before a timing: the jobs beside the compilation ended, and no other thread of the
+    process running (OpenBLAS's spin after a matmul: compiler/runtime/quiet.py)."""
     for job in jobs:
         if job is not None:
             job.settle()
+    wait_until_quiet()
 
 
 def _sha256(data: bytes | memoryview) -> str:
