@@ -44,8 +44,7 @@ from compiler.ir.graph import Graph
 from compiler.ir.te import Compute
 from compiler.options import CompileOptions
 from compiler.runtime.artifact import WEIGHTS
-from compiler.runtime.interleaved import time_interleaved
-from compiler.runtime.quiet import wait_until_quiet
+from compiler.runtime.interleaved import time_interleaved, wait_until_idle
 from compiler.schedule.cpu_gemm import gemm_work
 from compiler.schedule.measure import Timing, fastest, measure_top_k
 from compiler.schedule.plan import ExecutionPlan, Kernel, TileConfig
@@ -720,13 +719,21 @@ class _Background(Generic[T]):
         futures.wait([self._future])
 
 
+# Before a timing's warm-up, as before each of its phases (`time_interleaved`): OpenBLAS's
+# workers spin about 0.1 s after numpy's matmul on a Winograd transform's weights, made just
+# before a lowering choice is timed. Without this wait ResNet-50's first choice measured
+# Winograd at 1.14-1.20 ms a copy in 3 of 4 compiles (a near tie with the direct 1.15), with it
+# 0.52-0.66 in 8 of 8 (so too with OPENBLAS_NUM_THREADS=1); the waits before each phase alone
+# had not prevented it (the warm-up's calls, each executable's first, run before them).
+SETTLE_WINDOW_S = 0.01
+
+
 def _settle(*jobs: _Background | None) -> None:
-    """Before a timing: the jobs beside the compilation ended, and no other thread of the
-    process running (OpenBLAS's spin after a matmul: compiler/runtime/quiet.py)."""
+    """Before a timing: the jobs beside the compilation ended, and the process idle."""
     for job in jobs:
         if job is not None:
             job.settle()
-    wait_until_quiet()
+    wait_until_idle(SETTLE_WINDOW_S)
 
 
 def _sha256(data: bytes | memoryview) -> str:

@@ -174,3 +174,29 @@ def test_a_choices_small_models_are_timed_as_validated_never_packed(tmp_path, mo
     (record,) = result.report["choices"]
     assert record["ms_with"] > 0 and record["ms_without"] > 0 and record["failed"] == {}
     assert packed == [tmp_path / "m.tar.gz"] and result.validation["passed"] is True
+
+
+def test_a_timing_starts_once_the_process_is_idle() -> None:
+    """`_settle`, run before every timing of a compilation (a choice's warm-up included), waits
+    while another thread of the process spins (OpenBLAS's workers after a matmul)."""
+    import threading
+    import time
+
+    from compiler.pipeline import _settle
+
+    started = threading.Event()
+
+    def spin() -> None:
+        started.set()
+        end = time.perf_counter() + 0.15
+        while time.perf_counter() < end:
+            pass
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    started.wait()
+    t0 = time.perf_counter()
+    _settle(None)
+    waited = time.perf_counter() - t0
+    spinner.join()
+    assert 0.1 <= waited < 1.0
