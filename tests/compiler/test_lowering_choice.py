@@ -200,3 +200,26 @@ def test_a_timing_starts_once_the_process_is_idle() -> None:
     waited = time.perf_counter() - t0
     spinner.join()
     assert 0.1 <= waited < 1.0
+
+
+@pytest.mark.parametrize(("first", "second", "timings", "taken"), [
+    ((1.00e-3, 0.95e-3), (1.00e-3, 1.20e-3), 2, False),  # close: timed again, judged on all runs
+    ((1.00e-3, 0.60e-3), (1.00e-3, 1.20e-3), 1, True),   # decisive: one alternation
+])
+def test_lowerings_timed_close_are_timed_again_and_judged_on_all_runs(tmp_path, monkeypatch, first, second,
+                                                                       timings, taken) -> None:
+    """Within CHOICE_CLOSE of each other, one alternation's medians are no answer to keep in
+    the cache: both lowerings are timed once more and the medians taken over all runs."""
+    rounds = iter([first, second])
+    calls = []
+
+    def timer(fns, **_):
+        calls.append(len(fns))
+        without, with_ = next(rounds)
+        return [[without] * 10, [with_] * 11]  # the second alternation's medians outweigh a tie
+
+    monkeypatch.setattr(compiler.pipeline, "time_interleaved", timer)
+    monkeypatch.setattr(compiler.pipeline, "choice_copies", lambda *_: 1)
+    result = compile_model(_model(), "cpu", {"threads": 1}, output=tmp_path / "m.tar.gz")
+    (record,) = result.report["choices"]
+    assert calls == [2] * timings and record["taken"] is taken and record["failed"] == {}
