@@ -34,6 +34,7 @@ from compiler.cache import (
     MemoryKernelCache,
     choice_signature,
     exact_hit,
+    options_key,
     signature_of,
 )
 from compiler.cost.model import dram_bytes
@@ -480,10 +481,12 @@ class _Compilation:
         keeps tuned kernels (`options_key`); one that does not takes a tuned kernel where the
         cache holds one, else keeps its own."""
         options = {**self.opts.codegen_key(), **constant_options(constants)}
-        tuned = self._looked_up(signature_of(compute, self.fingerprint, options, tuned=True))
+        sig = signature_of(compute, self.fingerprint, options, tuned=True)
+        tuned = self._looked_up(sig)
         if self._measures() or tuned in self.entries:
             return tuned
-        return self._looked_up(signature_of(compute, self.fingerprint, options))
+        # the same kernel untuned: only its options differ (not canonicalised again)
+        return self._looked_up(dataclasses.replace(sig, options=options_key(options)))
 
     def _looked_up(self, sig: KernelSignature) -> str:
         """`sig`'s key, with its cache entry in `entries` where the cache holds one (asked once)."""
