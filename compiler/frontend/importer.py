@@ -17,7 +17,7 @@ from compiler.frontend.choices import Chooser, by_default
 from compiler.frontend.dtypes import ir_dtype
 from compiler.frontend.exprs import elementwise
 from compiler.frontend.functions import expand
-from compiler.frontend.fusion import fold_batchnorm_into_conv
+from compiler.frontend.fusion import ChannelScaleFolding, fold_batchnorm_into_conv
 from compiler.frontend.limits import Limits
 from compiler.frontend.loader import (
     DEFAULT_DOMAINS,
@@ -204,7 +204,10 @@ def _lower(proto: onnx.ModelProto, screened: Screened, input_shapes: Mapping[str
             values[init.name] = Value.of_array(tensor_array(init, f"initializer {shown(init.name)}"),
                                                name=init.name)
     outputs = [o.name for o in g.output]
-    for node in fold_batchnorm_into_conv(screened.nodes, values, set(outputs)):
-        lower_node(b, node, values, screened.opset)
+    nodes = fold_batchnorm_into_conv(screened.nodes, values, set(outputs))
+    scales = ChannelScaleFolding(nodes, set(outputs))
+    for node in nodes:
+        for rewritten in scales.rewrite(node, values):
+            lower_node(b, rewritten, values, screened.opset)
     bind_outputs(b, outputs, values)
     return prune(b.graph)

@@ -66,6 +66,11 @@ WASTE_TO_GATHER = 0.05
 # 1.2-1.7x on Zen 3). Not where they are 32 (AVX-512): there an 8 x 1 kernel read in place
 # as A (8 accumulators) timed fastest for a 16-channel 1x1 convolution (Sapphire Rapids).
 FULL_ACCUMULATORS = 12
+# A computed rows operand at most this share of the columns' (per k) is packed per call as
+# a weight (`_weights_side`): MBConv's scaled 144 -> 24 projection on 56 x 56 is 24 rows
+# against 3136 positions (the frontend folds a scale into weights 1/64 of the map or less:
+# compiler/frontend/fusion.py SCALED_WEIGHTS_SHARE).
+WEIGHTS_SHARE = 16
 MIN_KC = 64  # shallower blocks spend more on loading and storing C than on FMAs
 DEFAULT_CACHE_BYTES = {"l1": 32 << 10, "l2": 512 << 10}
 MAX_SCRATCH_BYTES = 2 << 20
@@ -330,7 +335,7 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
     # the copy of an input read in place is made once for all of them.
     batch = side_extent(c, m.batch)
     micros = _row_choices(mk, channels, target)
-    if prepacked_sides(m, constant_inputs) != ("a",) or not isinstance(m.rhs, Load):
+    if not (_weights_side(m, constant_inputs, channels, positions) and isinstance(m.rhs, Load)):
         return sorted((Orientation(batch * round_up(channels, r.rows) * columns * k / fma_rate(r, target), m, r,
                                    None) for r in micros), key=lambda o: o.cost)
     inner = next((c.axes[d].extent for d in reversed(m.cols) if c.axes[d].extent > 1), 1)
@@ -392,6 +397,19 @@ def orientations(c: Compute, m: Contraction, target: Target, constant_inputs: Co
                 options.append(Orientation(batch * (gathered_rows * lanes * k / fma_rate(lanes_mk, target) + scatter
                                                     + PACK_COST_SCALAR * k * positions), swapped, lanes_mk, None))
     return sorted(options, key=lambda o: o.cost)
+
+
+def _weights_side(m: Contraction, constant_inputs: Collection[int], channels: int, positions: int) -> bool:
+    """Whether the rows operand plays a convolution's weights against patches of an input:
+    a constant packed at load, or one computed that is small beside the patches
+    (WEIGHTS_SHARE), cheap to pack per call (a per-channel scale folded into the weights:
+    compiler/frontend/fusion.py `ChannelScaleFolding`); not a product of two activations
+    of like size (attention's), whose plans stay the plain ones."""
+    sides = prepacked_sides(m, constant_inputs)
+    if sides == ("a",):
+        return True
+    return (not sides and isinstance(m.lhs, Load) and isinstance(m.rhs, Load) and m.lhs.input != m.rhs.input
+            and channels * WEIGHTS_SHARE <= positions)
 
 
 def _balanced_blocks(batch: int, mnk: tuple[int, int, int], mc: int, nc: int, mk: MicroKernel,

@@ -39,6 +39,16 @@ def test_mbconv_se_matches_onnxruntime(channels: int, size: int, batch: int, str
     assert any(k["ops"] == ["Conv", "Sigmoid", "Mul", "Conv", "Sigmoid"] and k["tile"]["serial"] for k in chains)
 
 
+def test_mbconv_se_scale_runs_on_the_projection_weights(tmp_path: Path) -> None:
+    """At 56 x 56 the SE gate scales the 1x1 projection's weights (24 x 144, 1/130 of the
+    map: compiler/frontend/fusion.py `ChannelScaleFolding`), a small kernel of its own; the
+    projection reads the unscaled map, and the block still matches onnxruntime."""
+    result = compile_model(mbconv_stage(24, 56, repeats=1), "cpu", _OPTS, output=tmp_path / "a.tar.gz")
+    assert result.validation["passed"] and result.validation["rel_l2_error"] <= 1e-4
+    assert not any(k["ops"][0] == "Mul" and "Conv" in k["ops"] for k in result.kernels)
+    assert any(k["ops"] == ["Mul"] and k["tile"]["serial"] for k in result.kernels)
+
+
 @pytest.mark.parametrize(("size", "batch"), [(29, 1), (7, 2), (28, 1)])
 def test_inverted_residual_relu6_is_one_kernel(size: int, batch: int, tmp_path: Path) -> None:
     model = inverted_residual_stage(16, size, repeats=1, batch=batch)

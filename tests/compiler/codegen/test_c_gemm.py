@@ -34,10 +34,10 @@ from test_c_kernels import (
 from compiler.codegen.c.gemm import IN_PLACE_AHEAD, micro_name, stores_from_registers
 from compiler.codegen.c.vector_math import exp_function
 from compiler.ir import te
-from compiler.ir.contraction import match_contraction
+from compiler.ir.contraction import match_contraction, side_extent
 from compiler.ir.interp import evaluate
 from compiler.ir.te import Compute, Load, TensorType, Var, call
-from compiler.schedule.cpu_gemm import gemm_blocking, gemm_contraction, gemm_variants
+from compiler.schedule.cpu_gemm import WEIGHTS_SHARE, gemm_blocking, gemm_contraction, gemm_variants
 from compiler.schedule.gemm_blocking import MicroKernel, micro_tails
 from compiler.schedule.merge_axes import merge_axes, merge_reduce_axes
 from compiler.schedule.prepack import prepacked_inputs
@@ -377,6 +377,26 @@ def test_wide_kernels_read_in_place_as_a_match_the_interpreter(tmp_path: Path, c
         np.testing.assert_allclose(lib.run(name, inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * 216)
 
 
+@pytest.mark.parametrize(("ci", "co", "size", "kernel", "stride"), [(48, 8, 40, 1, 1), (32, 12, 27, 3, 1),
+                                                                    (24, 16, 33, 3, 2)])
+def test_computed_weights_beside_patches_in_place_match_the_interpreter(tmp_path: Path, ci: int, co: int, size: int,
+                                                                        kernel: int, stride: int) -> None:
+    """Weights computed (a channel scale folded into them: frontend/fusion.py), so packed per
+    call, small beside the map: every way offered (patches read in place as B, or as A with
+    the weights packed as B, or gathered) computes what the interpreter does."""
+    target = cpu(16)
+    pad = (kernel - 1) // 2
+    compute = window_conv(1, ci, co, size, size, kernel, kernel, 1, (pad,) * 4 if pad else None, stride)
+    ways = {f"v{i}": t for i, (_, t) in enumerate(gemm_variants(compute, default_tile(compute, target), target, ()))
+            if t.gemm is not None}
+    assert any(t.gemm.direct is not None for t in ways.values())
+    lib = KernelLibrary({name: (compute, t) for name, t in ways.items()}, tmp_path, dict.fromkeys(ways, target))
+    inputs = [rand(t.shape) for t in compute.inputs]
+    for name in ways:
+        np.testing.assert_allclose(lib.run(name, inputs), evaluate(compute, inputs), rtol=1e-5,
+                                   atol=1e-5 * ci * kernel * kernel)
+
+
 @pytest.mark.parametrize("name", ["a_dilated_border_taps", "dilated_border_taps", "planes_dilated"])
 def test_taps_that_read_only_padding_are_skipped(direct: KernelLibrary, name: str) -> None:
     """Border panels run the micro-kernel over their live taps' list (schedule/live_taps.py)."""
@@ -448,7 +468,10 @@ def test_patches_are_read_in_place_where_the_model_says_it_pays(compute: Compute
     assert m is not None
     d = gemm_blocking(c, m, tile, cpu(lanes), constant_inputs=(1, 2)).direct
     assert (None if d is None else f"{d.side} {'rows' if d.fold is None else 'planes'}") == way
-    assert gemm_blocking(c, m, tile, cpu(lanes)).direct is None  # weights not constant: not prepacked
+    # weights computed, so packed per call: read as weights (and the patches perhaps in
+    # place) only where they are small beside the patches (cpu_gemm.py `_weights_side`)
+    small = side_extent(c, m.rows) * WEIGHTS_SHARE <= side_extent(c, m.cols)
+    assert gemm_blocking(c, m, tile, cpu(lanes)).direct is None or small
 
 
 def test_the_source_follows_the_planned_blocking(tmp_path: Path) -> None:

@@ -195,3 +195,22 @@ def test_positions_in_place_as_a_are_offered_wider_kernels_that_hold_as_many_acc
     assert (first.micro.rows, first.micro.vectors) == (8, 2)
     assert (4, 4) in {(w.micro.rows, w.micro.vectors) for w in in_place_a}
     assert all(w.micro.rows * w.micro.vectors >= 16 and w.cost >= first.cost for w in in_place_a[1:])
+
+
+def test_computed_weights_small_beside_the_patches_are_read_as_weights() -> None:
+    """A 1x1 convolution whose weights are computed (a squeeze-excitation gate folded into
+    them: compiler/frontend/fusion.py `ChannelScaleFolding`) is offered its input read in place
+    as B, as with constant weights, where the weights are small beside the map (24 rows
+    against 3136 positions: MBConv's projection on 56 x 56); two like-sized activations (the
+    same 24 channels on a 3 x 3 map) keep the plain ways."""
+    conv = window_conv(1, 144, 24, 56, 56, 1, 1)
+    merged, _ = merge_axes(conv, default_tile(conv, cpu(16)))
+    m = gemm_contraction(merged, cpu(16))
+    assert m is not None
+    ways = orientations(merged, m, cpu(16), constant_inputs=())
+    assert any(w.direct is not None and w.direct.side == "b" for w in ways)
+    small = window_conv(1, 144, 24, 3, 3, 1, 1)
+    merged, _ = merge_axes(small, default_tile(small, cpu(16)))
+    m = gemm_contraction(merged, cpu(16))
+    assert m is not None
+    assert all(w.direct is None for w in orientations(merged, m, cpu(16), constant_inputs=()))
