@@ -95,8 +95,9 @@ class ChannelScaleFolding:
     Conv(x, W * s) where s varies along the channels alone (squeeze-excitation's gate before
     an MBConv block's 1x1 projection). The multiply then runs on the weights (C_out x C_in x
     taps values) where it ran on the activation (C_in x H x W), and that tensor's pass through
-    memory is gone. Exact in real arithmetic (padding reads 0 either way); in float32 the
-    products round differently, as any reassociation does.
+    memory is gone. Exact in real arithmetic; in float32 the products round differently, as
+    any reassociation does. Not where the convolution reads padding: there an infinite s
+    would meet the padding's 0 in W * s * 0 (NaN) where x * s had padded 0 * W.
 
     Shapes are known only once the Mul's inputs are lowered, so the rewrite is made node by
     node during lowering (`rewrite`); the Mul itself still lowers, and with nothing left to
@@ -114,9 +115,11 @@ class ChannelScaleFolding:
         if mul is None or _attr(node, "group", 1) != 1:
             return [node]
         w = values.get(node.input[1])
+        if not isinstance(w, Value) or not _reads_no_padding(node, w):
+            return [node]
         for x_name, s_name in (mul.input, reversed(mul.input)):
             x, s = values.get(x_name), values.get(s_name)
-            if (isinstance(x, Value) and isinstance(s, Value) and isinstance(w, Value) and _per_channel(s, x)
+            if (isinstance(x, Value) and isinstance(s, Value) and _per_channel(s, x)
                     and x.dtype == s.dtype == w.dtype and w.rank == x.rank
                     and math.prod(w.shape) * SCALED_WEIGHTS_SHARE <= math.prod(x.shape)):
                 scaled = _fresh(values, "scaled_w")
@@ -126,6 +129,15 @@ class ChannelScaleFolding:
                 conv.input[0], conv.input[1] = x_name, scaled
                 return [weights, conv]
         return [node]
+
+
+def _reads_no_padding(conv: NodeProto, w: Value) -> bool:
+    """Whether Conv `conv` (weights `w`) reads no padding: no pads, and SAME auto-padding
+    only with a kernel of one tap."""
+    pads = next((list(helper.get_attribute_value(a)) for a in conv.attribute if a.name == "pads"), [])
+    auto = next((helper.get_attribute_value(a) for a in conv.attribute if a.name == "auto_pad"), b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    return not any(pads) and (auto in ("NOTSET", "VALID") or all(d == 1 for d in w.shape[2:]))
 
 
 def _per_channel(s: Value, x: Value) -> bool:

@@ -232,3 +232,16 @@ def test_a_channel_scale_stays_on_the_map_where_folding_does_not_pay_or_hold(why
     assert [n.op for n in g.nodes] == ["Sigmoid", "Mul", "Conv"]
     assert g.nodes[1].compute.shape == feeds["x"].shape
     check_model(model, feeds)
+
+
+def test_a_channel_scale_stays_on_the_map_before_a_padded_convolution():
+    """A 3x3 convolution with padding reads zeros past the map's edge: scaled weights would
+    multiply an infinite gate into them (NaN) where the scaled map had padded 0; the Mul stays."""
+    rng = np.random.default_rng(4)
+    w = {"w": (rng.standard_normal((4, 32, 3, 3)) / 17).astype(np.float32)}
+    nodes = [helper.make_node("Mul", ["x", "s"], ["m"]), helper.make_node("Conv", ["m", "w"], ["y"], pads=[1, 1, 1, 1])]
+    feeds = {"x": random((1, 32, 64, 64)), "s": random((1, 32, 1, 1))}
+    model = make_model(nodes, feeds, ["y"], w)
+    g = import_model(model)
+    assert [n.op for n in g.nodes] == ["Mul", "Conv"] and g.nodes[0].compute.shape == (1, 32, 64, 64)
+    check_model(model, feeds)
