@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from onnx import NodeProto, helper
@@ -14,11 +15,16 @@ from compiler.frontend.loader import all_nodes
 from compiler.frontend.values import AnyValue, Value
 
 
-def _attr(node: NodeProto, name: str, default: float | int) -> float | int:
+def _attr(node: NodeProto, name: str, default: Any) -> Any:
     for a in node.attribute:
         if a.name == name:
             return helper.get_attribute_value(a)
     return default
+
+
+def _readers(nodes: Sequence[NodeProto]) -> Counter[str]:
+    """How many node inputs read each name (subgraphs' nodes too)."""
+    return Counter(i for n in all_nodes(nodes) for i in n.input if i)
 
 
 def _fresh(values: dict[str, Value], base: str) -> str:
@@ -49,7 +55,7 @@ def fold_batchnorm_into_conv(
     not a graph output) and the Conv weights and normalization parameters are
     all constants; the new weights are added to `values`.
     """
-    readers = Counter(i for n in all_nodes(nodes) for i in n.input if i)  # subgraphs read too
+    readers = _readers(nodes)
     conv_of = {n.output[0]: n for n in nodes if n.op_type == "Conv" and len(n.output) == 1}
     replaced: dict[int, NodeProto] = {}
     dropped: set[int] = set()
@@ -104,7 +110,7 @@ class ChannelScaleFolding:
     read it, pruning drops it."""
 
     def __init__(self, nodes: Sequence[NodeProto], graph_outputs: set[str]) -> None:
-        readers = Counter(i for n in all_nodes(nodes) for i in n.input if i)  # subgraphs read too
+        readers = _readers(nodes)
         self._muls = {n.output[0]: n for n in nodes if n.op_type == "Mul" and len(n.input) == 2
                       and readers[n.output[0]] == 1 and n.output[0] not in graph_outputs}
 
@@ -134,10 +140,8 @@ class ChannelScaleFolding:
 def _reads_no_padding(conv: NodeProto, w: Value) -> bool:
     """Whether Conv `conv` (weights `w`) reads no padding: no pads, and SAME auto-padding
     only with a kernel of one tap."""
-    pads = next((list(helper.get_attribute_value(a)) for a in conv.attribute if a.name == "pads"), [])
-    auto = next((helper.get_attribute_value(a) for a in conv.attribute if a.name == "auto_pad"), b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
-    return not any(pads) and (auto in ("NOTSET", "VALID") or all(d == 1 for d in w.shape[2:]))
+    auto = _attr(conv, "auto_pad", b"NOTSET")
+    return not any(_attr(conv, "pads", [])) and (auto in (b"NOTSET", b"VALID") or all(d == 1 for d in w.shape[2:]))
 
 
 def _per_channel(s: Value, x: Value) -> bool:

@@ -204,8 +204,9 @@ def _lower(proto: onnx.ModelProto, screened: Screened, input_shapes: Mapping[str
             values[init.name] = Value.of_array(tensor_array(init, f"initializer {shown(init.name)}"),
                                                name=init.name)
     outputs = [o.name for o in g.output]
-    nodes = fold_batchnorm_into_conv(screened.nodes, values, set(outputs))
-    scales = ChannelScaleFolding(nodes, set(outputs))
+    graph_outputs = set(outputs)
+    nodes = fold_batchnorm_into_conv(screened.nodes, values, graph_outputs)
+    scales = ChannelScaleFolding(nodes, graph_outputs)
     for node in nodes:
         for rewritten in scales.rewrite(node, values):
             lower_node(b, rewritten, values, screened.opset)
