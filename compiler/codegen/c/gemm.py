@@ -84,6 +84,7 @@ SCRATCH = "tf_scratch"  # the scratch parameter of a GEMM run by the calling thr
 LOCAL_BLOCK = "tf_block"  # a task's block of the micro-kernel, stored as computed
 FLAT_K = "tf_k"  # the flat reduce index's TE variable name (unused when an axis has it)
 MIN_SEGMENT = 8  # shorter innermost runs are walked element by element
+MAX_KEPT_A_BYTES = 1 << 20  # a thread's A kept over its tasks (`keeps_a`): at most this much scratch
 LINE_FLOATS = 16  # floats in a 64-byte cache line (x86, common Arm cores): the prefetch granule
 IN_PLACE_AHEAD = 24  # steps of k: about 100 ns of a 14 x 2-vector micro-kernel's FMAs on an AVX-512 core
 
@@ -110,9 +111,30 @@ def scratch_floats(g: GemmBlocking) -> int:
     """Floats of one thread's scratch: the C tile, then the A and B blocks packed per call
     (each region starts on a cache line: the micro-kernel's vector loads assume alignment)."""
     packed = {p.side for p in g.packed} | ({g.direct.side} if g.direct is not None else set())
-    a_floats = 0 if "a" in packed else -(-g.kc * g.mc // 16) * 16
     b_floats = 0 if "b" in packed else g.kc * g.nc
-    return g.mc * tile_stride(g) + a_floats + b_floats
+    return g.mc * tile_stride(g) + a_scratch_floats(g) + b_floats
+
+
+def a_scratch_floats(g: GemmBlocking) -> int:
+    """Floats of a thread's A block packed per call: one K block's, or every K block's
+    where the thread keeps them for its next task (`keeps_a`); none where A comes packed
+    at load or is read in place."""
+    if "a" in {p.side for p in g.packed} or (g.direct is not None and g.direct.side == "a"):
+        return 0
+    rows = -(-g.mc // g.mk.rows) * g.mk.rows  # the block's whole panels
+    return -(-(g.k if keeps_a(g) else g.kc) * rows // 16) * 16
+
+
+def keeps_a(g: GemmBlocking) -> bool:
+    """Whether each thread keeps its packed A block, every K block of it, while its next
+    task computes the same rows (tasks walk the column blocks of a row block in turn), and
+    packs A again only for a task on other rows. A is then packed once per row block, not
+    once per column block: a matmul of 128 x 768 activations by 768 x 3072 weights (packed
+    at load) packed its A twelve times a call. Not where the rows' every K block would
+    outgrow MAX_KEPT_A_BYTES of scratch."""
+    if "a" in {p.side for p in g.packed} or (g.direct is not None and g.direct.side == "a"):
+        return False
+    return g.blocks[1] > 1 and 4 * g.k * g.mc <= MAX_KEPT_A_BYTES
 
 
 def stores_from_registers(c: Compute, g: GemmBlocking) -> int | None:
@@ -432,7 +454,8 @@ class _GemmWriter:
         g, mk, src = self.g, self.g.mk, self.src
         (tm, tn), tasks = g.blocks, g.tasks
         in_place = g.direct.side if g.direct is not None else ""
-        a_floats = 0 if "a" in self.packed or in_place == "a" else -(-g.kc * g.mc // 16) * 16
+        a_floats, keep_a = a_scratch_floats(g), keeps_a(g)
+        a_block = "a_all" if keep_a else "ap"  # every K block's A, or the current one's
         split = team and parallel and tasks > 1
         own = self._own_copy(team, tm, tn)
         self.rows_shifted = own is not None
@@ -441,10 +464,12 @@ class _GemmWriter:
             if g.direct is not None and own is None:
                 self._padded_input(g.direct)
             with self._scratch(team, split, own is not None):
-                src.line(f"float* const ap = ct + {g.mc * self.ldc};")
-                src.line(f"float* const bp = ap + {a_floats};")
+                src.line(f"float* const {a_block} = ct + {g.mc * self.ldc};")
+                src.line(f"float* const bp = {a_block} + {a_floats};")
                 if self.packed:
-                    src.line("(void)ap; (void)bp;  /* one of them is unused: its operand comes packed */")
+                    src.line(f"(void){a_block}; (void)bp;  /* one of them is unused: its operand comes packed */")
+                if keep_a:
+                    src.line("int64_t a_at = -1;  /* the row block (and batch) whose A the thread holds */")
                 if split:
                     src.line("#pragma omp for schedule(static) nowait")
                 with src.block(f"for (int64_t t = 0; t < {tasks}L; ++t)"):
@@ -458,13 +483,20 @@ class _GemmWriter:
                         first, count = ("n0", "nv") if g.direct.side == "b" else ("m0", "mv")
                         write_task_copy(g.direct, own, self.c.inputs[g.direct.input].shape, first, count, src)
                     self._decode(f"(t / {tm * tn}L)", self.m.batch)
+                    if keep_a:
+                        src.line(f"const int a_fresh = t / {tn}L != a_at;")
+                        src.line(f"a_at = t / {tn}L;")
                     if self.stored_axis is not None:
                         src.line(f"float {LOCAL_BLOCK}[{mk.rows * mk.cols}] __attribute__((aligned(64)));")
                     with src.block(f"for (int64_t k0 = 0; k0 < {g.k}L; k0 += {g.kc}L)"):
                         src.line(f"const int64_t kc = {g.k}L - k0 < {g.kc}L ? {g.k}L - k0 : {g.kc}L;")
                         if "b" not in self.packed and in_place != "b":
                             self._pack_b()
-                        if "a" not in self.packed and in_place != "a":
+                        if keep_a:
+                            src.line(f"float* const ap = a_all + k0 * {-(-g.mc // mk.rows) * mk.rows}L;")
+                            with src.block("if (a_fresh)"):
+                                self._pack_a()
+                        elif "a" not in self.packed and in_place != "a":
                             self._pack_a()
                         a = self._panel("a", "ap + ip * kc", "m0", "ip", tm * tn)
                         b = self._panel("b", "bp + jp * kc", "n0", "jp", tm * tn)

@@ -31,7 +31,7 @@ from test_c_kernels import (
     rand,
 )
 
-from compiler.codegen.c.gemm import IN_PLACE_AHEAD, micro_name, stores_from_registers
+from compiler.codegen.c.gemm import IN_PLACE_AHEAD, keeps_a, micro_name, stores_from_registers
 from compiler.codegen.c.vector_math import exp_function
 from compiler.ir import te
 from compiler.ir.contraction import match_contraction, side_extent
@@ -489,6 +489,36 @@ def test_the_source_follows_the_planned_blocking(tmp_path: Path) -> None:
     lib = KernelLibrary({"k": (c, dataclasses.replace(tile, gemm=other))}, tmp_path, {"k": CPU})
     inputs = [rand(t.shape) for t in c.inputs]
     np.testing.assert_allclose(lib.run("k", inputs), evaluate(c, inputs), rtol=1e-5, atol=1e-5 * 80)
+
+
+@pytest.mark.parametrize(("compute", "blocks"), [
+    (matmul(100, 96, 80), (52, 32, 32)),  # 2 row blocks x 3 column blocks, 3 K blocks (the last 16 deep)
+    (batched_matmul_broadcast(), (8, 8, 7)),  # 6 batch indices x 2 column blocks, each its own A
+])
+def test_a_thread_packs_a_once_for_the_column_blocks_of_its_rows(tmp_path: Path, compute: Compute,
+                                                                   blocks: tuple[int, int, int]) -> None:
+    """A packed per call is kept, every K block of it, while a thread's next task computes
+    the same rows (and batch index): packed again only where the rows change."""
+    tile = planned(compute, default_tile(compute, CPU), CPU)
+    assert tile.gemm is not None
+    mc, nc, kc = blocks
+    g = dataclasses.replace(tile.gemm, mk=MicroKernel(8, 4, 1), mc=mc, nc=nc, kc=kc)
+    assert keeps_a(g) and g.blocks[1] > 1
+    src = render_planned(compute, dataclasses.replace(tile, gemm=g), "k", CPU)
+    assert "if (a_fresh)" in src and f"a_at = t / {g.blocks[1]}L;" in src
+    lib = KernelLibrary({"k": (compute, dataclasses.replace(tile, gemm=g))}, tmp_path, {"k": CPU})
+    inputs = [rand(t.shape) for t in compute.inputs]
+    k = np.prod([a.extent for a in compute.reduce_axes])
+    np.testing.assert_allclose(lib.run("k", inputs), evaluate(compute, inputs), rtol=1e-5, atol=1e-5 * k)
+
+
+def test_a_packed_at_load_or_a_single_column_block_is_not_kept() -> None:
+    c = matmul(100, 96, 80)
+    g = planned(c, default_tile(c, CPU), CPU).gemm
+    assert g is not None
+    assert not keeps_a(dataclasses.replace(g, nc=96 * 2))  # one column block: nothing to keep it for
+    packed = planned(c, default_tile(c, CPU), CPU, constant_inputs=(0,)).gemm
+    assert packed is not None and "a" in {p.side for p in packed.packed} and not keeps_a(packed)
 
 
 @pytest.mark.parametrize("lanes", [8, 16])
