@@ -101,7 +101,7 @@ def render_gemm(c: Compute, g: GemmBlocking, params: Sequence[str], header: str,
         raise ValueError("a GEMM run by the calling thread packs its operands itself")
     taps = direct_taps(c, g)
     writer = _GemmWriter(c, g, params, src, prefix, taps)
-    _micro_kernels(g, src, prefix, taps, writer.stored_axis is not None)
+    _micro_kernels(g, src, prefix, taps, writer.local)
     split = writer.write(header, parallel, team)
     writer.write_packers(symbol)
     return split
@@ -141,9 +141,12 @@ def stores_from_registers(c: Compute, g: GemmBlocking) -> int | None:
     """The output axis whose positions fill the micro-kernel's vectors, where each block of
     the micro-kernel is stored to `out` as it is computed (post applied on the vectors)
     instead of through the C tile in scratch and an epilogue pass over it; None where it
-    is not. That is where K is one block (nothing is added to a block later) and the
-    columns are the output's innermost axis, whole vectors of it (a packed GEMM: a 1x1
-    convolution, a matmul), the post vectorizing along it. A 1x1 expand convolution with
+    is not. That is where the columns are the output's innermost axis, whole vectors of
+    it (a packed GEMM: a 1x1 convolution, a matmul), the post vectorizing along it. Where K
+    is one block the micro-kernel writes a block of its own (`local`); where it takes
+    several, the sums are carried in the C tile and each block is stored from there right
+    after the last K block's call, while in L1: a 128 x 768 x 3072 matmul (two K blocks)
+    spent 3% of its time in the epilogue's copy of the whole tile. A 1x1 expand convolution with
     K = 16 (96 channels over 112 x 112, MobileNetV2) wrote and read back its whole output
     through scratch for 16 multiply-adds an output: 588 -> 456 us at one thread, 357 ->
     310 at two (Zen 4, C harness). Not for positions read in place (c/direct.py): a 1x1
@@ -151,7 +154,7 @@ def stores_from_registers(c: Compute, g: GemmBlocking) -> int | None:
     through the C tile and an epilogue over the task's tile (16 -> 96 channels over 112 x
     112, 24 -> 144 over 56 x 56; Zen 4, same plans timed in rounds); those now store each
     block from the C tile as soon as it is done (`_block_epilogue`)."""
-    if g.direct is not None or g.swapped or c.dtype != "float32" or g.k > g.kc:
+    if g.direct is not None or g.swapped or c.dtype != "float32":
         return None
     last = len(c.axes) - 1
     if [d for d in g.contraction(c).cols if c.axes[d].extent > 1] != [last] or g.n % g.mk.lanes:
@@ -312,6 +315,7 @@ class _GemmWriter:
         self.c, self.m, self.g, self.params, self.src = c, g.contraction(c), g, params, src
         self.prefix, self.taps = prefix, taps
         self.stored_axis = stores_from_registers(c, g)  # blocks stored as computed along it
+        self.local = self.stored_axis is not None and g.k <= g.kc  # ... from a block of the micro-kernel's own
         self.packed = {p.side: p for p in g.packed}
         self.ldc = tile_stride(g)  # floats between rows of the C tile in scratch
         self.counter = new_counter()
@@ -486,7 +490,7 @@ class _GemmWriter:
                     if keep_a:
                         src.line(f"const int a_fresh = t / {tn}L != a_at;")
                         src.line(f"a_at = t / {tn}L;")
-                    if self.stored_axis is not None:
+                    if self.local:
                         src.line(f"float {LOCAL_BLOCK}[{mk.rows * mk.cols}] __attribute__((aligned(64)));")
                     with src.block(f"for (int64_t k0 = 0; k0 < {g.k}L; k0 += {g.kc}L)"):
                         src.line(f"const int64_t kc = {g.k}L - k0 < {g.kc}L ? {g.k}L - k0 : {g.kc}L;")
@@ -778,14 +782,17 @@ class _GemmWriter:
                 depth, pairs = live_list(g.k, g.kc, panel, src)
                 koff = f", {pairs}"
             prefetch = f", {pf}" if pf else ""
-            local = self.stored_axis is not None
-            c_block = LOCAL_BLOCK if local else f"ct + ip * {g.mk.rows * self.ldc}L + jp * {g.mk.cols}L"
-            args = f"({depth}, {a}, {b}{koff}, {c_block}, k0 == 0{prefetch});"
+            local = self.local
+            tile_block = f"ct + ip * {g.mk.rows * self.ldc}L + jp * {g.mk.cols}L"
+            args = f"({depth}, {a}, {b}{koff}, {LOCAL_BLOCK if local else tile_block}, k0 == 0{prefetch});"
 
             def call(rows: int, vectors: int) -> None:
                 src.line(micro_name(rows, vectors, g, self.prefix, live, local) + args)
                 if local:
-                    self._store_block(rows, vectors)
+                    self._store_block(rows, vectors, LOCAL_BLOCK, g.mk.cols)
+                elif self.stored_axis is not None:  # the sums are whole after the last K block
+                    with src.block(f"if (k0 + kc >= {g.k}L)"):
+                        self._store_block(rows, vectors, tile_block, self.ldc)
 
             def by_vectors(rows: int) -> None:
                 if tests["vectors"] is None:
@@ -811,9 +818,9 @@ class _GemmWriter:
         with src.block("else"):
             calls(panel)
 
-    def _store_block(self, rows: int, vectors: int) -> None:
-        """post of the block the micro-kernel just wrote to `LOCAL_BLOCK` (panel ip, jp),
-        stored to `out` a vector at a time (`stores_from_registers`)."""
+    def _store_block(self, rows: int, vectors: int, block: str, stride: int) -> None:
+        """post of the block the micro-kernel just wrote (panel ip, jp) at `block`, its rows
+        `stride` floats apart, stored to `out` a vector at a time (`stores_from_registers`)."""
         src, c, mk, axis = self.src, self.c, self.g.mk, self.stored_axis
         assert axis is not None
         src.extend(vector_typedefs("float32", mk.lanes))
@@ -825,7 +832,7 @@ class _GemmWriter:
                 src.line(f"const int64_t i{axis} = n0 + jp * {mk.cols}L + v * {mk.lanes}L;")
                 acc = f"t{next(self.counter)}"
                 src.line(f"const {VECTOR_TYPE} {acc} = *(const {VECTOR_TYPE}*)"
-                         f"({LOCAL_BLOCK} + r * {mk.cols}L + v * {mk.lanes}L);")
+                         f"({block} + r * {stride}L + v * {mk.lanes}L);")
                 self._store_vector(acc, offset, c.axes[axis].name)
 
     def _panel(self, side: str, scratch: str, origin: str, index: str, tasks_per_batch: int) -> str:

@@ -1,7 +1,9 @@
-"""GEMMs whose K is one block store each micro-kernel block to `out` as it is computed, post
-applied on the vectors (c/gemm.py `stores_from_registers`), instead of through the C tile
-in scratch and an epilogue pass: row and vector tails, a bias along rows or columns, a
-residual, a transcendental post, a 1x1 convolution, a batch of heads, on 8 and 16 lanes."""
+"""GEMMs store each micro-kernel block to `out` as it is computed, post applied on the
+vectors (c/gemm.py `stores_from_registers`), instead of through the C tile in scratch and
+an epilogue pass: where K is one block from a block of the micro-kernel's own, where it
+takes several from the C tile after the last K block's call. Row and vector tails, a bias
+along rows or columns, a residual, a transcendental post, a 1x1 convolution, a batch of
+heads, on 8 and 16 lanes."""
 
 from __future__ import annotations
 
@@ -50,15 +52,20 @@ STORED: dict[str, tuple[Compute, int]] = {
     "conv1x1_clip_residual_avx2": (conv1x1_clip_residual(12, 12, 24, 40), 8),
     "batched_heads": (batched_scores(), 16),
 }
+STORED_AFTER_K_BLOCKS: dict[str, tuple[Compute, int]] = {  # sums carried in the C tile
+    "k_blocks": (matmul(50, 64, 2 * 256 + 7), 8),  # K in three blocks
+    "k_blocks_row_tail": (matmul(59, 96, 2 * 256 + 7), 16),  # 14-row panels: 3 rows in the last
+    "k_blocks_gelu_bias": (matmul_gelu_bias(37, 64, 2 * 256 + 7), 16),
+    "k_blocks_batched_heads": (batched_scores(2, 20, 48, 2 * 256 + 7), 8),
+}
 THROUGH_SCRATCH: dict[str, tuple[Compute, int]] = {
-    "k_blocks": (matmul(50, 64, 2 * 256 + 7), 8),  # K in three blocks: sums carried in scratch
     "partial_vector": (matmul(30, 70, 20), 8),  # 70 columns: the last vector would be cut
 }
 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> KernelLibrary:
-    cases = {**STORED, **THROUGH_SCRATCH}
+    cases = {**STORED, **STORED_AFTER_K_BLOCKS, **THROUGH_SCRATCH}
     return KernelLibrary({name: (c, default_tile(c, cpu(lanes))) for name, (c, lanes) in cases.items()},
                          Path(tmp_path_factory.mktemp("stored")), {name: cpu(lanes) for name, (_, lanes) in cases.items()})
 
@@ -74,6 +81,13 @@ def test_one_block_of_k_is_stored_as_computed(library: KernelLibrary, name: str)
     source = library.sources[name]
     assert LOCAL_CALL in source and EPILOGUE not in source
     check(library, name, STORED[name][0])
+
+
+@pytest.mark.parametrize("name", list(STORED_AFTER_K_BLOCKS))
+def test_several_k_blocks_are_stored_after_the_last(library: KernelLibrary, name: str) -> None:
+    source = library.sources[name]
+    assert LOCAL_CALL not in source and EPILOGUE not in source and "if (k0 + kc >= 519L)" in source
+    check(library, name, STORED_AFTER_K_BLOCKS[name][0])
 
 
 @pytest.mark.parametrize("name", list(THROUGH_SCRATCH))
