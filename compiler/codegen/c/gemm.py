@@ -115,14 +115,23 @@ def scratch_floats(g: GemmBlocking) -> int:
     return g.mc * tile_stride(g) + a_scratch_floats(g) + b_floats
 
 
+def packs_a_per_call(g: GemmBlocking) -> bool:
+    """Whether the kernel packs A itself, each call: not packed at load, not read in place."""
+    return "a" not in {p.side for p in g.packed} and (g.direct is None or g.direct.side != "a")
+
+
+def a_block_rows(g: GemmBlocking) -> int:
+    """Rows of a packed A block: mc in whole MR panels."""
+    return -(-g.mc // g.mk.rows) * g.mk.rows
+
+
 def a_scratch_floats(g: GemmBlocking) -> int:
     """Floats of a thread's A block packed per call: one K block's, or every K block's
     where the thread keeps them for its next task (`keeps_a`); none where A comes packed
     at load or is read in place."""
-    if "a" in {p.side for p in g.packed} or (g.direct is not None and g.direct.side == "a"):
+    if not packs_a_per_call(g):
         return 0
-    rows = -(-g.mc // g.mk.rows) * g.mk.rows  # the block's whole panels
-    return -(-(g.k if keeps_a(g) else g.kc) * rows // 16) * 16
+    return -(-(g.k if keeps_a(g) else g.kc) * a_block_rows(g) // 16) * 16
 
 
 def keeps_a(g: GemmBlocking) -> bool:
@@ -132,9 +141,7 @@ def keeps_a(g: GemmBlocking) -> bool:
     once per column block: a matmul of 128 x 768 activations by 768 x 3072 weights (packed
     at load) packed its A twelve times a call. Not where the rows' every K block would
     outgrow MAX_KEPT_A_BYTES of scratch."""
-    if "a" in {p.side for p in g.packed} or (g.direct is not None and g.direct.side == "a"):
-        return False
-    return g.blocks[1] > 1 and 4 * g.k * g.mc <= MAX_KEPT_A_BYTES
+    return packs_a_per_call(g) and g.blocks[1] > 1 and 4 * g.k * g.mc <= MAX_KEPT_A_BYTES
 
 
 def stores_from_registers(c: Compute, g: GemmBlocking) -> int | None:
@@ -497,10 +504,10 @@ class _GemmWriter:
                         if "b" not in self.packed and in_place != "b":
                             self._pack_b()
                         if keep_a:
-                            src.line(f"float* const ap = a_all + k0 * {-(-g.mc // mk.rows) * mk.rows}L;")
+                            src.line(f"float* const ap = a_all + k0 * {a_block_rows(g)}L;")
                             with src.block("if (a_fresh)"):
                                 self._pack_a()
-                        elif "a" not in self.packed and in_place != "a":
+                        elif packs_a_per_call(g):
                             self._pack_a()
                         a = self._panel("a", "ap + ip * kc", "m0", "ip", tm * tn)
                         b = self._panel("b", "bp + jp * kc", "n0", "jp", tm * tn)
