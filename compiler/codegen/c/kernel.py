@@ -383,7 +383,7 @@ class _KernelWriter:
         unpadded; None where there is no padded load or no such range."""
         x = self.n - 1
         loads = [ld for ld in walk(body) if isinstance(ld, Load) and ld.pad is not None]
-        interior = self._interior_range(x, body)
+        interior = self._interior_range(x, body, across=True)
         if not loads or interior is None:
             return None
         checks = []
@@ -731,13 +731,17 @@ class _KernelWriter:
         interior = self._interior_range(d, self.c.body)
         return None if interior == (0, self.s.extents[d] - 1) else interior
 
-    def _interior_range(self, d: int, body: Expr) -> tuple[int, int] | None:
+    def _interior_range(self, d: int, body: Expr, across: bool = False) -> tuple[int, int] | None:
         """[lo, hi] of axis d inside which `body`'s padded loads cannot leave their tensors
         along it (the whole axis where none depends on it); None where there is no such
         range or it cannot be found simply (an index not affine, or mixing d with another
-        output axis)."""
+        output axis). With `across`, an index mixing d with other output axes is bounded
+        over their whole extents: one static range for every row, narrower than some rows
+        have (Winograd's input transform reads its window's column b at 4 x tile column +
+        b - 1: rows of 14 tiles, 12 inside for every b against 13 for one b; bounds
+        computed per row, not known to gcc, left 14-tile rows unvectorized, 2x slower)."""
         var = self.c.axes[d].name
-        spatial = {a.name for a in self.c.axes}
+        spatial = set() if across else {a.name for a in self.c.axes}
         lo, hi = 0, self.s.extents[d] - 1
         for ld in (x for x in walk(body) if isinstance(x, Load) and x.pad is not None):
             for index, n in zip(ld.indices, self.c.inputs[ld.input].shape, strict=True):

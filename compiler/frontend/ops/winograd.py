@@ -10,11 +10,11 @@ table positions: 16 or 36), Y = A^T [(G g G^T) . (B^T d B)] A:
 - the input's, V = B^T d B, runs in two passes: the window's columns, S[x, b] =
   sum_a B^T[x, a] d[a, b] (read at stride m from the padded input), then V[x, y] =
   sum_b B^T[y, b] S[x, b], each a weighted sum of at most 4 values per position (the rows
-  of B^T have 2 nonzeros in F2, 3 or 4 in F4). Each pass is one element-wise op that selects
-  among its positions' sums, and the C kernel runs each position's range with its own sum
-  (compiler/codegen/c/kernel.py `_pieces`); the second pass keeps the first in memory
-  rather than recompute it at every read (compiler/schedule/tilegraph/registers.py
-  `_recomputed`);
+  of B^T have 2 nonzeros in F2, 3 or 4 in F4). Each pass is one element-wise op over the
+  table's two axes apart that selects among the m + 2 sums of one of them, and the C kernel
+  runs each sum's range with its own (compiler/codegen/c/kernel.py `_pieces`); the second
+  pass keeps the first in memory rather than recompute it at every read
+  (compiler/schedule/tilegraph/registers.py `_recomputed`);
 - the s products are one batched matmul over the input channels, M = U V;
 - the output's, Y = A^T M A, likewise in two passes, the second with the bias written
   straight into the output's layout, viewed as (n, k, tile row, i, tile column, j).
@@ -182,30 +182,36 @@ def winograd_conv(cx: OpContext, x: Value, w: Value, bias: Value | None, win: Wi
 
     # V = B^T d B in two passes, each a weighted sum of at most 4 values per position: the
     # columns' transform S[x, b] = sum_a B^T[x, a] d[a, b], then V[x, y] = sum_b B^T[y, b] S[x, b].
-    i = out_index(5)
+    # Each pass has the table's two axes apart, (n, c, x, y, tile row, tile column): its sum
+    # depends on one of them (x, then y) and the other is an ordinary loop axis, so the kernel
+    # runs side pieces, not side^2 (F4's input transform: 6 loop nests a pass where the 36 of
+    # positions flattened into one axis took gcc 1.2-2.0 s a source, a third of ResNet-50's
+    # cold compile). V is then viewed with its positions flattened, as the product reads them.
+    i = out_index(6)
 
-    def window(a: int, b: int) -> Load:  # element (a, b) of the tile's window
-        return load(0, x, [i[0], i[1], *(i[3 + d] * idx(m) + idx(ab - win.pad_begin[d]) for d, ab in enumerate((a, b)))],
-                    pad=pad)
-    body = _by_position(i[2], [[(window(a, q % side), f.bt[q // side, a]) for a in range(side)] for q in range(size)])
-    columns = cx.emit(compute((n, c, size, th, tw), body, [x]), [x])
-    i = out_index(5)
-    body = _by_position(i[2], [[(load(0, columns, [i[0], i[1], idx(e - e % side + b), i[3], i[4]]), f.bt[e % side, b])
-                                for b in range(side)] for e in range(size)])
-    v = cx.emit(compute((n, c, size, th, tw), body, [columns]), [columns])
+    def window(a: int) -> Load:  # element (a, b) of the tile's window, b the axis i[3]
+        return load(0, x, [i[0], i[1], i[4] * idx(m) + idx(a - win.pad_begin[0]),
+                           i[5] * idx(m) + i[3] + idx(-win.pad_begin[1])], pad=pad)
+    body = _by_position(i[2], [[(window(a), f.bt[p, a]) for a in range(side)] for p in range(side)])
+    columns = cx.emit(compute((n, c, side, side, th, tw), body, [x]), [x])
+    i = out_index(6)
+    body = _by_position(i[3], [[(load(0, columns, [i[0], i[1], i[2], idx(b), i[4], i[5]]), f.bt[q, b])
+                                for b in range(side)] for q in range(side)])
+    v = cx.view(cx.emit(compute((n, c, side, side, th, tw), body, [columns]), [columns]), (n, c, size, th, tw))
 
     i, (rc,) = out_index(5), reduce_index(1)
     body = load(0, weights, [i[1], i[2], rc]) * load(1, v, [i[0], rc, i[1], i[3], i[4]])
     products = cx.emit(compute((n, size, k, th, tw), body, [weights, v], reduce=[c], reduce_op="sum"), [weights, v])
 
-    # Y = A^T M A in two passes likewise, the second written interleaved: (n, k, tile row,
-    # position i, tile column, position j), a view of the output.
-    i = out_index(5)
-    body = _by_position(i[2], [[(load(0, products, [i[0], idx(a * side + q % side), i[1], i[3], i[4]]), f.at[q // side, a])
-                                for a in range(side)] for q in range(m * side)])
-    rows = cx.emit(compute((n, k, m * side, th, tw), body, [products]), [products])
+    # Y = A^T M A in two passes likewise, the first with its table axes apart (n, k, i, b, tile
+    # row, tile column), the second written interleaved: (n, k, tile row, position i, tile
+    # column, position j), a view of the output.
     i = out_index(6)
-    body = _by_position(i[5], [[(load(0, rows, [i[0], i[1], i[3] * idx(side) + idx(b), i[2], i[4]]), f.at[pj, b])
+    body = _by_position(i[2], [[(load(0, products, [i[0], idx(a * side) + i[3], i[1], i[4], i[5]]), f.at[p, a])
+                                for a in range(side)] for p in range(m)])
+    rows = cx.emit(compute((n, k, m, side, th, tw), body, [products]), [products])
+    i = out_index(6)
+    body = _by_position(i[5], [[(load(0, rows, [i[0], i[1], i[3], idx(b), i[2], i[4]]), f.at[pj, b])
                                 for b in range(side)] for pj in range(m)])
     inputs = [rows]
     if bias is not None:

@@ -335,6 +335,15 @@ def strided_windows() -> Compute:
     return Compute(axes(2, 6, 23), body, (TensorType((2, 11, 46), "float32"),), "float32")
 
 
+def window_columns() -> Compute:
+    """Element-wise loads whose padded column mixes the innermost axis with an outer one
+    (Winograd's input transform with its table axes apart reads column b of a tile's window
+    at 2 x tile column + b - 1): one unchecked interior for every row."""
+    pad = 0.0
+    body = Load(0, (i0, i2 * 2 + i1 - 1), "float32", pad) - Load(0, (i0, i2 * 2 + i1 + 1), "float32", pad)
+    return Compute(axes(2, 4, 12), body, (TensorType((2, 24), "float32"),), "float32")
+
+
 Case = tuple[Compute, TileConfig | None, Callable[[], list[np.ndarray]]]
 
 
@@ -414,6 +423,7 @@ CASES: dict[str, Case] = {
     # tasks that start and end inside the select's ranges and the rows' interiors
     "outer_select_pieces": _case(outer_select(), TileConfig((2, 3, 19), (1, 1, 19), (), 8)),
     "strided_windows_interior": _case(strided_windows(), TileConfig((1, 4, 10), (1, 1, 10), (), 8)),
+    "window_columns_interior": _case(window_columns(), TileConfig((1, 2, 12), (1, 1, 12), (), 8)),
     # tasks of 11 positions: the second straddles the halves' boundary
     "inner_select_pieces": _case(half_rotation(), TileConfig((1, 2, 11), (1, 1, 11), (), 8)),
     # stride-2 windows on the explicit-SIMD path: two loads and a lane shuffle per vector
@@ -550,6 +560,15 @@ def test_element_wise_rows_read_their_interior_without_checks() -> None:
     src = render_planned(c, tile, "k", CPU).split("void k_team")[1]
     interior = src.split("for (int64_t u2 = lo2; u2 < hi2; ++u2)")[1].split("for (int64_t u2 = hi2")[0]
     assert "in0[" in interior and " ? " not in interior  # unchecked loads: the loop vectorizes
+
+
+def test_rows_whose_padded_column_mixes_an_outer_axis_share_one_interior() -> None:
+    c, tile, _ = CASES["window_columns_interior"]
+    src = render_planned(c, tile, "k", CPU).split("void k_team")[1]
+    # columns 2 x i2 + i1 - 1 and + 1 lie in [0, 24) for every i1 in [0, 4) where i2 is in [1, 9]
+    assert "lo2 = (b2 < 1L ? 1L - b2 : 0)" in src and "(10L - b2 < e2 ? 10L - b2 : e2)" in src
+    interior = src.split("for (int64_t u2 = lo2; u2 < hi2; ++u2)")[1].split("for (int64_t u2 = hi2")[0]
+    assert "in0[" in interior and " ? " not in interior
 
 
 @pytest.mark.parametrize("name", ["depthwise_vector_epilogue", "column_sum_vector_chunked",

@@ -14,6 +14,7 @@ from compiler.frontend.choices import Choice, by_default
 from compiler.frontend.ops.windows import Window
 from compiler.frontend.ops.winograd import F2, F4, winograd_choice
 from compiler.frontend.values import Value
+from compiler.ir.te import Call, walk
 from compiler.pipeline import compile_model
 
 C = 64  # channels enough for the Winograd path (winograd.MIN_CHANNELS)
@@ -145,3 +146,20 @@ def test_the_tables_compute_the_correlation(tables) -> None:
     d, g = rng.standard_normal(tables.m + 2), rng.standard_normal(3)
     want = [d[i:i + 3] @ g for i in range(tables.m)]
     np.testing.assert_allclose(tables.at @ ((tables.g @ g) * (tables.bt @ d)), want, rtol=1e-12, atol=1e-12)
+
+
+def _is_select(e) -> bool:
+    return isinstance(e, Call) and e.op == "select"
+
+
+@pytest.mark.parametrize("x_shape,side", [((1, C, 28, 28), 6), ((1, C, 14, 14), 4)], ids=["F4", "F2"])
+def test_each_transform_pass_selects_among_one_table_axis(x_shape, side) -> None:
+    """Each pass of the transforms keeps the table's two axes apart and picks its weighted sum
+    by one of them: at most `side` sums a pass (the C kernel runs one loop nest per sum), not
+    one for each of the side^2 positions (F4: 36 nests a pass, a third of ResNet-50's cold compile)."""
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    model = make_model([node], {"x": random(x_shape)}, ["y"], {"w": random((C, C, 3, 3), seed=1)})
+    transforms = [nd.compute for nd in import_model(model, choose=_take).nodes
+                  if not nd.compute.is_reduction and any(_is_select(e) for e in walk(nd.compute.body))]
+    assert len(transforms) == 4  # two passes of the input's transform, two of the output's
+    assert all(sum(map(_is_select, walk(c.body))) < side for c in transforms)
