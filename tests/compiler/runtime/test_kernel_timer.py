@@ -85,3 +85,22 @@ def test_each_candidate_is_first_of_its_run_as_often_as_the_others() -> None:
     assert [i for i, _ in orders[2]] == [2, 0, 1, 3, 4, 5]
     assert all([w for _, w in o] == [True, False, False, True, True, False] for o in orders)
     assert round_order(["x", "x"], 1) == [(1, False), (0, False)]  # one run: nothing comes between
+
+
+def test_a_candidate_clearly_slower_than_its_rival_leaves_the_race(tmp_path: Path) -> None:
+    """After the first rounds, a candidate whose fastest run is far over its kernel's
+    fastest candidate is timed no more; a call alone on its buffers runs every round."""
+    library, log = _library(tmp_path)
+    candidates = _copy(16)
+    times = time_kernels(library, [KernelCall("a", candidates), KernelCall("slow", candidates),
+                                   KernelCall("b", _copy(32))])
+    logged = log.read_text()
+    # the warm-up, then the first rounds only (each maybe rewarmed); b is timed on and on
+    assert logged.count("s") <= 1 + 2 * kernel_timer._MIN_RUNS < logged.count("b")
+    assert logged.count("a") > 2 * logged.count("s") and times["slow"] > 10 * times["a"]
+
+
+def test_still_racing_keeps_each_kernels_close_candidates() -> None:
+    keys = ["k", "k", "k", "j"]
+    times = [[1.0, 1.1, 1.0], [1.2, 1.3, 1.2], [1.3, 1.5, 1.4], [9.0, 9.0, 9.0]]
+    assert kernel_timer.still_racing([0, 1, 2, 3], keys, times) == [0, 1, 3]  # 1.3 > 1.25 x 1.0
