@@ -16,11 +16,13 @@ it leaves the sum unchanged (x + 0 is x).
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from compiler.ir.affine import LinearForm, form_bounds, linear_form
-from compiler.ir.te import Compute, Load
+from compiler.ir.te import Axis, Compute, Load
 from compiler.schedule.gemm_blocking import DirectOperand
 
 Ranges = tuple[tuple[int, int], ...]  # (first, last) per reduce axis; first > last: none
@@ -33,12 +35,21 @@ def live_taps(c: Compute, load: Load, d: DirectOperand) -> list[Ranges] | None:
     bound)."""
     if load.pad is None or d.pad_value != 0.0:
         return None
+    taps = _live_taps(load, tuple(c.axes), tuple(c.reduce_axes), c.inputs[load.input].shape, d)
+    return None if taps is None else list(taps)
+
+
+# A compile asks again for the same operand of the same convolution (its candidates, the
+# orientations tried for each, the plans made again after measuring): ResNet-50's 666 asks
+# were 102 operands, their panels walked 1.3 s in all.
+@functools.lru_cache(maxsize=1024)
+def _live_taps(load: Load, axes: tuple[Axis, ...], reduce_axes: tuple[Axis, ...], shape: tuple[int, ...],
+               d: DirectOperand) -> tuple[Ranges, ...] | None:
     forms = [linear_form(i) for i in load.indices]
     if any(f is None for f in forms):
         return None
-    reduce_names = [a.name for a in c.reduce_axes]
-    full = tuple((0, a.extent - 1) for a in c.reduce_axes)
-    shape = c.inputs[load.input].shape
+    reduce_names = [a.name for a in reduce_axes]
+    full = tuple((0, a.extent - 1) for a in reduce_axes)
     # the padded dimensions, each moved by at most one reduce axis (a convolution's taps)
     checks = []
     for form, n in zip(forms, shape, strict=True):
@@ -48,13 +59,13 @@ def live_taps(c: Compute, load: Load, d: DirectOperand) -> list[Ranges] | None:
             tap = moving[0] if moving else None
             positions = (form[0], {v: k for v, k in form[1].items() if v != tap})
             checks.append(_Check(positions, n, tap, form[1][tap] if tap is not None else 0))
-    ranges = {a.name: (0, a.extent - 1) for a in c.axes}
+    ranges = {a.name: (0, a.extent - 1) for a in axes}
     out = []
     none = tuple((0, -1) for _ in full)
     for panel in range(math.prod(e for _, e, _ in d.outer) * d.line_panels):
-        axes = _panel_axes(c, d, panel)
-        out.append(none if axes is None else _panel_ranges(checks, {**ranges, **axes}, reduce_names, full))
-    return out if any(r != full for r in out) else None
+        stored = _panel_axes(axes, d, panel)
+        out.append(none if stored is None else _panel_ranges(checks, {**ranges, **stored}, reduce_names, full))
+    return tuple(out) if any(r != full for r in out) else None
 
 
 def live_fraction(c: Compute, taps: list[Ranges] | None) -> float:
@@ -65,18 +76,18 @@ def live_fraction(c: Compute, taps: list[Ranges] | None) -> float:
     return sum(math.prod(max(0, b - a + 1) for a, b in r) for r in taps) / (k * len(taps))
 
 
-def _panel_axes(c: Compute, d: DirectOperand, panel: int) -> dict[str, tuple[int, int]] | None:
+def _panel_axes(c_axes: Sequence[Axis], d: DirectOperand, panel: int) -> dict[str, tuple[int, int]] | None:
     """Hull (first, last) of each walked output axis over the positions `panel` stores
     (None: it stores none)."""
     axes: dict[str, tuple[int, int]] = {}
     line = panel // d.line_panels
     for axis, extent, _ in reversed(d.outer):
-        axes[c.axes[axis].name] = (line % extent, line % extent)
+        axes[c_axes[axis].name] = (line % extent, line % extent)
         line //= extent
     first = panel % d.line_panels * d.panel
     last = min(first + d.panel, d.line) - 1
     if d.fold is None:
-        axes[c.axes[d.inner].name] = (first, min(last, d.width - 1))
+        axes[c_axes[d.inner].name] = (first, min(last, d.width - 1))
         return axes
     axis, _, period = d.fold
     top, bottom = first // period + (first % period >= d.width), last // period
@@ -86,8 +97,8 @@ def _panel_axes(c: Compute, d: DirectOperand, panel: int) -> dict[str, tuple[int
         cols = (max(first - top * period, 0), min(last - top * period, d.width - 1))
     else:  # the end of one row and the start of the next
         cols = (0, d.width - 1)
-    axes[c.axes[axis].name] = (top, bottom)
-    axes[c.axes[d.inner].name] = cols
+    axes[c_axes[axis].name] = (top, bottom)
+    axes[c_axes[d.inner].name] = cols
     return axes
 
 
