@@ -20,7 +20,7 @@ from compiler.target.base import Target
 from compiler.target.cpu_models import cpu_model
 from compiler.target.toolchain import gcc_version
 
-__all__ = ["balanced_batches", "c_flags", "checked_names", "compile_objects", "gcc_version", "has_libmvec",
+__all__ = ["COMPILE_JOBS", "balanced_batches", "c_flags", "checked_names", "compile_objects", "gcc_version", "has_libmvec",
            "link_shared"]
 
 GCC = "gcc"

@@ -76,3 +76,19 @@ def test_one_source_under_two_symbols_in_one_call_is_compiled_once(gcc_runs: lis
     so.write_bytes(link_shared(list(built.values()), {}, c_flags()))
     lib = ctypes.CDLL(str(so))
     assert lib.tf_a(1) == lib.tf_b(1) == 4 * 2 + 6 + 1
+
+
+def test_renames_of_one_call_each_take_their_own_name(gcc_runs: list[list[str]], tmp_path: Path) -> None:
+    # renamed side by side (two binutils runs each): every object keyed by its own symbol,
+    # in the order asked
+    memo = ObjectMemo()
+    memo.compile({"tf_a": kernel("tf_a", 2), "tf_b": kernel("tf_b", 3)}, c_flags())
+    scales = {"tf_c": 2, "tf_d": 3, "tf_e": 2, "tf_f": 3, "tf_g": 3}
+    built = memo.compile({name: kernel(name, scale) for name, scale in scales.items()}, c_flags())
+    assert gcc_runs[0] == ["tf_a", "tf_b"] and not any(gcc_runs[1:])  # nothing compiled again
+    assert list(built) == list(scales)
+    so = tmp_path / "lib.so"
+    so.write_bytes(link_shared(list(built.values()), {}, c_flags()))
+    lib = ctypes.CDLL(str(so))
+    for name, scale in scales.items():
+        assert getattr(lib, name)(1) == 4 * scale + 6 + 1
