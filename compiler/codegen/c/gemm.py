@@ -74,8 +74,8 @@ from compiler.codegen.c.vector import (
 from compiler.codegen.c.vector_functions import VECTOR_FUNCTIONS
 from compiler.codegen.cexpr import ExprWriter, clip_lines, flat_offset, literal, new_counter
 from compiler.codegen.csource import CSource
-from compiler.ir.affine import linear_form
-from compiler.ir.te import ACC, Call, Compute, Expr, Load, TensorType, Var, walk
+from compiler.ir.affine import linear_form, load_stride, row_major_strides
+from compiler.ir.te import ACC, Call, Compute, Expr, Load, TensorType, Var, children, walk
 from compiler.schedule.gemm_blocking import DirectOperand, GemmBlocking, micro_tails
 from compiler.schedule.live_taps import Ranges
 from compiler.schedule.row_reach import RowReach, row_reach
@@ -653,31 +653,48 @@ class _GemmWriter:
         ending at the run's end, overlapping); the channels past the last whole vector,
         and runs shorter than a vector, one element at a time (`store`). Stored across
         the channels instead, each output cost a scalar load and store: 30% of the
-        stem's 7x7 convolution. Returns False, writing nothing, where it does not apply
-        (rows folded into planes or narrower than a vector, several channel axes, a
-        `post` that is not vectors along the row)."""
+        stem's 7x7 convolution. Rows narrower than a vector whose positions follow each
+        other in `out` and in everything `post` reads (`_flat_rows`) are one run: the
+        vectors cross rows (a 1x1 stride-2 convolution to 14 x 14, 1024 channels: its
+        store across the channels took 10% of it). Returns False, writing nothing, where
+        it does not apply (rows folded into planes or narrower than a vector and not
+        flat, several channel axes, a `post` that is not vectors along the row)."""
         c, src, g = self.c, self.src, self.g
         lanes, ldc = g.mk.lanes, self.ldc
         channels = [a for a in self.m.cols if c.axes[a].extent > 1]
         var = c.axes[d.inner].name
-        if (d.side != "a" or d.fold is not None or d.width < lanes or len(channels) != 1 or c.dtype != "float32"
+        if (d.side != "a" or d.fold is not None or len(channels) != 1 or c.dtype != "float32"
                 or (c.post is not None and not vectorizes(c.post, var, c.inputs, "float32", {ACC}))):
+            return False
+        flat = d.width < lanes
+        if flat and not self._flat_rows(d):
             return False
         src.extend(vector_typedefs("float32", lanes))
         src.extend([f"const int64_t i{a} = 0;" for a in self.m.cols if c.axes[a].extent == 1])
-        line, chan, rows = d.line_panels * d.panel, channels[0], [f"v{e}" for e in range(lanes)]
+        chan, rows = channels[0], [f"v{e}" for e in range(lanes)]
+        # a line: the positions a run may span (one output row; every row of the task where flat)
+        line = d.positions if flat else d.line_panels * d.panel
+        width = line if flat else d.width
+
+        def position(x: str) -> None:  # the walked axes of position x of the line
+            if not flat:
+                src.line(f"const int64_t i{d.inner} = {x};")
+                return
+            src.line(f"const int64_t i{d.inner} = {x} % {d.width}L;")
+            self._outer_axes(d, f"({x} / {d.width}L)", 1)
         with src.block("for (int64_t q = m0, qe; q < m0 + mv; q = qe)"):
             src.line(f"const int64_t line = q / {line}L, x0 = q % {line}L;")
             src.line(f"qe = (line + 1) * {line}L < m0 + mv ? (line + 1) * {line}L : m0 + mv;")
-            src.line(f"const int64_t x1 = x0 + (qe - q) < {d.width}L ? x0 + (qe - q) : {d.width}L;")
+            src.line(f"const int64_t x1 = x0 + (qe - q) < {width}L ? x0 + (qe - q) : {width}L;")
             src.line(f"const float* const cq = ct + (q - m0) * {ldc}L;  /* position x0's row of the tile */")
-            self._outer_axes(d, "line", 1)
+            if not flat:
+                self._outer_axes(d, "line", 1)
             src.line("int64_t jv = 0;")
             with (src.block(f"if (x1 - x0 >= {lanes}L)"),
                   src.block(f"for (; jv + {lanes}L <= nv; jv += {lanes}L)"),
                   src.block(f"for (int64_t xs = x0; xs < x1; xs += {lanes}L)")):
                 src.line(f"const int64_t x = xs + {lanes}L > x1 ? x1 - {lanes}L : xs;")
-                src.line(f"const int64_t i{d.inner} = x;")
+                position("x")
                 src.extend([f"{VECTOR_TYPE} {r} = *(const {VECTOR_TYPE}*)(cq + (x - x0 + {e}) * {ldc}L + jv);"
                             for e, r in enumerate(rows)])
                 src.extend(transpose_lines(rows, lanes))
@@ -688,9 +705,41 @@ class _GemmWriter:
             with src.block("for (int64_t j = jv; j < nv; ++j)"):
                 src.line(f"const int64_t i{chan} = n0 + j;")
                 with src.block("for (int64_t e = x0; e < x1; ++e)"):
-                    src.line(f"const int64_t i{d.inner} = e;")
+                    position("e")
                     store(f"(q - m0 + e - x0) * {ldc}L + j")
         return True
+
+    def _flat_rows(self, d: DirectOperand) -> bool:
+        """Whether the task's positions of `d` (read in place as A) follow each other with no
+        gap in the C tile (lines of whole panels), in `out` and in every load of `post`, so
+        that a vector of them may cross rows: each walked axis steps over the ones inside
+        it, and `post` names the positions only in such loads (or loads that do not move
+        with them: a bias per channel)."""
+        c = self.c
+        if d.line_panels * d.panel != d.width or d.batch:
+            return False
+        walked = [(d.inner, d.width), *((axis, extent) for axis, extent, _ in reversed(d.outer))]
+        names = {c.axes[axis].name for axis, _ in walked}
+
+        def steps_flat(strides: Sequence[int]) -> bool:  # per walked axis, innermost first
+            span = 1
+            for stride, (_, extent) in zip(strides, walked, strict=True):
+                if stride != span:
+                    return False
+                span *= extent
+            return True
+        out_strides = row_major_strides(c.shape)
+        if not steps_flat([out_strides[axis] for axis, _ in walked]):
+            return False
+
+        def flat(e: Expr) -> bool:
+            if isinstance(e, Var):
+                return e.name not in names
+            if isinstance(e, Load):
+                strides = [load_stride(e, c.inputs[e.input].shape, c.axes[axis].name) for axis, _ in walked]
+                return e.pad is None and (all(s == 0 for s in strides) or steps_flat(strides))
+            return all(flat(x) for x in children(e))
+        return c.post is None or flat(c.post)
 
     def _store_vector(self, acc: str, offset: str, var: str) -> None:
         """Store post(`acc`), a vector of accumulators along output axis variable `var`

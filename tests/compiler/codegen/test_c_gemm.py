@@ -293,6 +293,11 @@ DIRECT_CASES: dict[str, tuple[Compute, int]] = {
     "a_stride2_batch2_rows_transposed": (window_conv(2, 8, 21, 34, 34, 3, 3, stride=2), 8),
     "a_silu_rows_transposed": (silu_conv(window_conv(1, 16, 40, 24, 24, 3, 3)), 8),
     "a_residual_rows_transposed": (residual_conv(window_conv(1, 3, 24, 40, 40, 7, 7, pads=(3, 3, 3, 3), stride=2)), 8),
+    # rows narrower than a vector, following each other in out and in the residual: vectors cross rows
+    "a_narrow_rows_transposed": (window_conv(1, 16, 40, 7, 7, 3, 3), 16),
+    "a_stride2_narrow_residual_rows_transposed": (residual_conv(window_conv(1, 128, 128, 14, 14, 1, 1, pads=None,
+                                                                            stride=2)), 16),
+    "a_silu_narrow_rows_transposed": (silu_conv(window_conv(1, 8, 24, 10, 10, 3, 3, stride=2)), 16),
     # border panels whose outer tap rows (and, 8 positions wide, columns) read only padding
     "a_dilated_border_taps": (window_conv(1, 8, 32, 12, 12, 3, 3, dilation=5, pads=(5, 5, 5, 5)), 16),
     "dilated_border_taps": (window_conv(1, 4, 6, 12, 40, 3, 3, dilation=6, pads=(6, 6, 6, 6)), 8),
