@@ -448,7 +448,8 @@ class _KernelWriter:
         """The element-wise nest with axis `d` in vectors and the innermost axis `x` in
         `lanes`-wide steps (c/turn.py), piece by piece along `d`: each `lanes` x `lanes`
         tile computed as one vector along `d` per column, turned in registers, stored as
-        rows; the edges that leave a partial square run scalar."""
+        rows, the last square of a row overlapping the one before it; the rows past the last
+        whole square along `d`, and rows narrower than a vector, run scalar."""
         d, x = turned.axis, self.n - 1
         self.src.extend(vector_typedefs(self.c.dtype, lanes))
         columns = [f"col{j}" for j in range(lanes)]
@@ -466,13 +467,18 @@ class _KernelWriter:
             self._task_loops(range(d + 1, x), lambda: square_row(body))  # the axes between d and x
 
         def square_row(body: Expr) -> None:
-            self.src.line(f"int64_t u{x} = 0;")
-            with self.src.block(f"for (; u{x} + {lanes}L <= e{x}; u{x} += {lanes}L)"):
+            # the last square ends at the row's end, overlapping the one before (its columns
+            # computed and stored twice, alike: an output never shares bytes with an input,
+            # compiler/schedule/arena.py); run scalar, YOLO's head (a Concat turned to 255
+            # channels, 63 = 3 x 16 + 15 in its last task) spent most of its time on them
+            with (self.src.block(f"if (e{x} >= {lanes}L)"),
+                  self.src.block(f"for (int64_t s{x} = 0; s{x} < e{x}; s{x} += {lanes}L)")):
+                self.src.line(f"const int64_t u{x} = s{x} + {lanes}L > e{x} ? e{x} - {lanes}L : s{x};")
                 self._vectors_at(columns, [(f"b{x} + u{x} + {j}L", body) for j in range(lanes)], d, x, lanes)
                 self.src.extend(transpose_lines(columns, lanes))
                 for j, col in enumerate(columns):
                     self.src.line(f"*({VECTOR_TYPE}*)(out + {at({d: f'(i{d} + {j}L)', x: f'(b{x} + u{x})'})}) = {col};")
-            with self.src.block(f"for (; u{x} < e{x}; ++u{x})"):
+            with self.src.block("else"), self.src.block(f"for (int64_t u{x} = 0; u{x} < e{x}; ++u{x})"):
                 self.src.line(f"const int64_t i{x} = b{x} + u{x};")
                 scalar_rows(body, f"u{d}", f"u{d} + {lanes}L")
 

@@ -64,6 +64,8 @@ CASES = {
     # the turned axis (width) and the innermost (channels) with an axis between them
     "axis_between_8": (transpose([2, 11, 3, 20], [0, 3, 2, 1]), [1, 20, 3, 11], 8),
     "rank2_16": (transpose([40, 33], [1, 0]), [33, 40], 16),
+    # rows of 40 channels in tasks of 18: 16 + an overlapping square, twice, then 4 scalar
+    "last_square_overlaps_16": (transpose([1, 40, 36], [0, 2, 1]), [1, 16, 18], 16),
     # parts of 20, 5 and 13 positions: pieces a square wide, narrower, straddling tasks
     "concat_parts_8": (concat_transpose([20, 5, 13], 19), [1, 12, 19], 8),
     "yolo_head_concat_16": (concat_transpose([1024, 256, 64], 255), [1, 128, 255], 16),
