@@ -3,7 +3,6 @@ models validated against onnxruntime."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -107,11 +106,13 @@ def test_groups_timed_no_slower_are_kept(monkeypatch, tmp_path) -> None:
 def test_cli_prints_the_fusion_summary(tmp_path) -> None:
     path = tmp_path / "m.onnx"
     onnx.save(dense_softmax(), path)
-    r = tileforge("compile", str(path), "-o", str(tmp_path / "m.tar.gz"), "--threads", "2", home=tmp_path)
+    # the cost model's plan, not timed: what a busy host's timing splits back is the
+    # monkeypatched tests' (one group timed slower on a loaded 2-core host once made it 7 -> 4)
+    r = tileforge("compile", str(path), "-o", str(tmp_path / "m.tar.gz"), "--threads", "2", "--no-measure",
+                  home=tmp_path)
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("fusion"))
-    # 7 -> 2 where both groups time no slower than their parts; a busy host may split one back
-    assert re.search(r"kernels 7 -> [2-4], predicted DRAM", line) and " MB -> " in line
+    assert "kernels 7 -> 2, predicted DRAM" in line and " MB -> " in line
     assert "kept" in r.stdout and "split back" in r.stdout and "passed" in r.stdout
 
 
